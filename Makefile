@@ -1,0 +1,41 @@
+# stream-perceptron: every target sets up .venv on first use (Python 3.11+ as $(PYTHON)).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test unit integration lint bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the package with its dev tools
+
+demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded broker, with a plot
+	$(BIN)/stream-perceptron demo
+
+test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
+	$(BIN)/pytest
+
+unit: $(STAMP)  ## the fast tests only (no broker)
+	$(BIN)/pytest tests/unit stream_perceptron
+
+integration: $(STAMP)  ## the broker tests only
+	$(BIN)/pytest tests/integration
+
+lint: $(STAMP)  ## ruff and mypy (strict) on the package
+	$(BIN)/ruff check stream_perceptron tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
+	$(BIN)/python -m bench.bench_core --json bench/results/core.json
+
+clean:  ## remove .venv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,194 @@
+"""Durable checkpoints: the model, its statistics and the input offsets they reflect.
+
+A checkpoint is one file ``ckpt-<seq>.json`` (``seq`` a zero-padded, ever-increasing number)
+made of two UTF-8 lines, so that any language can read it (format in ``docs/checkpoint-format.md``)::
+
+    {"format": "stream-perceptron-checkpoint", "version": 1, "sha256": "<hex>", "length": <n>}
+    <body: n bytes of JSON>
+
+The body holds ``model`` (weights, intercept, mistakes, feature names), ``config`` (what the
+fingerprint covers), ``fingerprint``, ``stats``, ``offsets`` (``{topic: {partition: next
+offset}}``) and ``created``. Writes are atomic: temp file, fsync, rename, fsync the directory.
+Loading takes the newest file whose length and checksum hold and skips others with a warning.
+This module knows no Kafka.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stream_perceptron.errors import CheckpointError, CheckpointMismatchError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "stream-perceptron-checkpoint"
+VERSION = 1
+_NAME = re.compile(r"^ckpt-(\d{12})\.json$")
+
+Offsets = dict[str, dict[int, int]]
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+    """A short, stable hash of a model configuration (sorted-key JSON, sha256, 16 hex digits)."""
+    return hashlib.sha256(orjson.dumps(dict(config), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+@dataclass
+class Checkpoint:
+    """One checkpoint's content."""
+
+    model: dict[str, Any]
+    config: dict[str, Any]
+    stats: dict[str, Any]
+    offsets: Offsets
+    created: float = field(default_factory=time.time)
+    seq: int = 0
+    path: Path | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "fingerprint": fingerprint(self.config),
+            "model": self.model,
+            "stats": self.stats,
+            "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in self.offsets.items()},
+            "created": self.created,
+        }
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
+
+        ``n_features`` None on either side adopts the other's; ``fit_intercept`` must be equal.
+        """
+        saved = self.config
+        problems = []
+        if saved.get("fit_intercept") != config.get("fit_intercept"):
+            problems.append(
+                f"fit_intercept={saved.get('fit_intercept')} there,"
+                f" {config.get('fit_intercept')} here"
+            )
+        mine, theirs = config.get("n_features"), saved.get("n_features")
+        dim = len(self.model.get("weights") or [])
+        if mine is not None and ((theirs is not None and theirs != mine) or dim not in (0, mine)):
+            problems.append(f"n_features={theirs if theirs is not None else dim} there, {mine} here")
+        if problems:
+            where = self.path or "the checkpoint"
+            raise CheckpointMismatchError(
+                f"checkpoint {where} was written for another model configuration ("
+                + "; ".join(problems)
+                + "): point checkpoint.dir elsewhere or match the model settings"
+            )
+
+
+class CheckpointStore:
+    """Checkpoints under one directory: atomic writes, keep the last ``keep``, load newest valid."""
+
+    def __init__(self, directory: str | Path, keep: int = 3) -> None:
+        self.directory = Path(directory)
+        self.keep = keep
+
+    def _files(self) -> list[tuple[int, Path]]:
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for p in self.directory.iterdir():
+            m = _NAME.match(p.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        return sorted(found)
+
+    def save(self, ckpt: Checkpoint) -> Path:
+        """Write ``ckpt`` durably and prune old files; returns its path.
+
+        Raises :class:`CheckpointError` when the directory cannot be written; the previous
+        checkpoints are then untouched.
+        """
+        files = self._files()
+        seq = files[-1][0] + 1 if files else 1
+        body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
+        header = orjson.dumps(
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "sha256": hashlib.sha256(body).hexdigest(),
+                "length": len(body),
+            }
+        )
+        path = self.directory / f"ckpt-{seq:012d}.json"
+        tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(header + b"\n" + body + b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(self.directory)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"cannot write checkpoint in {self.directory}: {exc}") from exc
+        ckpt.seq, ckpt.path = seq, path
+        for _, old in files[: max(0, len(files) + 1 - self.keep)]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def load(self) -> Checkpoint | None:
+        """The newest valid checkpoint, or None when there is none; invalid ones are skipped."""
+        for seq, path in reversed(self._files()):
+            try:
+                return read(path, seq)
+            except CheckpointError as exc:
+                log.warning("skipping checkpoint %s: %s", path, exc)
+        return None
+
+
+def read(path: Path, seq: int = 0) -> Checkpoint:
+    """Read and verify one checkpoint file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read: {exc}") from exc
+    head, sep, rest = raw.partition(b"\n")
+    try:
+        header = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        raise CheckpointError("header is not JSON") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise CheckpointError("not a stream-perceptron checkpoint")
+    if header.get("version") != VERSION:
+        raise CheckpointError(f"format version {header.get('version')}, this build reads {VERSION}")
+    body = rest[: header.get("length", -1)]
+    if not sep or len(body) != header.get("length"):
+        raise CheckpointError(f"truncated: {len(rest)} of {header.get('length')} body bytes")
+    if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+        raise CheckpointError("checksum mismatch")
+    data = orjson.loads(body)
+    return Checkpoint(
+        model=data["model"],
+        config=data["config"],
+        stats=data["stats"],
+        offsets={t: {int(p): int(o) for p, o in ps.items()} for t, ps in data["offsets"].items()},
+        created=data["created"],
+        seq=seq,
+        path=path,
+    )
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

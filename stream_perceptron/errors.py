@@ -1,0 +1,47 @@
+"""One root exception and its families.
+
+Bad input records are data, not exceptions that escape the worker loop: the decoder raises
+:class:`DecodeError` and the worker turns it into a dead-letter record with ``reason``.
+"""
+
+from __future__ import annotations
+
+
+class StreamPerceptronError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class SettingsError(StreamPerceptronError):
+    """A setting is invalid; the message names it (one line per setting)."""
+
+
+class DecodeError(StreamPerceptronError, ValueError):
+    """An input record cannot be used; ``reason`` says why (it goes to the dead-letter topic)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DimensionError(DecodeError):
+    """An example's dimension does not match the model's."""
+
+
+class CheckpointError(StreamPerceptronError):
+    """A checkpoint cannot be written or read."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint was written for a model of another configuration."""
+
+
+class SourceError(StreamPerceptronError):
+    """A dataset source (file, river dataset, generator spec) cannot be read."""
+
+
+class BrokerError(StreamPerceptronError):
+    """The embedded broker cannot be started, or a cluster cannot be reached."""
+
+
+class KafkaEdgeError(StreamPerceptronError):
+    """A Kafka operation failed after its retries (broker unreachable, topic missing, auth)."""

@@ -1,0 +1,103 @@
+"""``stream-perceptron fit``: the seeds' offline perceptron over a dataset, with its report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore
+from stream_perceptron.errors import SourceError
+from stream_perceptron.learner import Learner
+from stream_perceptron.perceptron import Perceptron
+from stream_perceptron.settings import Settings
+from stream_perceptron.sources import open_source
+from stream_perceptron.stats import RunningStats, row_norms
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What a fit found: per-pass mistakes and the seeds' quantities for the final model.
+
+    ``gamma`` is the margin of the dataset under the final augmented model [θ, θ0] (seed 000 §2),
+    ``R`` the largest ‖[x, 1]‖ (‖x‖ without intercept). When ``gamma`` > 0 the final model is a
+    separator with that margin, so the convergence theorem bounds the total mistakes by (R/γ)².
+    """
+
+    source: str
+    examples: int
+    per_pass: list[int]
+    training_error: float
+    R: float
+    gamma: float | None
+    bound: float | None
+    weights: list[float]
+    intercept: float
+    checkpoint: Path
+
+    def lines(self) -> list[str]:
+        out = [f"{self.source}: {self.examples} examples"]
+        for i, k in enumerate(self.per_pass, 1):
+            out.append(f"pass {i}: {k} mistakes ({k / self.examples:.4f} of the examples)")
+        total = sum(self.per_pass)
+        out.append(f"training error E_n of the final model: {self.training_error:.4f}")
+        out.append(f"R = {self.R:.6g}")
+        if self.gamma is None:
+            out.append("gamma: the final model does not separate the data (margin <= 0); no bound")
+        else:
+            out.append(
+                f"gamma = {self.gamma:.6g}; bound (R/gamma)^2 = {self.bound:.6g};"
+                f" mistakes in all = {total}"
+            )
+        out.append(f"checkpoint: {self.checkpoint}")
+        return out
+
+
+def fit_source(
+    settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y"
+) -> FitReport:
+    """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it."""
+    source = open_source(spec, limit=limit, label=label, positive_class=settings.limits.positive_class)
+    xs, ys = [], []
+    for x, y_i in source:
+        xs.append(x)
+        ys.append(y_i)
+    if not xs:
+        raise SourceError(f"{spec} has no examples")
+    model = Perceptron(
+        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept
+    )
+    X, rejected = model.vectorize_many(xs)
+    if rejected:
+        row, reason = next(iter(rejected.items()))
+        raise SourceError(f"{spec}: example {row + 1}: {reason}")
+    y = np.array(ys, dtype=np.int8)
+    learner = Learner(model, RunningStats(settings.stats.window, settings.stats.ewma_alpha))
+    per_pass: list[int] = []
+    for _ in range(epochs):
+        result, _ = learner.step(X, y)
+        per_pass.append(int(result.mistakes.sum()))
+        if per_pass[-1] == 0:
+            break
+    functional = y * model.score_many(X)
+    norm_aug = model.norms()[1]
+    gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
+    r = float(row_norms(X, model.fit_intercept).max())
+    gamma = gamma_all if gamma_all > 0 else None
+    model_state, stats_state = learner.state()
+    path = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep).save(
+        Checkpoint(model=model_state, config=model.config(), stats=stats_state, offsets={})
+    )
+    return FitReport(
+        source=spec,
+        examples=len(X),
+        per_pass=per_pass,
+        training_error=float((functional <= 0).mean()),
+        R=r,
+        gamma=gamma,
+        bound=(r / gamma) ** 2 if gamma else None,
+        weights=model.weights.tolist(),
+        intercept=model.intercept,
+        checkpoint=path,
+    )

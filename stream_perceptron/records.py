@@ -1,0 +1,231 @@
+"""Record schemas and their bytes codec: input examples in, predictions, statistics and dead letters out.
+
+Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
+
+    {"x": [0.5, 1.0, -2.0], "y": 1, "id": "evt-17"}
+    {"x": {"clicks": 3, "age": 41}, "y": "spam"}
+
+* ``x``: a non-empty list of numbers (dense, fixed length) or an object of feature name → number;
+  at most ``limits.max_features`` entries, each finite with ``|v| <= limits.max_abs_value``.
+  Booleans and strings are not numbers.
+* ``y``: −1/1, 0/1 (0 is the negative class), true/false, or a string equal to
+  ``limits.positive_class`` / ``limits.negative_class``. Absent or null: unlabeled (predicted,
+  never learned).
+* ``id`` (optional): a string or number, copied to the outputs.
+
+Anything else raises :class:`DecodeError` with the reason the dead-letter record carries.
+The formats of the output records are in :func:`prediction_record`, :func:`dead_letter_record`
+and the README.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from stream_perceptron.errors import DecodeError
+
+Scalar = str | int | float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the decoder accepts (mirrors the ``limits`` settings)."""
+
+    max_record_bytes: int = 1_048_576
+    max_features: int = 100_000
+    max_abs_value: float = 1e12
+    positive_class: str | None = None
+    negative_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A decoded input: features, label (−1/+1, or 0 when unlabeled) and optional id."""
+
+    x: list[float] | dict[str, float]
+    y: int
+    id: Scalar = None
+
+
+_NUMBER = (int, float)
+
+
+def decode_example(value: bytes | None, limits: Limits) -> Example:
+    """Decode and validate one input record value.
+
+    >>> decode_example(b'{"x": [1, 2.5], "y": 0, "id": 7}', Limits())
+    Example(x=[1, 2.5], y=-1, id=7)
+    >>> decode_example(b'{"x": [1, true]}', Limits())
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: x[1] is not a number (got bool)
+    """
+    if value is None:
+        raise DecodeError("record has no value")
+    if len(value) > limits.max_record_bytes:
+        raise DecodeError(
+            f"record is {len(value)} bytes, over the limit of {limits.max_record_bytes}"
+            " (limits.max_record_bytes)"
+        )
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
+    if "x" not in obj:
+        raise DecodeError("record has no 'x'")
+    x = _features(obj["x"], limits)
+    y = decode_label(obj.get("y"), limits)
+    rid = obj.get("id")
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
+        raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
+    return Example(x, y, rid)
+
+
+def _features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
+    if isinstance(x, list):
+        values: list[Any] = x
+    elif isinstance(x, dict):
+        values = list(x.values())
+    else:
+        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {_kind(x)}")
+    if not values:
+        raise DecodeError("x is empty")
+    if len(values) > limits.max_features:
+        raise DecodeError(
+            f"x has {len(values)} features, over the limit of {limits.max_features}"
+            " (limits.max_features)"
+        )
+    if not set(map(type, values)) <= {int, float}:
+        names = list(x) if isinstance(x, dict) else range(len(values))
+        for name, v in zip(names, values, strict=True):
+            if type(v) not in _NUMBER:
+                where = f"x[{name!r}]" if isinstance(x, dict) else f"x[{name}]"
+                raise DecodeError(f"{where} is not a number (got {_kind(v)})")
+    lo, hi = min(values), max(values)
+    bound = limits.max_abs_value
+    if not (-bound <= lo and hi <= bound):
+        bad = lo if not -bound <= lo else hi
+        raise DecodeError(
+            f"x has a value of magnitude {abs(bad):.6g}, over the limit of {bound:g}"
+            " (limits.max_abs_value)"
+        )
+    return x  # type: ignore[no-any-return]
+
+
+def decode_label(y: Any, limits: Limits) -> int:
+    """The label as −1/+1, or 0 when absent (``None``).
+
+    >>> [decode_label(v, Limits(positive_class="spam")) for v in (1, -1, 0, True, False, "spam")]
+    [1, -1, -1, 1, -1, 1]
+    """
+    if y is None:
+        return 0
+    if y is True or y is False:
+        return 1 if y else -1
+    if isinstance(y, int | float):
+        if y == 1:
+            return 1
+        if y in (-1, 0):
+            return -1
+        raise DecodeError(f"unknown label {y!r}: use -1/1, 0/1 or true/false")
+    if isinstance(y, str):
+        if limits.positive_class is not None and y == limits.positive_class:
+            return 1
+        if limits.negative_class is not None and y == limits.negative_class:
+            return -1
+        named = [c for c in (limits.positive_class, limits.negative_class) if c is not None]
+        expected = f"one of {named}" if named else "a number or boolean (no class names are set)"
+        raise DecodeError(f"unknown label {_clip(y)!r}: expected {expected}")
+    raise DecodeError(f"unknown label of type {_kind(y)}")
+
+
+def _kind(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "bool", type(None): "null"}.get(
+        type(v), type(v).__name__
+    )
+
+
+def _clip(s: str, n: int = 64) -> str:
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def key_text(key: bytes | None) -> str | None:
+    """A record key as JSON text: UTF-8, invalid bytes shown as ``\\xNN`` escapes."""
+    return None if key is None else key.decode("utf-8", errors="backslashreplace")
+
+
+def prediction_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    id: Scalar,
+    prediction: int,
+    score: float,
+    label: int,
+    mistake: bool,
+    margin: float,
+    updates: int,
+) -> dict[str, Any]:
+    """The prediction published for one input record.
+
+    ``score`` is θ·x+θ0 before any update; ``label`` −1/+1 or None; ``mistake`` and ``margin``
+    (geometric, y·score/‖θ‖) are None when unlabeled, ``margin`` also while θ = 0; ``updates`` is
+    the model version, the total number of updates after this record. No wall-clock field: a
+    record re-emitted after a restart is identical to the first.
+    """
+    labeled = label != 0
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key_text(key),
+        "id": id,
+        "prediction": prediction,
+        "score": score,
+        "label": label if labeled else None,
+        "mistake": mistake if labeled else None,
+        "margin": margin if labeled and not math.isnan(margin) else None,
+        "updates": updates,
+    }
+
+
+def dead_letter_record(
+    *, topic: str, partition: int, offset: int, key: bytes | None, error: str, value: bytes | None
+) -> dict[str, Any]:
+    """What goes to the dead-letter topic: where the record was, why, and its bytes (base64)."""
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key_text(key),
+        "error": error,
+        "value": None if value is None else base64.b64encode(value).decode("ascii"),
+    }
+
+
+def encode(record: Mapping[str, Any]) -> bytes:
+    """A record as compact UTF-8 JSON (NaN and ±Inf become null)."""
+    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def decode(value: bytes) -> Any:
+    """Parse an output record (for consumers such as ``watch`` and the tests)."""
+    return orjson.loads(value)
+
+
+def input_record(x: Any, y: int | None, id: Scalar = None) -> bytes:
+    """Encode an input record (used by ``produce``); ``y`` None makes it unlabeled."""
+    rec: dict[str, Any] = {"x": x, "y": y}
+    if id is not None:
+        rec["id"] = id
+    return encode(rec)

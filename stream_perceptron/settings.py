@@ -1,0 +1,209 @@
+"""Settings: environment (``SP_`` prefix, nested ``__``), an optional TOML file, validation.
+
+Precedence, highest first: values passed by the CLI, environment variables, the TOML
+file named by ``--config`` or ``SP_CONFIG``, then the defaults below.
+
+Every model is frozen. Secrets are :class:`pydantic.SecretStr`, so printing or logging
+the settings shows ``'**********'`` in their place (see :func:`redacted`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from stream_perceptron.errors import SettingsError
+
+ENV_PREFIX = "SP_"
+ENV_NESTED = "__"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaSettings(_Section):
+    """How to reach the cluster; security settings pass through to every client."""
+
+    bootstrap_servers: str | None = Field(
+        None, description="host:port[,host:port]; unset means the demo starts an embedded broker"
+    )
+    group_id: str = "stream-perceptron"
+    client_id: str = "stream-perceptron"
+    session_timeout_ms: int = Field(10_000, ge=1_000)
+    heartbeat_interval_ms: int = Field(3_000, ge=100)
+    max_poll_records: int = Field(2_000, ge=1)
+    poll_timeout_ms: int = Field(500, ge=0)
+    request_timeout_ms: int = Field(30_000, ge=1_000)
+    linger_ms: int = Field(20, ge=0)
+    batch_size: int = Field(262_144, ge=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _heartbeat_below_session(self) -> KafkaSettings:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        return self
+
+
+class TopicSettings(_Section):
+    """Topic names: one input, three outputs."""
+
+    input: str = "examples"
+    predictions: str = "predictions"
+    stats: str = "stats"
+    dead_letter: str = "dead-letters"
+
+
+class CheckpointSettings(_Section):
+    """Where and how often the model and its offsets are made durable."""
+
+    dir: Path = Path("checkpoints")
+    every_examples: int = Field(10_000, ge=1)
+    every_seconds: float = Field(30.0, gt=0)
+    keep: int = Field(3, ge=1)
+
+
+class ModelSettings(_Section):
+    """The perceptron's configuration (part of the checkpoint fingerprint)."""
+
+    n_features: int | None = Field(None, ge=1)
+    fit_intercept: bool = True
+
+
+class LimitSettings(_Section):
+    """What the input decoder accepts; anything beyond goes to the dead-letter topic."""
+
+    max_record_bytes: int = Field(1_048_576, ge=16)
+    max_features: int = Field(100_000, ge=1)
+    max_abs_value: float = Field(1e12, gt=0)
+    positive_class: str | None = None
+    negative_class: str | None = None
+
+
+class StatsSettings(_Section):
+    """The running statistics and how often they are published."""
+
+    window: int = Field(1_000, ge=1)
+    ewma_alpha: float = Field(0.01, gt=0, le=1)
+    every_examples: int = Field(5_000, ge=1)
+    every_seconds: float = Field(10.0, gt=0)
+
+
+class OutputSettings(_Section):
+    """Which prediction records are published."""
+
+    predictions: Literal["all", "unlabeled", "none"] = "all"
+
+
+class Settings(BaseSettings):
+    """All settings of a worker. Environment: ``SP_<SECTION>__<NAME>``, e.g. ``SP_KAFKA__GROUP_ID``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED,
+        frozen=True,
+        extra="forbid",
+        nested_model_default_partial_update=True,
+    )
+
+    kafka: KafkaSettings = KafkaSettings()
+    topics: TopicSettings = TopicSettings()
+    checkpoint: CheckpointSettings = CheckpointSettings()
+    model: ModelSettings = ModelSettings()
+    limits: LimitSettings = LimitSettings()
+    stats: StatsSettings = StatsSettings()
+    output: OutputSettings = OutputSettings()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if _CONFIG_FILE is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=_CONFIG_FILE))
+        return tuple(sources)
+
+
+# The TOML file of the current load; set only inside load_settings().
+_CONFIG_FILE: Path | None = None
+
+
+def env_name(loc: tuple[str | int, ...]) -> str:
+    """The environment variable that sets the field at ``loc``, e.g. ``SP_KAFKA__GROUP_ID``."""
+    return ENV_PREFIX + ENV_NESTED.join(str(p).upper() for p in loc)
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate the settings, raising :class:`SettingsError` with one line per problem.
+
+    ``config_file`` defaults to ``$SP_CONFIG``; ``overrides`` are nested dicts that win over
+    every other source (the CLI passes its options this way).
+    """
+    global _CONFIG_FILE
+    path = config_file or os.environ.get("SP_CONFIG") or None
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise SettingsError(f"config file {path} (--config / SP_CONFIG) does not exist")
+    _CONFIG_FILE = path
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc)) from None
+    except ValueError as exc:  # e.g. malformed TOML or a nested env value that is not JSON
+        where = f" in {path}" if path is not None else ""
+        raise SettingsError(f"could not read settings{where}: {exc}") from None
+    finally:
+        _CONFIG_FILE = None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per invalid setting, naming its environment variable and dotted path."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not isinstance(p, int))
+        dotted = ".".join(str(p) for p in loc) or "settings"
+        value = err.get("input")
+        shown = "" if _is_secret_loc(loc) or isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"invalid setting {env_name(loc)} ({dotted}): {err['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
+    return any("password" in str(p) or "secret" in str(p) for p in loc)
+
+
+def redacted(settings: Settings) -> dict[str, Any]:
+    """The effective settings as plain data, secrets masked: safe to log."""
+    data: dict[str, Any] = settings.model_dump(mode="json")
+    for section in data.values():
+        if isinstance(section, dict):
+            for name, value in section.items():
+                if value is not None and ("password" in name or "secret" in name):
+                    section[name] = "**********"
+    return data

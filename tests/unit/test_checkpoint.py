@@ -1,0 +1,103 @@
+"""Checkpoints: exact round trip, atomicity, fallback past damaged files, configuration checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stream_perceptron import Perceptron, RunningStats
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, read
+from stream_perceptron.errors import CheckpointError, CheckpointMismatchError
+from stream_perceptron.learner import Learner
+
+
+def _trained(seed=0, n=300, d=6):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * np.exp(rng.normal(size=(n, 1)))  # awkward floats
+    y = np.where(X @ rng.normal(size=d) > 0, 1, -1).astype(np.int8)
+    learner = Learner(Perceptron(), RunningStats(window=50))
+    learner.step(X, y)
+    return learner
+
+
+def _ckpt(learner, offsets=None):
+    model, stats = learner.state()
+    return Checkpoint(model=model, config=learner.model.config(), stats=stats,
+                      offsets=offsets or {"in": {0: 300}})
+
+
+def test_round_trip_restores_bit_identical_weights(tmp_path):
+    learner = _trained()
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(learner, {"in": {0: 300, 3: 12}}))
+    loaded = store.load()
+    restored = Learner(Perceptron(), RunningStats(window=50))
+    restored.restore(loaded.model, loaded.stats)
+    assert restored.model.weights.tobytes() == learner.model.weights.tobytes()
+    assert restored.model.intercept == learner.model.intercept
+    assert restored.model.mistakes == learner.model.mistakes
+    assert restored.stats.snapshot() == learner.stats.snapshot()
+    assert loaded.offsets == {"in": {0: 300, 3: 12}}
+
+
+def test_keeps_the_last_k(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    learner = _trained()
+    for i in range(5):
+        store.save(_ckpt(learner, {"in": {0: i}}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt-000000000004.json", "ckpt-000000000005.json"]
+    assert store.load().offsets == {"in": {0: 4}}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "garbage_header"])
+def test_damaged_newest_file_falls_back_to_the_previous(tmp_path, damage, caplog):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(_trained(1), {"in": {0: 100}}))
+    newest = store.save(_ckpt(_trained(2), {"in": {0: 200}}))
+    raw = newest.read_bytes()
+    newest.write_bytes({
+        "truncate": raw[: len(raw) // 2],
+        "flip": raw[:-20] + bytes([raw[-20] ^ 1]) + raw[-19:],
+        "empty": b"",
+        "garbage_header": b"not json\n" + raw,
+    }[damage])
+    loaded = store.load()
+    assert loaded.offsets == {"in": {0: 100}}
+    assert "skipping checkpoint" in caplog.text
+    with pytest.raises(CheckpointError):
+        read(newest)
+
+
+def test_leftover_temp_file_is_ignored(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(_trained(), {"in": {0: 1}}))
+    (tmp_path / ".ckpt-000000000002.json.tmp").write_bytes(b"half a write")
+    assert store.load().offsets == {"in": {0: 1}}
+    assert store.save(_ckpt(_trained(), {"in": {0: 2}})).name == "ckpt-000000000002.json"
+
+
+def test_empty_directory_has_no_checkpoint(tmp_path):
+    assert CheckpointStore(tmp_path / "missing").load() is None
+
+
+def test_mismatched_configuration_fails_clearly(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(_trained(d=6)))
+    loaded = store.load()
+    with pytest.raises(CheckpointMismatchError, match="fit_intercept=True there, False here"):
+        loaded.check_config({"n_features": None, "fit_intercept": False})
+    with pytest.raises(CheckpointMismatchError, match="n_features=6 there, 4 here"):
+        loaded.check_config({"n_features": 4, "fit_intercept": True})
+    loaded.check_config({"n_features": 6, "fit_intercept": True})
+    loaded.check_config({"n_features": None, "fit_intercept": True})
+
+
+def test_unwritable_directory_raises_and_keeps_the_old_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(_trained(), {"in": {0: 1}}))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CheckpointError, match="cannot write checkpoint"):
+        CheckpointStore(blocker / "sub").save(_ckpt(_trained()))
+    assert store.load().offsets == {"in": {0: 1}}

@@ -1,0 +1,69 @@
+"""The command line: fit, checkpoint show, and how bad settings are reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from stream_perceptron.cli import main
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False)
+
+
+def test_fit_phishing_reports_passes_and_writes_a_checkpoint(tmp_path):
+    res = run("fit", "river:Phishing", "--epochs", "2", "--checkpoint-dir", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    assert "pass 1: 217 mistakes" in res.output  # the same count river and scikit-learn make
+    assert "R = " in res.output and "checkpoint: " in res.output
+    shown = run("checkpoint", "show", str(tmp_path))
+    data = json.loads(shown.stdout)
+    assert {"weights", "intercept", "mistakes", "seen", "labeled", "offsets"} <= set(data)
+    assert data["seen"] == data["labeled"] == 2 * 1250
+    assert len(data["weights"]) == 9
+
+
+def test_fit_separable_converges_within_the_bound(tmp_path):
+    res = run("fit", "separable:d=5,gamma=0.1,n=2000,seed=1", "--no-fit-intercept",
+              "--epochs", "100", "--checkpoint-dir", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    line = next(s for s in res.output.splitlines() if s.startswith("gamma = "))
+    bound = float(line.split("bound (R/gamma)^2 = ")[1].split(";")[0])
+    total = int(line.split("mistakes in all = ")[1])
+    assert 0 < total <= bound
+    assert "0 mistakes" in res.output  # stopped after a clean pass
+
+
+def test_fit_csv(tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,y\n1,2,1\n-1,-2,-1\n2,1,1\n")
+    res = run("fit", str(csv), "--epochs", "5", "--checkpoint-dir", str(tmp_path / "ck"))
+    assert res.exit_code == 0, res.output
+    assert "3 examples" in res.output
+
+
+def test_bad_setting_is_one_line_and_exit_2():
+    proc = subprocess.run(
+        [sys.executable, "-m", "stream_perceptron.cli", "fit", "river:Phishing"],
+        env={"SP_CHECKPOINT__EVERY_EXAMPLES": "-3", "PATH": ""},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "SP_CHECKPOINT__EVERY_EXAMPLES" in lines[0]
+
+
+def test_bad_source_is_one_line(tmp_path):
+    res = CliRunner().invoke(main, ["fit", "nope:thing", "--checkpoint-dir", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.stderr.count("\n") == 1 and "stream-perceptron:" in res.stderr
+
+
+def test_checkpoint_show_on_an_empty_directory(tmp_path):
+    res = CliRunner().invoke(main, ["checkpoint", "show", str(tmp_path)])
+    assert res.exit_code == 1 and "no valid checkpoint" in res.stderr

@@ -1,0 +1,227 @@
+"""The seeds' perceptron: worked example, agreement with river and scikit-learn, properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from river import datasets, evaluate, metrics
+from river import linear_model as river_lm
+from sklearn.linear_model import Perceptron as SkPerceptron
+
+from stream_perceptron import Perceptron
+from stream_perceptron.errors import DimensionError
+
+
+def test_worked_example_of_seed_001_ends_at_1_1_after_two_updates():
+    model = Perceptron(fit_intercept=False)
+    points = [([1, 0], 1), ([0, -1], -1), ([0, 1], 1), ([-1, 0], -1)]
+    flags = []
+    for _epoch in range(3):
+        flags.append([model.learn_one(np.array(p, dtype=float), y) for p, y in points])
+    assert flags[0] == [True, True, False, False]
+    assert flags[1] == [False] * 4
+    assert model.weights.tolist() == [1.0, 1.0]
+    assert model.mistakes == 2
+    assert model.intercept == 0.0
+
+
+def test_boundary_is_a_mistake_so_first_example_always_updates():
+    model = Perceptron()
+    assert model.learn_one([0.0, 0.0], -1) is True  # score 0 is on the boundary
+    assert model.intercept == -1.0
+    assert model.weights.tolist() == [0.0, 0.0]
+    assert model.learn_one([5.0, 1.0], -1) is False  # score -1 < 0: right
+    assert model.predict_one([5.0, 1.0]) == -1
+
+
+def test_update_rule_with_offset():
+    model = Perceptron()
+    model.learn_one([1.0, 2.0], 1)
+    assert model.weights.tolist() == [1.0, 2.0] and model.intercept == 1.0
+    assert model.score_one([1.0, 1.0]) == 4.0
+    assert model.learn_one([1.0, 1.0], -1) is True
+    assert model.weights.tolist() == [0.0, 1.0] and model.intercept == 0.0
+
+
+def test_labels_accept_bools_and_reject_others():
+    model = Perceptron()
+    assert model.learn_one([1.0], True)
+    assert model.learn_one([-2.0], False) is False  # score -2 + 1 < 0
+    with pytest.raises(ValueError, match="labels are -1/\\+1"):
+        model.learn_one([1.0], 0)
+    with pytest.raises(ValueError):
+        model.learn_one([1.0], "yes")
+
+
+def test_dimension_is_fixed_by_first_dense_example():
+    model = Perceptron()
+    model.learn_one([1.0, 2.0, 3.0], 1)
+    with pytest.raises(DimensionError, match="3"):
+        model.learn_one([1.0, 2.0], 1)
+    with pytest.raises(DimensionError):
+        Perceptron(n_features=2).learn_one([1.0, 2.0, 3.0], 1)
+
+
+def test_initial_weights():
+    model = Perceptron(initial_weights=[1.0, -1.0])
+    assert model.learn_one([2.0, 1.0], 1) is False
+    assert model.learn_one([1.0, 2.0], 1) is True
+    assert model.weights.tolist() == [2.0, 1.0]
+    with pytest.raises(ValueError):
+        Perceptron(n_features=3, initial_weights=[1.0])
+
+
+def test_named_features_map_to_stable_indices_and_cap():
+    model = Perceptron(n_features=2)
+    model.learn_one({"b": 1.0, "a": 2.0}, 1)
+    assert model.feature_names == ["b", "a"]
+    assert model.weights.tolist() == [1.0, 2.0]
+    assert model.score_one({"a": 1.0, "unknown": 9.0}) == 2.0 + 1.0
+    with pytest.raises(DimensionError, match="allows 2"):
+        model.learn_one({"c": 1.0}, 1)
+
+
+def _phishing():
+    rows = list(datasets.Phishing())
+    names = list(rows[0][0])
+    X = np.array([[x[n] for n in names] for x, _ in rows])
+    y = np.array([1 if label else -1 for _, label in rows], dtype=np.int8)
+    return rows, names, X, y
+
+
+def test_phishing_one_pass_agrees_with_river_and_sklearn_row_by_row():
+    rows, names, X, y = _phishing()
+
+    ours = Perceptron()
+    ours_flags = [ours.learn_one(X[i], int(y[i])) for i in range(len(X))]
+
+    river_model = river_lm.Perceptron()
+    river_flags = []
+    for x, label in rows:
+        yy = 1 if label else -1
+        river_flags.append(yy * river_model._raw_dot_one(x) <= 0)
+        river_model.learn_one(x, label)
+
+    sk = SkPerceptron(fit_intercept=True, shuffle=False, eta0=1.0, alpha=0.0, penalty=None, tol=None)
+    sk_flags = []
+    for i in range(len(X)):
+        if i == 0:
+            sk_flags.append(True)  # zero weights: the boundary, a mistake
+            sk.partial_fit(X[:1], y[:1], classes=[-1, 1])
+        else:
+            sk_flags.append(bool(y[i] * sk.decision_function(X[i : i + 1])[0] <= 0))
+            sk.partial_fit(X[i : i + 1], y[i : i + 1])
+
+    assert sum(ours_flags) > 50  # a real stream with many updates
+    assert ours_flags == river_flags
+    assert ours_flags == sk_flags
+    river_w = np.array([river_model.weights.get(n, 0.0) for n in names])
+    np.testing.assert_allclose(ours.weights, river_w, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(ours.weights, sk.coef_[0], rtol=0, atol=1e-9)
+    assert ours.intercept == river_model.intercept == sk.intercept_[0]
+
+
+def test_learn_many_on_phishing_equals_learn_one():
+    _, _, X, y = _phishing()
+    a, b = Perceptron(), Perceptron()
+    flags = [a.learn_one(X[i], int(y[i])) for i in range(len(X))]
+    out = b.learn_many(X, y)
+    assert out.mistakes.tolist() == flags
+    assert np.array_equal(a.weights, b.weights) and a.intercept == b.intercept
+
+
+def test_progressive_val_score_accepts_it():
+    dataset = ((x, 1 if y else -1) for x, y in datasets.Phishing())
+    metric = evaluate.progressive_val_score(dataset, Perceptron(), metrics.Accuracy())
+    assert 0.6 < metric.get() < 1.0
+
+
+def test_fit_stops_after_a_clean_pass_and_returns_per_pass_mistakes():
+    X = np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 1.0], [-1.0, 0.0]])
+    y = [1, -1, 1, -1]
+    model = Perceptron(fit_intercept=False)
+    assert model.fit(X, y, epochs=10) == [2, 0]
+    assert Perceptron(fit_intercept=False).fit(X, y, epochs=1) == [2]
+
+
+def test_learn_many_marks_unlabeled_rows_with_zero():
+    model = Perceptron()
+    out = model.learn_many(np.array([[1.0], [2.0], [3.0]]), [0, 1, 0])
+    assert out.mistakes.tolist() == [False, True, False]
+    assert model.mistakes == 1
+    assert out.scores.tolist() == [0.0, 0.0, 2.0 * 3.0 + 1.0]  # θ = [2], θ0 = 1 after row 1
+
+
+# ---------------------------------------------------------------- properties
+
+@st.composite
+def streams(draw):
+    d = draw(st.integers(1, 12))
+    n = draw(st.integers(1, 300))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    scale = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    X = rng.normal(size=(n, d)) * scale
+    if draw(st.booleans()):
+        X = np.round(X)  # integer data hits the boundary often
+    y = rng.choice(np.array([-1, 1], dtype=np.int8), size=n)
+    return X, y
+
+
+@settings(max_examples=60, deadline=None)
+@given(streams(), st.booleans(), st.integers(1, 7))
+def test_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
+    X, y = stream
+    one, many = Perceptron(fit_intercept=fit_intercept), Perceptron(fit_intercept=fit_intercept)
+    flags, scores = [], []
+    for i in range(len(X)):
+        scores.append(one.score_one(X[i]))
+        flags.append(one.learn_one(X[i], int(y[i])))
+    # the batch path, cut into several batches: decisions must not depend on the cuts
+    edges = sorted({0, len(X), *np.linspace(0, len(X), cuts + 1).astype(int).tolist()})
+    got_flags, got_scores = [], []
+    for a, b in zip(edges, edges[1:], strict=False):
+        out = many.learn_many(X[a:b], y[a:b])
+        got_flags += out.mistakes.tolist()
+        got_scores += out.scores.tolist()
+    assert got_flags == flags
+    assert got_scores == scores  # bit-identical: one summation order on every path
+    assert np.array_equal(one.weights, many.weights)
+    assert one.intercept == many.intercept and one.mistakes == many.mistakes == sum(flags)
+
+
+@settings(max_examples=40, deadline=None)
+@given(streams())
+def test_dict_and_vector_inputs_agree(stream):
+    X, y = stream
+    dense, named = Perceptron(), Perceptron()
+    for i in range(len(X)):
+        x_named = {f"f{j}": float(v) for j, v in enumerate(X[i])}
+        assert dense.score_one(X[i]) == named.score_one(x_named)
+        assert dense.learn_one(X[i], int(y[i])) == named.learn_one(x_named, int(y[i]))
+    assert np.array_equal(dense.weights, named.weights)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    d=st.integers(2, 6),
+    gamma=st.floats(0.05, 0.5),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_mistakes_until_a_clean_pass_never_exceed_the_bound(d, gamma, seed):
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    X = rng.uniform(-1, 1, size=(400, d))
+    X = X[np.abs(X @ u) >= gamma][:150]  # margin >= gamma w.r.t. the unit separator u
+    if len(X) == 0:
+        return
+    y = np.where(X @ u > 0, 1, -1).astype(np.int8)
+    R = float(np.linalg.norm(X, axis=1).max())
+    model = Perceptron(fit_intercept=False)
+    per_pass = model.fit(X, y, epochs=10_000)
+    assert per_pass[-1] == 0  # converged: a clean pass
+    assert sum(per_pass) <= (R / gamma) ** 2
+    assert (y * (X @ model.weights) > 0).all()

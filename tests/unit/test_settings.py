@@ -1,0 +1,92 @@
+"""Settings: environment, TOML, precedence, one clear line per bad value, secrets masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from stream_perceptron.errors import SettingsError
+from stream_perceptron.settings import load_settings, redacted
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+    for name in list(os.environ):
+        if name.startswith("SP_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults():
+    s = load_settings()
+    assert s.topics.input == "examples" and s.kafka.bootstrap_servers is None
+    assert s.model.fit_intercept is True
+
+
+def test_environment_with_nested_delimiter(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", "broker:9092")
+    monkeypatch.setenv("SP_KAFKA__SESSION_TIMEOUT_MS", "6000")
+    monkeypatch.setenv("SP_KAFKA__HEARTBEAT_INTERVAL_MS", "1000")
+    monkeypatch.setenv("SP_TOPICS__INPUT", "in")
+    monkeypatch.setenv("SP_CHECKPOINT__EVERY_EXAMPLES", "500")
+    s = load_settings()
+    assert s.kafka.bootstrap_servers == "broker:9092"
+    assert s.kafka.session_timeout_ms == 6000
+    assert s.topics.input == "in" and s.topics.stats == "stats"
+    assert s.checkpoint.every_examples == 500
+
+
+def test_toml_file_and_precedence(tmp_path, monkeypatch):
+    cfg = tmp_path / "sp.toml"
+    cfg.write_text('[topics]\ninput = "from-toml"\npredictions = "p-toml"\n[model]\nfit_intercept = false\n')
+    monkeypatch.setenv("SP_TOPICS__PREDICTIONS", "p-env")
+    s = load_settings(cfg, topics={"stats": "s-cli"})
+    assert s.topics.input == "from-toml"
+    assert s.topics.predictions == "p-env"  # environment beats the file
+    assert s.topics.stats == "s-cli"  # CLI beats both
+    assert s.model.fit_intercept is False
+    monkeypatch.setenv("SP_CONFIG", str(cfg))
+    assert load_settings().topics.input == "from-toml"
+
+
+def test_example_config_file_loads():
+    from pathlib import Path
+    s = load_settings(Path(__file__).parents[2] / "config" / "stream-perceptron.toml")
+    assert s.topics.input
+
+
+def test_bad_value_is_one_line_naming_the_setting(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SESSION_TIMEOUT_MS", "soon")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0
+    assert "SP_KAFKA__SESSION_TIMEOUT_MS" in msg and "kafka.session_timeout_ms" in msg
+
+
+def test_unknown_setting_in_toml_is_named(tmp_path):
+    cfg = tmp_path / "sp.toml"
+    cfg.write_text("[topics]\ninptu = 'x'\n")
+    with pytest.raises(SettingsError, match="SP_TOPICS__INPTU"):
+        load_settings(cfg)
+
+
+def test_missing_config_file():
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings("/nonexistent/sp.toml")
+
+
+def test_secrets_are_masked(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SASL_PASSWORD", "hunter2")
+    monkeypatch.setenv("SP_KAFKA__SSL_PASSWORD", "s3cret")
+    s = load_settings()
+    assert s.kafka.sasl_password.get_secret_value() == "hunter2"
+    shown = str(redacted(s)) + repr(s) + str(s)
+    assert "hunter2" not in shown and "s3cret" not in shown
+
+
+def test_invalid_secret_value_is_not_echoed(tmp_path):
+    cfg = tmp_path / "sp.toml"
+    cfg.write_text("[kafka]\nsasl_password = 12345\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(cfg)
+    assert "12345" not in str(err.value) and "SP_KAFKA__SASL_PASSWORD" in str(err.value)
