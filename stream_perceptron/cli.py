@@ -36,7 +36,10 @@ def _nested(**flat: Any) -> dict[str, Any]:
         if value is None:
             continue
         section, _, name = dotted.partition(".")
-        out.setdefault(section, {})[name] = value
+        if name:
+            out.setdefault(section, {})[name] = value
+        else:
+            out[section] = value
     return out
 
 
@@ -99,6 +102,151 @@ def fit(
     except StreamPerceptronError as exc:
         fail(str(exc), 1)
     for line in report.lines():
+        click.echo(line)
+
+
+@main.command()
+@click.option("--until-caught-up", is_flag=True,
+              help="Stop once every assigned partition is processed to its end.")
+@click.pass_context
+def run(ctx: click.Context, until_caught_up: bool) -> None:
+    """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
+    from stream_perceptron.errors import CheckpointMismatchError, KafkaEdgeError
+    from stream_perceptron.kafka_io import ensure_topics
+    from stream_perceptron.worker import Worker
+
+    settings = settings_from(ctx)
+    if settings.kafka.bootstrap_servers is None:
+        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    t = settings.topics
+    try:
+        ensure_topics(settings.kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1})
+    except KafkaEdgeError as exc:
+        click.echo(f"stream-perceptron: warning: output topics not checked: {exc}", err=True)
+    worker = Worker(settings)
+    try:
+        code = worker.run(until=Worker.caught_up if until_caught_up else None)
+    except CheckpointMismatchError as exc:
+        fail(str(exc))
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("source")
+@click.option("--topic", "-t", help="Default: the input topic setting.")
+@click.option("--limit", type=click.IntRange(min=1), help="Send the first N examples only.")
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Partitions of the topic when it has to be created.")
+@click.option("--unlabeled-every", type=click.IntRange(min=0), default=0,
+              help="Send every k-th record without its label.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Records per second.")
+@click.option("--label", default="y", show_default=True, help="CSV label column.")
+@click.pass_context
+def produce(
+    ctx: click.Context, source: str, topic: str | None, limit: int | None, partitions: int,
+    unlabeled_every: int, rate: float | None, label: str,
+) -> None:
+    """Publish SOURCE as input records: a CSV/JSONL file, river:Phishing|Bananas|Shuttle,
+    separable:d=20,gamma=0.1,n=100000, sea:n=..., hyperplane:d=10,n=...."""
+    from rich.progress import Progress
+
+    from stream_perceptron.kafka_io import ensure_topics
+    from stream_perceptron.producer import produce_source
+    from stream_perceptron.sources import open_source
+
+    settings = settings_from(ctx)
+    if settings.kafka.bootstrap_servers is None:
+        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    name = topic or settings.topics.input
+    try:
+        src = open_source(source, limit=limit, label=label,
+                          positive_class=settings.limits.positive_class)
+        ensure_topics(settings.kafka, {name: partitions})
+        with Progress(transient=False) as progress:
+            task = progress.add_task(f"{source} → {name}", total=src.length)
+            sent = produce_source(settings.kafka, src, name, unlabeled_every=unlabeled_every,
+                                  rate=rate, on_progress=lambda n: progress.advance(task, n))
+    except StreamPerceptronError as exc:
+        fail(str(exc), 1)
+    click.echo(f"sent {sent} records to {name}")
+
+
+@main.command()
+@click.option("--port", default=9092, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+def broker(port: int, host: str) -> None:
+    """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
+    import signal
+
+    from stream_perceptron.broker import EmbeddedBroker
+
+    setup_logging("INFO")
+    embedded = EmbeddedBroker(port=port, host=host)
+    try:
+        embedded.start()
+    except StreamPerceptronError as exc:
+        fail(str(exc), 1)
+    signal.signal(signal.SIGTERM, lambda *_: embedded.stop())
+    click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
+    try:
+        embedded.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        embedded.stop()
+
+
+@main.command()
+@click.option("--limit", type=click.IntRange(min=1), help="Stream the first N examples only.")
+@click.option("--source", default="river:Shuttle", show_default=True)
+@click.option("--out", default="demo-output", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path))
+@click.option("--verbose", is_flag=True, help="Show the worker's log lines too.")
+@click.pass_context
+def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose: bool) -> None:
+    """Stream river's Shuttle (49,097 records, in order) through a worker and plot its mistake rate.
+
+    Without a configured bootstrap it starts the embedded broker; with one it uses that cluster.
+    """
+    import contextlib
+    import time
+
+    from stream_perceptron.broker import EmbeddedBroker
+    from stream_perceptron.demo import run_demo
+
+    base = settings_from(ctx)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = out / f"run-{run_id}"
+    with contextlib.ExitStack() as stack:
+        bootstrap = base.kafka.bootstrap_servers
+        if bootstrap is None:
+            embedded = EmbeddedBroker()
+            try:
+                embedded.start()
+            except StreamPerceptronError as exc:
+                fail(str(exc), 1)
+            stack.callback(embedded.stop)
+            bootstrap = embedded.bootstrap
+            click.echo(f"started the embedded broker on {bootstrap}", err=True)
+        prefix = f"sp-demo-{run_id}"
+        settings = settings_from(ctx, **{
+            "kafka.bootstrap_servers": bootstrap,
+            "kafka.group_id": prefix,
+            "kafka.session_timeout_ms": 6000,
+            "kafka.heartbeat_interval_ms": 1000,
+            "topics.input": f"{prefix}-examples",
+            "topics.predictions": f"{prefix}-predictions",
+            "topics.stats": f"{prefix}-stats",
+            "topics.dead_letter": f"{prefix}-dead-letters",
+            "checkpoint.dir": str(run_dir / "checkpoints"),
+            "stats.every_examples": 1000,
+            "log_level": None if verbose else "WARNING",
+        })
+        try:
+            summary = run_demo(settings, run_dir, source_spec=source, limit=limit)
+        except StreamPerceptronError as exc:
+            fail(str(exc), 1)
+    for line in summary.lines():
         click.echo(line)
 
 

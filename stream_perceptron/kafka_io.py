@@ -1,0 +1,688 @@
+"""The Kafka edge: one consumer in a group, one producer, raw bytes in and out.
+
+This module knows no model: it moves :class:`InRecord` values in and ``bytes`` out, commits
+the offsets it is given and reports partition assignment changes to two callbacks.
+
+Threading (kafka-python 3.x): the client runs its network I/O on a background thread and
+calls rebalance listeners *on that thread* while :meth:`KafkaEdge.poll` (or
+:meth:`KafkaEdge.close`) waits for it. Blocking consumer calls are not allowed there, so
+inside ``on_assigned`` / ``on_revoked`` this edge behaves as follows:
+
+* :meth:`~KafkaEdge.seek`, :meth:`~KafkaEdge.assignment`, :meth:`~KafkaEdge.highwater`,
+  :meth:`~KafkaEdge.send` and :meth:`~KafkaEdge.flush` work as usual;
+* :meth:`~KafkaEdge.commit` is recorded and performed as soon as the callback returns,
+  before the rebalance goes on (so offsets committed in ``on_revoked`` are in place
+  before another member gets the partitions);
+* :meth:`~KafkaEdge.committed` works in ``on_assigned`` for the partitions being assigned
+  (their committed offsets are fetched just before the callback);
+* :meth:`~KafkaEdge.poll` and :meth:`~KafkaEdge.close` raise :class:`KafkaEdgeError`.
+
+An exception raised by a callback propagates out of the :meth:`~KafkaEdge.poll` that ran it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    IllegalStateError,
+    IncompatibleBrokerVersion,
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+    TopicAlreadyExistsError,
+    UnknownMemberIdError,
+    for_code,
+)
+from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
+
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Partition = tuple[str, int]
+"""A ``(topic, partition)`` pair."""
+
+PartitionsCallback = Callable[[list[Partition]], None]
+
+# Producer calls block at most this long for metadata or buffer space before they fail
+# (and are retried by this module); kafka-python's default is 60 s per call.
+PRODUCER_MAX_BLOCK_MS = 5_000
+
+# Membership changed under us: the partitions are (being) reassigned, a retry cannot
+# succeed and the next poll rejoins the group.
+_MEMBERSHIP_ERRORS = (
+    CommitFailedError,
+    RebalanceInProgressError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class InRecord:
+    """One consumed record, as raw bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Bounded exponential backoff for flush, commit, committed and send.
+
+    >>> list(Retry(attempts=4, backoff_s=0.5, max_backoff_s=1.5).delays())
+    [0.5, 1.0, 1.5]
+    """
+
+    attempts: int = 5
+    backoff_s: float = 0.25
+    max_backoff_s: float = 4.0
+
+    def delays(self) -> Iterable[float]:
+        """The sleeps between attempts (one fewer than ``attempts``)."""
+        delay = self.backoff_s
+        for _ in range(self.attempts - 1):
+            yield min(delay, self.max_backoff_s)
+            delay *= 2
+
+
+def client_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """Common kwargs for every kafka-python client, unset options omitted.
+
+    Secrets (SASL and SSL key passwords) are revealed here and nowhere else: never log
+    the returned dict.
+
+    >>> cfg = client_config(KafkaSettings(bootstrap_servers="a:9092, b:9092"))
+    >>> cfg["bootstrap_servers"], cfg["security_protocol"], "sasl_mechanism" in cfg
+    (['a:9092', 'b:9092'], 'PLAINTEXT', False)
+    """
+    if not kafka.bootstrap_servers:
+        raise KafkaEdgeError("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS)")
+    config: dict[str, Any] = {
+        "bootstrap_servers": [s.strip() for s in kafka.bootstrap_servers.split(",") if s.strip()],
+        "client_id": kafka.client_id,
+        "request_timeout_ms": kafka.request_timeout_ms,
+        "security_protocol": kafka.security_protocol,
+        "ssl_check_hostname": kafka.ssl_check_hostname,
+    }
+    optional: dict[str, Any] = {
+        "sasl_mechanism": kafka.sasl_mechanism,
+        "sasl_plain_username": kafka.sasl_username,
+        "sasl_plain_password": _reveal(kafka.sasl_password),
+        "ssl_cafile": _path(kafka.ssl_cafile),
+        "ssl_certfile": _path(kafka.ssl_certfile),
+        "ssl_keyfile": _path(kafka.ssl_keyfile),
+        "ssl_password": _reveal(kafka.ssl_password),
+    }
+    config.update({name: value for name, value in optional.items() if value is not None})
+    return config
+
+
+def _reveal(secret: Any) -> str | None:
+    return None if secret is None else str(secret.get_secret_value())
+
+
+def _path(path: Any) -> str | None:
+    return None if path is None else str(path)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line naming the error; kafka-python messages carry no secrets."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _servers(kafka: KafkaSettings) -> str:
+    return kafka.bootstrap_servers or "(unset)"
+
+
+def check_reachable(kafka: KafkaSettings, timeout_s: float) -> None:
+    """Raise :class:`KafkaEdgeError` unless a TCP connection to a bootstrap server opens.
+
+    Checked before building clients: kafka-python 3.0 leaks its I/O thread and sockets
+    when a client constructor cannot bootstrap.
+    """
+    problems = []
+    for server in client_config(kafka)["bootstrap_servers"]:
+        try:
+            with socket.create_connection(_host_port(server), timeout_s):
+                return
+        except OSError as exc:
+            problems.append(f"{server}: {_describe(exc)}")
+    raise KafkaEdgeError(f"cannot reach Kafka ({'; '.join(problems)})")
+
+
+def _host_port(server: str) -> tuple[str, int]:
+    """``host:port`` (port 9092 if absent, IPv6 in brackets).
+
+    >>> _host_port("[::1]:9093"), _host_port("kafka")
+    (('::1', 9093), ('kafka', 9092))
+    """
+    host, sep, port = server.rpartition(":")
+    if not sep or not port.isdigit() or host.count(":") and not host.startswith("["):
+        host, port = server, "9092"
+    return host.strip("[]"), int(port)
+
+
+def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30) -> None:
+    """Create each topic (name -> partition count) that does not exist yet.
+
+    Idempotent: existing topics are left as they are (their partition count is not
+    changed). The replication factor is the cluster default (-1) on brokers >= 2.4, else 1.
+    Raises :class:`KafkaEdgeError` when the cluster cannot be reached within ``timeout_s``
+    or refuses to create a topic.
+    """
+    if not topics:
+        return
+    timeout_ms = max(1_000, int(timeout_s * 1000))
+    check_reachable(kafka, timeout_s)
+    try:
+        admin = KafkaAdminClient(**client_config(kafka), bootstrap_timeout_ms=timeout_ms)
+    except KafkaError as exc:
+        raise KafkaEdgeError(
+            f"cannot reach Kafka at {_servers(kafka)} to create topics: {_describe(exc)}"
+        ) from None
+    try:
+        _create_topics(admin, topics, timeout_ms)
+    except KafkaError as exc:
+        raise KafkaEdgeError(
+            f"cannot create topics {sorted(topics)} at {_servers(kafka)}: {_describe(exc)}"
+        ) from None
+    finally:
+        admin.close()
+
+
+def _create_topics(admin: Any, topics: Mapping[str, int], timeout_ms: int) -> None:
+    def request(replication: int) -> dict[str, Any]:
+        spec = {
+            name: {"num_partitions": count, "replication_factor": replication}
+            for name, count in topics.items()
+        }
+        result: dict[str, Any] = admin.create_topics(
+            spec, timeout_ms=timeout_ms, raise_errors=False, wait_for_metadata=True
+        )
+        return result
+
+    try:
+        result = request(-1)
+    except IncompatibleBrokerVersion:  # broker < 2.4: no "cluster default" replication
+        result = request(1)
+    for topic in result["topics"]:
+        error = for_code(topic["error_code"])
+        if error is TopicAlreadyExistsError:
+            log.debug("topic %s exists already", topic["name"])
+        elif topic["error_code"] != 0:
+            message = topic.get("error_message") or error.__name__
+            raise KafkaEdgeError(f"cannot create topic {topic['name']}: {message}")
+        else:
+            log.info("created topic %s (%d partitions)", topic["name"], topics[topic["name"]])
+
+
+class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
+    """Bridges kafka-python's (async, I/O-thread) listener to the edge's callbacks."""
+
+    def __init__(self, edge: KafkaEdge) -> None:
+        self._edge = edge
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_revoked", revoked, lost=False)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_assigned", assigned, lost=False)
+
+    async def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_revoked", lost, lost=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsent:
+    """A record whose delivery failed and that may be sent again."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    retriable: bool
+    error: str  # described, not kept: an exception's traceback would pin sockets and frames
+
+
+class KafkaEdge:
+    """One group consumer of ``input_topic`` plus one producer, both raw bytes.
+
+    ``on_assigned`` / ``on_revoked`` receive sorted ``(topic, partition)`` lists; see the
+    module docstring for what they may call. Offsets are committed only by :meth:`commit`.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        input_topic: str,
+        on_assigned: PartitionsCallback,
+        on_revoked: PartitionsCallback,
+        *,
+        retry: Retry | None = None,
+    ) -> None:
+        self._kafka = kafka
+        self._input_topic = input_topic
+        self._callbacks: dict[str, PartitionsCallback] = {
+            "on_assigned": on_assigned,
+            "on_revoked": on_revoked,
+        }
+        self._retry = retry or Retry()
+        self._timeout_ms = kafka.request_timeout_ms
+        self._consumer: Any = None
+        self._producer: Any = None
+        # Deliveries that failed, appended by the producer's I/O thread.
+        self._unsent: list[_Unsent] = []
+        # Set while a rebalance callback runs (on the consumer's I/O thread).
+        self._callback_thread: int | None = None
+        self._callback_partitions: set[Partition] = set()
+        self._callback_committed: dict[Partition, int | None] = {}
+        self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._callback_error: BaseException | None = None
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect: join the group (on the next polls) and start the producer."""
+        if self._consumer is not None:
+            return
+        check_reachable(self._kafka, self._timeout_ms / 1000)
+        consumer: Any = None
+        try:
+            consumer = KafkaConsumer(
+                **self._client_config(),
+                group_id=self._kafka.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=self._kafka.session_timeout_ms,
+                heartbeat_interval_ms=self._kafka.heartbeat_interval_ms,
+                max_poll_records=self._kafka.max_poll_records,
+            )
+            consumer.subscribe([self._input_topic], listener=_Listener(self))
+            producer = self._new_producer()
+        except KafkaError as exc:
+            if consumer is not None:
+                consumer.close(autocommit=False)
+            raise KafkaEdgeError(
+                f"cannot connect to Kafka at {_servers(self._kafka)}: {_describe(exc)}"
+            ) from None
+        self._consumer, self._producer = consumer, producer
+        log.info(
+            "kafka edge started: group %s, input topic %s, brokers %s",
+            self._kafka.group_id,
+            self._input_topic,
+            _servers(self._kafka),
+        )
+
+    def _client_config(self) -> dict[str, Any]:
+        config = client_config(self._kafka)
+        config["bootstrap_timeout_ms"] = self._timeout_ms
+        return config
+
+    def _new_producer(self) -> Any:
+        return KafkaProducer(
+            **self._client_config(),
+            acks="all",
+            linger_ms=self._kafka.linger_ms,
+            batch_size=self._kafka.batch_size,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
+        )
+
+    def _replace_producer(self) -> None:
+        """Start a fresh producer: one that saw a permanent error may be unusable."""
+        try:
+            producer = self._new_producer()
+        except KafkaError as exc:
+            log.warning("could not restart the producer, keeping the old one: %s", _describe(exc))
+            return
+        old, self._producer = self._producer, producer
+        self._close_producer(old)
+        log.warning("producer restarted after a permanent delivery error")
+
+    def close(self) -> None:
+        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
+
+        Nothing is committed here. Errors are logged, not raised.
+        """
+        self._refuse_in_callback("close")
+        consumer, producer = self._consumer, self._producer
+        flushed = producer is None or self._flush_quietly()
+        if consumer is not None:
+            self._closing = True
+            try:
+                consumer.close(autocommit=False, timeout_ms=self._timeout_ms)
+            except KafkaError as exc:
+                log.warning("closing the Kafka consumer: %s", _describe(exc))
+            finally:
+                self._closing = False
+                self._consumer = None
+        if producer is not None:
+            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
+            self._producer = None
+            self._close_producer(producer, graceful=flushed)
+            if self._unsent:
+                log.error("closed with %d undelivered records", len(self._unsent))
+                self._unsent = []
+        log.info("kafka edge closed")
+
+    def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
+        """Close ``producer``; unless ``graceful``, drop its unacknowledged records first."""
+        timeout_s = self._timeout_ms / 1000
+        if graceful:
+            try:
+                producer.close(timeout=timeout_s)
+                return
+            except KafkaError:
+                pass
+        # kafka-python's close() flushes first and gives up on a timeout, leaving the
+        # producer running: abort its pending batches, then close.
+        log.warning("dropping unacknowledged records to close the producer")
+        producer._sender.force_close()
+        producer.close(timeout=timeout_s)
+
+    def _flush_quietly(self) -> bool:
+        """One flush attempt (close must stay bounded while the broker is away)."""
+        try:
+            problem = self._flush_once(self._producer)
+        except KafkaEdgeError as exc:
+            problem = str(exc)
+        if problem is not None:
+            log.error("closing with unacknowledged records: %s", problem)
+        return problem is None
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, max_records: int) -> list[list[InRecord]]:
+        """Records fetched within ``timeout_ms``: one list per partition, in offset order.
+
+        Partitions are sorted by ``(topic, partition)``. Returns ``[]`` while the broker is
+        unreachable (the client reconnects by itself). Rebalance callbacks run inside this
+        call, which waits for a group join in progress for up to ``session_timeout_ms``.
+        """
+        self._refuse_in_callback("poll")
+        consumer = self._require(self._consumer)
+        try:
+            batches = self._poll_through_joins(consumer, timeout_ms, max_records)
+        except KafkaError as exc:
+            self._raise_callback_error()
+            if exc.retriable:
+                log.warning("poll failed, will retry: %s", _describe(exc))
+                return []
+            raise KafkaEdgeError(f"poll failed: {_describe(exc)}") from None
+        return [
+            [
+                InRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
+                for r in batches[tp]
+            ]
+            for tp in sorted(batches)
+            if batches[tp]
+        ]
+
+    def _poll_through_joins(self, consumer: Any, timeout_ms: int, max_records: int) -> Any:
+        """``consumer.poll``, repeated while a group join is in flight (bounded).
+
+        kafka-python 3.0.12 drops a JoinGroup/SyncGroup result that arrives while no
+        ``poll`` is waiting for it and starts a new join, i.e. another rebalance round.
+        Polling on until the member is stable keeps a waiter there.
+        """
+        join_deadline = time.monotonic() + self._kafka.session_timeout_ms / 1000
+        while True:
+            batches = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+            if batches or time.monotonic() >= join_deadline:
+                return batches
+            if consumer.group_metadata().state != MemberState.REBALANCING:
+                return batches
+            timeout_ms = max(timeout_ms, 100)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch ``topic``/``partition`` from ``offset`` next (it must be assigned)."""
+        consumer = self._require(self._consumer)
+        try:
+            consumer.seek(TopicPartition(topic, partition), offset)
+        except ValueError as exc:
+            raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {exc}") from None
+
+    def assignment(self) -> list[Partition]:
+        """The partitions assigned to this member, sorted."""
+        consumer = self._require(self._consumer)
+        return sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+
+    def highwater(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset as of the last fetch; None before one or if unassigned."""
+        consumer = self._require(self._consumer)
+        try:
+            value: int | None = consumer.highwater(TopicPartition(topic, partition))
+        except IllegalStateError:
+            return None
+        return value
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset for the partition, or None if there is none."""
+        consumer = self._require(self._consumer)
+        key = (topic, partition)
+        if self._in_callback():
+            if key not in self._callback_committed:
+                raise KafkaEdgeError(
+                    f"committed({topic}, {partition}) inside a rebalance callback is only "
+                    "available in on_assigned, for the partitions being assigned"
+                )
+            return self._callback_committed[key]
+        tp = TopicPartition(topic, partition)
+        value: int | None = self._retrying(
+            f"fetching the committed offset of {topic}/{partition}",
+            lambda: consumer.committed(tp, timeout_ms=self._timeout_ms),
+        )
+        return value
+
+    def commit(self, offsets: Mapping[Partition, int]) -> None:
+        """Commit next-offsets (last processed + 1) for the partitions currently assigned.
+
+        Partitions not assigned are skipped. Transient failures are retried with backoff,
+        then :class:`KafkaEdgeError` is raised. If the group has rebalanced meanwhile (the
+        commit is refused for the old generation) a warning is logged instead: the
+        partitions are being reassigned and the next poll rejoins.
+        """
+        consumer = self._require(self._consumer)
+        assigned = consumer.assignment()
+        request = {
+            TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+            for (topic, partition), offset in offsets.items()
+            if TopicPartition(topic, partition) in assigned
+        }
+        if len(request) < len(offsets):
+            log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
+        if not request:
+            return
+        if self._in_callback():
+            self._deferred_commit.update(request)
+            return
+
+        def attempt() -> None:
+            try:
+                consumer.commit(offsets=request, timeout_ms=self._timeout_ms)
+            except _MEMBERSHIP_ERRORS as exc:
+                log.warning("commit refused after a group rebalance: %s", _describe(exc))
+
+        self._retrying("committing offsets", attempt)
+
+    # -- producing -------------------------------------------------------------------------
+
+    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Queue a record; delivery is confirmed by :meth:`flush`.
+
+        Blocks at most :data:`PRODUCER_MAX_BLOCK_MS` per attempt when the producer's
+        buffer is full or the topic's metadata is unknown; retries with backoff, then
+        raises :class:`KafkaEdgeError`.
+        """
+        producer = self._require(self._producer)
+        future = self._retrying(
+            f"sending to {topic}", lambda: producer.send(topic, value=value, key=key)
+        )
+        future.add_errback(self._record_unsent, topic, key, value)
+
+    def _record_unsent(self, topic: str, key: bytes | None, value: bytes, exc: Any) -> None:
+        retriable = bool(getattr(exc, "retriable", False))
+        self._unsent.append(_Unsent(topic, key, value, retriable, _describe(exc)))
+
+    def flush(self) -> None:
+        """Block until every record sent so far is acknowledged (acks=all).
+
+        Records whose delivery failed with a transient error are sent again. Raises
+        :class:`KafkaEdgeError` after the retries, or at once for a permanent error
+        (the records concerned are then given up).
+        """
+        producer = self._require(self._producer)
+        delays = iter(self._retry.delays())
+        while True:
+            problem = self._flush_once(producer)
+            if problem is None:
+                return
+            delay = next(delays, None)
+            if delay is None:
+                raise KafkaEdgeError(
+                    f"flush failed after {self._retry.attempts} attempts: {problem}"
+                )
+            log.warning("flush: %s; retrying in %.2f s", problem, delay)
+            time.sleep(delay)
+
+    def _flush_once(self, producer: Any) -> str | None:
+        """One flush round; a description of what is still unacknowledged, or None."""
+        try:
+            producer.flush(timeout=self._timeout_ms / 1000)
+        except KafkaTimeoutError:
+            return f"records not acknowledged within {self._timeout_ms} ms"
+        failed, self._unsent = self._unsent, []
+        if not failed:
+            return None
+        permanent = [u for u in failed if not u.retriable]
+        if permanent:
+            self._replace_producer()
+            raise KafkaEdgeError(
+                f"{len(permanent)} records could not be delivered, e.g. to "
+                f"{permanent[0].topic}: {permanent[0].error}"
+            )
+        for unsent in failed:
+            self.send(unsent.topic, unsent.key, unsent.value)
+        return f"{len(failed)} records failed ({failed[0].error}) and were resent"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _retrying(self, what: str, operation: Callable[[], _T]) -> _T:
+        """Run ``operation``, retrying transient Kafka errors with bounded backoff."""
+        delays = iter(self._retry.delays())
+        while True:
+            try:
+                return operation()
+            except KafkaError as exc:
+                delay = next(delays, None) if exc.retriable else None
+                if delay is None:
+                    raise KafkaEdgeError(f"{what} failed: {_describe(exc)}") from None
+                log.warning("%s failed (%s); retrying in %.2f s", what, _describe(exc), delay)
+                time.sleep(delay)
+
+    @staticmethod
+    def _require(client: _T | None) -> _T:
+        if client is None:
+            raise KafkaEdgeError("the Kafka edge is not started (or already closed)")
+        return client
+
+    def _in_callback(self) -> bool:
+        return self._callback_thread == threading.get_ident()
+
+    def _refuse_in_callback(self, what: str) -> None:
+        if self._in_callback():
+            raise KafkaEdgeError(f"{what}() cannot be called from a rebalance callback")
+
+    def _raise_callback_error(self) -> None:
+        error, self._callback_error = self._callback_error, None
+        if error is not None:
+            raise error
+
+    async def _run_callback(
+        self, name: str, partitions: Iterable[TopicPartition], *, lost: bool
+    ) -> None:
+        """Run a user callback on the I/O thread; then perform the commits it asked for."""
+        tps = sorted(partitions)
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        if not keys and name == "on_revoked":
+            return  # kafka-python announces an empty revocation before every join
+        log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
+        if name == "on_assigned":
+            self._callback_committed = await self._fetch_committed(tps)
+        self._callback_thread = threading.get_ident()
+        try:
+            self._callbacks[name](keys)
+        except Exception as exc:
+            if self._closing:  # close() does not raise; kafka-python would skip cleanup
+                log.exception("%s failed while closing", name)
+            else:
+                self._callback_error = exc
+                raise
+        finally:
+            self._callback_thread = None
+            self._callback_committed = {}
+            deferred, self._deferred_commit = self._deferred_commit, {}
+        if deferred and lost:
+            log.warning("not committing offsets of lost partitions %s", keys)
+        elif deferred:
+            await self._commit_now(deferred)
+
+    async def _fetch_committed(self, tps: list[TopicPartition]) -> dict[Partition, int | None]:
+        """Committed offsets of ``tps`` for :meth:`committed` inside a callback (best effort)."""
+        if not tps:
+            return {}
+        try:
+            coordinator = self._consumer._coordinator
+            found = await coordinator.fetch_committed_offsets_async(
+                tps, timeout_ms=self._timeout_ms
+            )
+        except Exception as exc:  # kafka-python internals; the callback may not need it
+            log.warning("could not fetch committed offsets for the callback: %s", _describe(exc))
+            return {}
+        return {(tp.topic, tp.partition): _offset(found.get(tp)) for tp in tps}
+
+    async def _commit_now(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit from the I/O thread (inside a callback); failures are logged."""
+        try:
+            await self._consumer.commit_async(offsets=offsets)
+        except KafkaError as exc:
+            log.warning("commit from a rebalance callback failed: %s", _describe(exc))
+
+
+def _offset(found: Any) -> int | None:
+    if found is None or found.offset is None or found.offset < 0:
+        return None
+    offset: int = found.offset
+    return offset
+
+
+__all__ = [
+    "PRODUCER_MAX_BLOCK_MS",
+    "InRecord",
+    "KafkaEdge",
+    "Partition",
+    "PartitionsCallback",
+    "Retry",
+    "check_reachable",
+    "client_config",
+    "ensure_topics",
+]

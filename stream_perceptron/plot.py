@@ -1,0 +1,55 @@
+"""A PNG of a statistics history: mistake rates and the window's min margin against examples seen."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_stats(
+    records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",
+    size: tuple[int, int] = (1200, 700),
+) -> Path:
+    """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin.
+
+    ``records`` are statistics records in any order (sorted by ``seen`` here); ``size`` is in
+    pixels. Returns the path written.
+    """
+    rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
+    seen = [r["seen"] for r in rows]
+    dpi = 100
+    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    for key, label in (
+        ("mistake_rate", "cumulative mistake rate (E_n)"),
+        ("window_mistake_rate", "windowed mistake rate"),
+        ("ewma_mistake_rate", "EWMA mistake rate"),
+    ):
+        ax.plot(seen, [_num(r.get(key)) for r in rows], label=label)
+    ax.set_xlabel("examples seen")
+    ax.set_ylabel("mistake rate")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax2 = ax.twinx()
+    ax2.plot(seen, [_num(r.get("margin_min")) for r in rows], color="tab:gray", linestyle="--",
+             label="window min margin")
+    ax2.set_ylabel("min geometric margin over the window")
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper right")
+    ax.set_title(title)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
+def _num(value: Any) -> float:
+    return float("nan") if value is None else float(value)

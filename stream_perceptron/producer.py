@@ -1,0 +1,52 @@
+"""``stream-perceptron produce``: publish a dataset as input records (edge: knows no model)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kafka import KafkaProducer
+
+from stream_perceptron.kafka_io import client_config
+from stream_perceptron.records import input_record
+from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.sources import Source
+
+
+def produce_source(
+    kafka: KafkaSettings,
+    source: Source,
+    topic: str,
+    *,
+    unlabeled_every: int = 0,
+    rate: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Send every example of ``source`` to ``topic`` in order, as input records; returns the count.
+
+    Keys are the example's index (so an example keeps its key whatever partition it lands on);
+    ``id`` is the same index. With ``unlabeled_every=k`` every k-th record is sent without its
+    label. ``rate`` caps records/s (for latency runs). Flushes before returning.
+    """
+    producer = KafkaProducer(
+        **client_config(kafka), acks="all", linger_ms=kafka.linger_ms, batch_size=kafka.batch_size
+    )
+    sent = 0
+    started = time.monotonic()
+    try:
+        for i, (x, y) in enumerate(source):
+            label = None if unlabeled_every and (i + 1) % unlabeled_every == 0 else y
+            producer.send(topic, key=str(i).encode(), value=input_record(x, label, i))
+            sent += 1
+            if rate is not None:
+                ahead = sent / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if on_progress is not None and sent % 1000 == 0:
+                on_progress(1000)
+        producer.flush()
+        if on_progress is not None:
+            on_progress(sent % 1000)
+    finally:
+        producer.close()
+    return sent

@@ -1,0 +1,372 @@
+"""The worker: decode → score → learn → publish → checkpoint → commit, one poll batch at a time.
+
+Guarantees (README, "Guarantees"):
+
+* The checkpoint is authoritative. On start the worker restores the newest valid checkpoint;
+  on assignment it seeks each partition to the checkpoint's offset (the group's committed offset
+  only for partitions the checkpoint has never seen). A restart therefore resumes with exactly
+  the state it checkpointed and reprocesses what came after.
+* Before a checkpoint is written, the producer is flushed, so every input offset the checkpoint
+  covers has its prediction (or dead letter) acknowledged by the broker. Kafka offsets are
+  committed only after the checkpoint is durable. Outputs are at least once; a record
+  re-emitted after a restart is identical to the first (scores do not depend on batch cuts).
+* Bad input never stops the loop: it goes to the dead-letter topic with its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
+from stream_perceptron.errors import CheckpointError, DecodeError, KafkaEdgeError
+from stream_perceptron.kafka_io import InRecord, KafkaEdge
+from stream_perceptron.learner import Learner
+from stream_perceptron.perceptron import Perceptron
+from stream_perceptron.records import (
+    Limits,
+    dead_letter_record,
+    decode_example,
+    encode,
+    prediction_record,
+)
+from stream_perceptron.settings import Settings, redacted
+from stream_perceptron.stats import RunningStats
+
+log = logging.getLogger(__name__)
+
+Partition = tuple[str, int]
+
+
+@dataclass
+class Every:
+    """A policy that falls due every ``examples`` examples or ``seconds`` seconds (monotonic)."""
+
+    examples: int
+    seconds: float
+    clock: Callable[[], float] = time.monotonic
+    count: int = 0
+    since: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self.since = self.clock()
+
+    def tick(self, n: int) -> None:
+        self.count += n
+
+    def due(self) -> bool:
+        return self.count >= self.examples or self.clock() - self.since >= self.seconds
+
+    def reset(self) -> None:
+        self.count, self.since = 0, self.clock()
+
+
+@dataclass
+class Counters:
+    """What the worker has done since it started (dead letters are also kept in checkpoints)."""
+
+    records: int = 0
+    predictions: int = 0
+    dead_letters: int = 0
+    checkpoints: int = 0
+    checkpoint_failures: int = 0
+    rebalances: int = 0
+
+
+class Worker:
+    """One model, fed by one consumer, publishing to three topics, checkpointing to one directory."""
+
+    def __init__(self, settings: Settings, edge: KafkaEdge | None = None) -> None:
+        self.settings = settings
+        m, s = settings.model, settings.stats
+        self.learner = Learner(
+            Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept),
+            RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
+        )
+        self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+        lim = settings.limits
+        self.limits = Limits(
+            lim.max_record_bytes, lim.max_features, lim.max_abs_value,
+            lim.positive_class, lim.negative_class,
+        )
+        self.offsets: Offsets = {}
+        self.durable: Offsets = {}
+        self.dead_letters_total = 0
+        self.counters = Counters()
+        self.checkpoint_ok = True
+        self.last_checkpoint_path: str | None = None
+        self._dirty = False
+        self._stop = threading.Event()
+        self._ckpt_policy = Every(settings.checkpoint.every_examples, settings.checkpoint.every_seconds)
+        self._stats_policy = Every(settings.stats.every_examples, settings.stats.every_seconds)
+        self._stats_seen = 0
+        self._stats_time = time.monotonic()
+        self._started = time.monotonic()
+        self.edge = edge or KafkaEdge(
+            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
+        )
+        out = settings.output.predictions
+        self._publish_labeled = out == "all"
+        self._publish_unlabeled = out in ("all", "unlabeled")
+
+    # ------------------------------------------------------------------ lifecycle
+    def restore(self) -> None:
+        """Load the newest valid checkpoint, if any (fails clearly on another configuration)."""
+        ckpt = self.store.load()
+        if ckpt is None:
+            log.info("no checkpoint in %s: starting from zero weights", self.store.directory)
+            return
+        ckpt.check_config(self.learner.model.config())
+        self.learner.restore(ckpt.model, ckpt.stats)
+        self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
+        self.durable = {t: dict(p) for t, p in ckpt.offsets.items()}
+        self.dead_letters_total = int(ckpt.stats.get("dead_letters", 0))
+        self.last_checkpoint_path = str(ckpt.path)
+        log.info(
+            "restored %s: %d updates, %d examples seen, offsets %s",
+            ckpt.path, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
+        )
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, checkpoint and return (safe from any thread)."""
+        self._stop.set()
+
+    def run(self, until: Callable[[Worker], bool] | None = None) -> int:
+        """Run until stopped (or ``until(self)`` is true); returns the process exit code."""
+        log.info("effective settings: %s", redacted(self.settings))
+        self.restore()
+        self._install_signals()
+        self.edge.start()
+        poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+        try:
+            while not self._stop.is_set():
+                for batch in self.edge.poll(poll_ms, max_records):
+                    self.process(batch)
+                if self._stats_policy.due():
+                    self.publish_stats()
+                if self._ckpt_policy.due():
+                    self.checkpoint("interval")
+                if until is not None and until(self):
+                    break
+        finally:
+            code = self._shutdown()
+        return code
+
+    def _shutdown(self) -> int:
+        code = 0
+        try:
+            self.publish_stats()
+            if not self.checkpoint("shutdown", force=True):
+                code = 1
+        finally:
+            self.edge.close()
+        c = self.counters
+        log.info(
+            "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
+            " %d updates, mistake rate %s",
+            c.records, c.predictions, c.dead_letters, c.checkpoints, c.checkpoint_failures,
+            self.learner.model.mistakes, self.learner.stats.snapshot()["mistake_rate"],
+        )
+        return code
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self._stop.is_set() and signum == signal.SIGINT:
+                log.warning("second interrupt: exiting at once, without a final checkpoint")
+                os._exit(130)
+            log.info("%s: finishing the batch, then checkpointing", signal.Signals(signum).name)
+            self._stop.set()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    # ------------------------------------------------------------------ rebalances
+    def _on_assigned(self, partitions: list[Partition]) -> None:
+        self.counters.rebalances += 1
+        for topic, part in partitions:
+            mine = self.offsets.get(topic, {}).get(part)
+            start = mine if mine is not None else self.edge.committed(topic, part)
+            if start is not None:
+                self.edge.seek(topic, part, start)
+            log.info(
+                "assigned %s[%d]: starting at %s (%s)", topic, part,
+                "the earliest offset" if start is None else start,
+                "checkpoint" if mine is not None else "group commit" if start is not None else "new",
+            )
+
+    def _on_revoked(self, partitions: list[Partition]) -> None:
+        if partitions:
+            log.info("revoked %s: checkpointing", partitions)
+            self.checkpoint("revocation", force=True)
+
+    def caught_up(self) -> bool:
+        """Every assigned partition processed up to its high-water mark (from fetch responses)."""
+        assigned = self.edge.assignment()
+        if not assigned:
+            return False
+        for topic, part in assigned:
+            hw = self.edge.highwater(topic, part)
+            if hw is None or self.offsets.get(topic, {}).get(part, 0) < hw:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ the batch
+    def process(self, records: list[InRecord]) -> None:
+        """Decode, score, learn and publish one partition's batch (offset order)."""
+        if not records:
+            return
+        examples, kept = [], []
+        for rec in records:
+            try:
+                examples.append(decode_example(rec.value, self.limits))
+                kept.append(rec)
+            except DecodeError as exc:
+                self._dead_letter(rec, exc.reason)
+        if examples:
+            X, rejected = self.learner.model.vectorize_many([e.x for e in examples])
+            if rejected:
+                for i, reason in rejected.items():
+                    self._dead_letter(kept[i], reason)
+                keep = [i for i in range(len(kept)) if i not in rejected]
+                examples = [examples[i] for i in keep]
+                kept = [kept[i] for i in keep]
+            if examples:
+                self._learn_and_publish(X, examples, kept)
+        last = records[-1]
+        self.offsets.setdefault(last.topic, {})[last.partition] = last.offset + 1
+        self.counters.records += len(records)
+        self._ckpt_policy.tick(len(records))
+        self._stats_policy.tick(len(records))
+        self._dirty = True
+
+    def _learn_and_publish(self, X: Any, examples: list[Any], kept: list[InRecord]) -> None:
+        y = np.fromiter((e.y for e in examples), dtype=np.int8, count=len(examples))
+        model = self.learner.model
+        before = model.mistakes
+        result, margin = self.learner.step(X, y)
+        if not (self._publish_labeled or self._publish_unlabeled):
+            return
+        updates = before + np.cumsum(result.mistakes)
+        topic = self.settings.topics.predictions
+        scores, preds = result.scores.tolist(), result.predictions.tolist()
+        flags, margins, ups = result.mistakes.tolist(), margin.tolist(), updates.tolist()
+        send = self.edge.send
+        for i, rec in enumerate(kept):
+            label = examples[i].y
+            if not (self._publish_labeled if label else self._publish_unlabeled):
+                continue
+            body = prediction_record(
+                topic=rec.topic, partition=rec.partition, offset=rec.offset, key=rec.key,
+                id=examples[i].id, prediction=preds[i], score=scores[i], label=label,
+                mistake=flags[i], margin=margins[i], updates=ups[i],
+            )
+            send(topic, rec.key, encode(body))
+            self.counters.predictions += 1
+
+    def _dead_letter(self, rec: InRecord, reason: str) -> None:
+        body = dead_letter_record(
+            topic=rec.topic, partition=rec.partition, offset=rec.offset, key=rec.key,
+            error=reason, value=rec.value,
+        )
+        self.edge.send(self.settings.topics.dead_letter, rec.key, encode(body))
+        self.counters.dead_letters += 1
+        self.dead_letters_total += 1
+        log.debug("dead letter %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
+
+    # ------------------------------------------------------------------ durability
+    def checkpoint(self, reason: str, force: bool = False) -> bool:
+        """Flush outputs, write a checkpoint, then commit its offsets. Returns False on failure.
+
+        Nothing is written when nothing changed since the last durable checkpoint.
+        """
+        self._ckpt_policy.reset()
+        if not self._dirty:
+            return True
+        started = time.monotonic()
+        try:
+            self.edge.flush()
+        except KafkaEdgeError as exc:
+            self.counters.checkpoint_failures += 1
+            log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
+            return False
+        model_state, stats_state = self.learner.state()
+        stats_state["dead_letters"] = self.dead_letters_total
+        snapshot = {t: dict(p) for t, p in self.offsets.items()}
+        try:
+            path = self.store.save(
+                Checkpoint(model_state, self.learner.model.config(), stats_state, snapshot)
+            )
+        except CheckpointError as exc:
+            self.counters.checkpoint_failures += 1
+            if self.checkpoint_ok:
+                log.error("checkpoint (%s) failed, offsets not committed: %s", reason, exc)
+            self.checkpoint_ok = False
+            return False
+        if not self.checkpoint_ok:
+            log.info("checkpoint storage works again")
+        self.checkpoint_ok = True
+        self.durable = snapshot
+        self._dirty = False
+        self.last_checkpoint_path = str(path)
+        self.counters.checkpoints += 1
+        assigned = set(self.edge.assignment())
+        commit = {(t, p): o for t, ps in snapshot.items() for p, o in ps.items() if (t, p) in assigned}
+        try:
+            if commit:
+                self.edge.commit(commit)
+        except KafkaEdgeError as exc:  # the checkpoint is authoritative; the commit is a courtesy
+            log.warning("commit after checkpoint failed (the checkpoint stands): %s", exc)
+        log.info(
+            "checkpoint %s (%s) in %.1f ms: offsets %s", path.name, reason,
+            (time.monotonic() - started) * 1000, snapshot,
+        )
+        return True
+
+    # ------------------------------------------------------------------ statistics
+    def stats_record(self) -> dict[str, Any]:
+        """The statistics record: the running statistics plus throughput, dead letters, offsets."""
+        now = time.monotonic()
+        snap = self.learner.stats.snapshot()
+        seen = snap["seen"]
+        elapsed = now - self._stats_time
+        rate = (seen - self._stats_seen) / elapsed if elapsed > 0 else None
+        self._stats_seen, self._stats_time = seen, now
+        return {
+            **snap,
+            "updates": self.learner.model.mistakes,
+            "intercept": self.learner.model.intercept,
+            "examples_per_s": rate,
+            "dead_letters": self.dead_letters_total,
+            "offsets": {t: {str(p): o for p, o in ps.items()} for t, ps in self.offsets.items()},
+            "ts": time.time(),
+            "uptime_s": now - self._started,
+            "client_id": self.settings.kafka.client_id,
+        }
+
+    def publish_stats(self) -> dict[str, Any]:
+        """Send a statistics record and log the headline figures."""
+        self._stats_policy.reset()
+        rec = self.stats_record()
+        self.edge.send(self.settings.topics.stats, None, encode(rec))
+        rate = rec["mistake_rate"]
+        log.info(
+            "seen %d, labeled %d, mistakes %d (rate %s, window %s), %s examples/s, %d dead letters",
+            rec["seen"], rec["labeled"], rec["mistakes"],
+            "n/a" if rate is None else f"{rate:.4f}",
+            "n/a" if rec["window_mistake_rate"] is None else f"{rec['window_mistake_rate']:.4f}",
+            "n/a" if rec["examples_per_s"] is None else f"{rec['examples_per_s']:.0f}",
+            rec["dead_letters"],
+        )
+        return rec

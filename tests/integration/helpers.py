@@ -1,0 +1,153 @@
+"""Shared pieces for the worker tests: input streams, a worker in a thread or a process, reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from kafka import KafkaProducer
+
+from stream_perceptron import Perceptron
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.kafka_io import client_config
+from stream_perceptron.reader import read_topic
+from stream_perceptron.records import input_record
+from stream_perceptron.settings import KafkaSettings, Settings
+from stream_perceptron.sources import open_source
+from stream_perceptron.worker import Worker
+
+
+def noisy_stream(n: int, d: int = 6, noise: float = 0.1, seed: int = 7) -> list[tuple[list[float], int]]:
+    """A separable stream with a fraction of flipped labels: mistakes all along."""
+    return list(open_source(f"separable:d={d},gamma=0.05,n={n},seed={seed},noise={noise}"))
+
+
+def send_all(kafka: KafkaSettings, topic: str, values: list[bytes], partition: int | None = None,
+             keys: list[bytes] | None = None) -> None:
+    producer = KafkaProducer(**client_config(kafka), acks="all", linger_ms=5)
+    try:
+        for i, v in enumerate(values):
+            producer.send(topic, value=v, key=keys[i] if keys else str(i).encode(), partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def encode_stream(stream: list[tuple[Any, int]], unlabeled_every: int = 0) -> list[bytes]:
+    return [
+        input_record(x, None if unlabeled_every and i % unlabeled_every == 0 else y, i)
+        for i, (x, y) in enumerate(stream)
+    ]
+
+
+def worker_settings(
+    kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path, **sections: Any
+) -> Settings:
+    base: dict[str, Any] = {
+        "kafka": kafka.model_dump(),
+        "topics": topics,
+        "checkpoint": {"dir": str(ckpt_dir), "every_examples": 1000, "every_seconds": 60},
+        "stats": {"every_examples": 500, "every_seconds": 60},
+    }
+    for section, values in sections.items():
+        base.setdefault(section, {}).update(values)
+    return Settings(**base)
+
+
+def topics_for(new_topic: Callable[..., str], partitions: int = 1) -> dict[str, str]:
+    return {"input": new_topic(partitions), "predictions": new_topic(), "stats": new_topic(),
+            "dead_letter": new_topic()}
+
+
+def run_until_caught_up(settings: Settings, expected_records: int, timeout_s: float = 60) -> Worker:
+    """Run a worker in this thread until it has processed ``expected_records`` and caught up."""
+    worker = Worker(settings)
+    deadline = time.monotonic() + timeout_s
+
+    def until(w: Worker) -> bool:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker processed {w.counters.records} of {expected_records}")
+        return w.counters.records >= expected_records and w.caught_up()
+
+    assert worker.run(until=until) == 0
+    return worker
+
+
+class ThreadedWorker:
+    """A worker running in a background thread until ``stop()``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.worker = Worker(settings)
+        self.code: int | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.code = self.worker.run()
+
+    def start(self) -> ThreadedWorker:
+        self.thread.start()
+        return self
+
+    def assignment(self) -> list[tuple[str, int]]:
+        """The worker's partitions; none until its consumer has started."""
+        try:
+            return self.worker.edge.assignment()
+        except KafkaEdgeError:
+            return []
+
+    def stop(self, timeout_s: float = 30) -> int | None:
+        self.worker.stop()
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), "worker did not stop"
+        return self.code
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The environment that configures ``stream-perceptron run`` like ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
+    data = settings.model_dump(mode="json")
+    for section, values in data.items():
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if value is not None:
+                    env[f"SP_{section.upper()}__{name.upper()}"] = (
+                        str(value).lower() if isinstance(value, bool) else str(value)
+                    )
+    return env
+
+
+def start_process(settings: Settings, *args: str, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as fh:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "stream_perceptron.cli", "run", *args],
+            env=worker_env(settings), stdout=fh, stderr=subprocess.STDOUT,
+        )
+
+
+def predictions_by_offset(kafka: KafkaSettings, topic: str) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    out: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for _, _, _, rec in read_topic(kafka, topic):
+        out.setdefault((rec["partition"], rec["offset"]), []).append(rec)
+    return out
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def core_reference(stream: list[tuple[Any, int]], labels: list[int]) -> tuple[Perceptron, Any]:
+    """The core's result on the same rows (label 0 = unlabeled)."""
+    model = Perceptron()
+    X = np.array([x for x, _ in stream], dtype=np.float64)
+    return model, model.learn_many(X, np.array(labels, dtype=np.int8))

@@ -1,0 +1,160 @@
+"""The daemon as a process: SIGTERM, kill -9 at random moments, and two workers in one group."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+import numpy as np
+from kafka import KafkaConsumer, TopicPartition
+
+from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.kafka_io import client_config
+
+from .helpers import (
+    ThreadedWorker,
+    core_reference,
+    encode_stream,
+    noisy_stream,
+    predictions_by_offset,
+    send_all,
+    start_process,
+    topics_for,
+    wait_for,
+    worker_settings,
+)
+
+
+def _checkpoint_offset(ckpt_dir, topic) -> int:
+    ckpt = CheckpointStore(ckpt_dir).load()
+    return 0 if ckpt is None else ckpt.offsets.get(topic, {}).get(0, 0)
+
+
+def _committed(kafka, topic) -> int | None:
+    consumer = KafkaConsumer(**client_config(kafka), group_id=kafka.group_id, enable_auto_commit=False)
+    try:
+        return consumer.committed(TopicPartition(topic, 0))
+    finally:
+        consumer.close()
+
+
+def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    n = 4000
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(n)))
+    ckpt_dir = tmp_path / "ckpt"
+    # no checkpoint falls due while running: the one we find is the shutdown checkpoint
+    settings = worker_settings(kafka, topics, ckpt_dir,
+                               checkpoint={"every_examples": 10**9, "every_seconds": 3600})
+    proc = start_process(settings, log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
+                 "all predictions")
+        assert CheckpointStore(ckpt_dir).load() is None
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, (tmp_path / "worker.log").read_text()
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert took < 10
+    ckpt = CheckpointStore(ckpt_dir).load()
+    assert ckpt.offsets == {topics["input"]: {0: n}}
+    assert _committed(kafka, topics["input"]) == n
+    log = (tmp_path / "worker.log").read_text()
+    assert "SIGTERM" in log and "stopped:" in log
+
+    # restart: resumes at the checkpoint; nothing is predicted or learned again
+    restart = start_process(settings, "--until-caught-up", log=tmp_path / "restart.log")
+    assert restart.wait(timeout=60) == 0, (tmp_path / "restart.log").read_text()
+    again = CheckpointStore(ckpt_dir).load()
+    assert again.model == ckpt.model and again.stats["seen"] == n
+    assert all(len(v) == 1 for v in predictions_by_offset(kafka, topics["predictions"]).values())
+
+
+def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
+    kafka_settings, new_topic, tmp_path
+):
+    kafka = kafka_settings(max_poll_records=250)
+    topics = topics_for(new_topic)
+    n = 30_000
+    stream = noisy_stream(n, d=8, noise=0.1, seed=11)
+    send_all(kafka, topics["input"], encode_stream(stream))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = worker_settings(
+        kafka, topics, ckpt_dir,
+        checkpoint={"every_examples": 2000, "every_seconds": 60},
+    )
+    rng = random.Random(20261121)
+    kills = 0
+    for k in range(1, 4):
+        proc = start_process(settings, log=tmp_path / f"run-{k}.log")
+        try:
+            target = k * n // 4 + rng.randrange(0, n // 8)
+            wait_for(lambda t=target: _checkpoint_offset(ckpt_dir, topics["input"]) >= t, 90,
+                     f"checkpoint past offset {target}", every_s=0.02)
+            time.sleep(rng.uniform(0.0, 0.05))  # land between checkpoints
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        assert _checkpoint_offset(ckpt_dir, topics["input"]) < n  # killed mid-stream
+        kills += 1
+    final = start_process(settings, "--until-caught-up", log=tmp_path / "final.log")
+    assert final.wait(timeout=120) == 0, (tmp_path / "final.log").read_text()
+    assert kills == 3
+
+    model, ref = core_reference(stream, [y for _, y in stream])
+    ckpt = CheckpointStore(ckpt_dir).load()
+    assert ckpt.offsets == {topics["input"]: {0: n}}
+    assert ckpt.model["weights"] == model.weights.tolist()  # bit-identical
+    assert ckpt.model["intercept"] == model.intercept
+    assert ckpt.model["mistakes"] == model.mistakes
+
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(0, o) for o in range(n)]  # every offset predicted
+    duplicated = 0
+    for (_, offset), copies in preds.items():
+        assert all(c == copies[0] for c in copies), offset  # re-emissions are identical
+        assert copies[0]["mistake"] == bool(ref.mistakes[offset])
+        duplicated += len(copies) > 1
+    assert duplicated > 0  # the kills really made the worker reprocess
+
+
+def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
+    kafka_settings, new_topic, tmp_path
+):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic, partitions=2)
+    a = ThreadedWorker(worker_settings(kafka_settings(client_id="worker-a"), topics,
+                                       tmp_path / "a")).start()
+    b = None
+    try:
+        wait_for(lambda: len(a.assignment()) == 2, 30, "worker a to own both partitions")
+        b = ThreadedWorker(worker_settings(kafka_settings(client_id="worker-b"), topics,
+                                           tmp_path / "b")).start()
+        wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1,
+                 30, "the partitions to be split")
+        assert set(a.assignment()) | set(b.assignment()) == {
+            (topics["input"], 0), (topics["input"], 1)}
+        n = 2000
+        stream = noisy_stream(n)
+        values = encode_stream(stream)
+        send_all(kafka, topics["input"], values[: n // 2], partition=0)
+        send_all(kafka, topics["input"], values[n // 2 :], partition=1)
+        wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
+                 "a prediction for every offset")
+    finally:
+        assert a.stop() == 0
+        if b is not None:
+            assert b.stop() == 0
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(p, o) for p in (0, 1) for o in range(n // 2)]
+    # each worker learned its own partition: a model per worker
+    ca, cb = CheckpointStore(tmp_path / "a").load(), CheckpointStore(tmp_path / "b").load()
+    assert ca.stats["seen"] + cb.stats["seen"] == n
+    assert ca.stats["seen"] == cb.stats["seen"] == n // 2
+    assert set(ca.offsets[topics["input"]]) != set(cb.offsets[topics["input"]])
+    assert np.isfinite(ca.model["weights"]).all()
