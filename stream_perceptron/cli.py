@@ -177,23 +177,27 @@ def produce(
 def broker(port: int, host: str) -> None:
     """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
     import signal
+    import threading
 
     from stream_perceptron.broker import EmbeddedBroker
 
     setup_logging("INFO")
+    stopping = threading.Event()  # handlers first: a signal may come as soon as the port opens
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
     embedded = EmbeddedBroker(port=port, host=host)
     try:
         embedded.start()
     except StreamPerceptronError as exc:
         fail(str(exc), 1)
-    signal.signal(signal.SIGTERM, lambda *_: embedded.stop())
     click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
     try:
-        embedded.wait()
-    except KeyboardInterrupt:
-        pass
+        while embedded.running and not stopping.wait(0.2):
+            pass
     finally:
         embedded.stop()
+    if not stopping.is_set():
+        fail("the embedded broker exited on its own", 1)
 
 
 @main.command()
@@ -239,7 +243,8 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
             "topics.stats": f"{prefix}-stats",
             "topics.dead_letter": f"{prefix}-dead-letters",
             "checkpoint.dir": str(run_dir / "checkpoints"),
-            "stats.every_examples": 1000,
+            "kafka.max_poll_records": 500,
+            "stats.every_examples": 500,
             "log_level": None if verbose else "WARNING",
         })
         try:

@@ -90,3 +90,22 @@ def test_invalid_secret_value_is_not_echoed(tmp_path):
     with pytest.raises(SettingsError) as err:
         load_settings(cfg)
     assert "12345" not in str(err.value) and "SP_KAFKA__SASL_PASSWORD" in str(err.value)
+
+
+def test_readme_and_example_config_list_every_setting():
+    from pathlib import Path
+
+    from pydantic import BaseModel
+
+    from stream_perceptron.settings import Settings
+
+    root = Path(__file__).parents[2]
+    readme = (root / "README.md").read_text()
+    example = (root / "config" / "stream-perceptron.toml").read_text()
+    for section, field in Settings.model_fields.items():
+        ann = field.annotation
+        names = list(ann.model_fields) if isinstance(ann, type) and issubclass(ann, BaseModel) else [None]
+        for name in names:
+            env = f"SP_{section.upper()}" + (f"__{name.upper()}" if name else "")
+            assert f"| `{env}` |" in readme, f"{env} missing from the README settings table"
+            assert (name or section) in example, f"{section}.{name} missing from the example config"
