@@ -294,14 +294,17 @@ class Perceptron(base.Classifier):
         norm = np.empty(n, dtype=np.float64)
         norm_aug = np.empty(n, dtype=np.float64)
         w = self._w if self._w is not None else self._ensure_dim(m.shape[1])
-        lab_f = labels.astype(np.float64)
+        # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
+        lab_f = np.where(labels != 0, labels, np.nan)
         cur_norm, cur_norm_aug = self.norms()
         i, block = 0, _MIN_BLOCK
         while i < n:
             end = min(n, i + block)
             s = (m[i:end] * w).sum(axis=1) + self._b
-            wrong = (lab_f[i:end] * s <= 0) & (labels[i:end] != 0)
-            k = int(wrong.argmax()) if wrong.any() else -1
+            wrong = lab_f[i:end] * s <= 0
+            k = int(wrong.argmax())
+            if not wrong[k]:
+                k = -1
             stop = end if k < 0 else i + k + 1
             scores[i:stop] = s[: stop - i]
             norm[i:stop] = cur_norm
@@ -399,6 +402,6 @@ def _labels(y: Iterable[Any], n: int) -> npt.NDArray[np.int8]:
         arr = np.where(arr, 1, -1)
     if arr.shape != (n,):
         raise ValueError(f"y has shape {arr.shape}, expected ({n},)")
-    if not np.isin(arr, (-1, 0, 1)).all():
+    if not ((arr == 1) | (arr == -1) | (arr == 0)).all():
         raise ValueError("labels are -1/+1 (0 marks an unlabeled row)")
     return arr.astype(np.int8)
