@@ -218,7 +218,7 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
     from stream_perceptron.broker import EmbeddedBroker
     from stream_perceptron.demo import run_demo
 
-    base = settings_from(ctx)
+    base = settings_from(ctx, log_level=None if verbose else "WARNING")
     run_id = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out / f"run-{run_id}"
     with contextlib.ExitStack() as stack:

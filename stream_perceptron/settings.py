@@ -113,6 +113,15 @@ class OutputSettings(_Section):
     predictions: Literal["all", "unlabeled", "none"] = "all"
 
 
+class ObserveSettings(_Section):
+    """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
+
+    enabled: bool = True
+    host: str = "0.0.0.0"  # noqa: S104 - a daemon's probes and scrapes come from outside the pod
+    port: int = Field(9464, ge=0, le=65535)
+    liveness_timeout_s: float = Field(60.0, gt=0)
+
+
 class Settings(BaseSettings):
     """All settings of a worker. Environment: ``SP_<SECTION>__<NAME>``, e.g. ``SP_KAFKA__GROUP_ID``."""
 
@@ -131,6 +140,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     stats: StatsSettings = StatsSettings()
     output: OutputSettings = OutputSettings()
+    observe: ObserveSettings = ObserveSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
 
