@@ -126,7 +126,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     worker = Worker(settings)
     try:
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
-    except CheckpointMismatchError as exc:
+    except (CheckpointMismatchError, SettingsError) as exc:
         fail(str(exc))
     sys.exit(code)
 
@@ -243,6 +243,7 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
             "topics.stats": f"{prefix}-stats",
             "topics.dead_letter": f"{prefix}-dead-letters",
             "checkpoint.dir": str(run_dir / "checkpoints"),
+            "observe.port": 0,
             "kafka.max_poll_records": 500,
             "stats.every_examples": 500,
             "log_level": None if verbose else "WARNING",
@@ -253,6 +254,23 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
             fail(str(exc), 1)
     for line in summary.lines():
         click.echo(line)
+
+
+@main.command()
+@click.option("--url", help="Default: http://127.0.0.1:<observe.port>/readyz (or /healthz with --live).")
+@click.option("--live", is_flag=True, help="Check liveness (/healthz) instead of readiness.")
+@click.option("--timeout", default=3.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.pass_context
+def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> None:
+    """Probe a running worker: exit 0 when ready (or alive with --live), else 1. For exec probes."""
+    from stream_perceptron.observe import probe
+
+    if url is None:
+        settings = settings_from(ctx, log_level="WARNING")
+        url = f"http://127.0.0.1:{settings.observe.port}/{'healthz' if live else 'readyz'}"
+    ok, body = probe(url, timeout)
+    click.echo(f"{'ok' if ok else 'not ok'}: {url} {body.strip()}")
+    sys.exit(0 if ok else 1)
 
 
 @main.group()

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
-from stream_perceptron.errors import CheckpointError, DecodeError, KafkaEdgeError
+from stream_perceptron.errors import CheckpointError, DecodeError, KafkaEdgeError, SettingsError
 from stream_perceptron.kafka_io import InRecord, KafkaEdge
 from stream_perceptron.learner import Learner
+from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import (
     Limits,
@@ -114,6 +115,12 @@ class Worker:
         self.edge = edge or KafkaEdge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
         )
+        obs = settings.observe
+        self.observer = (
+            Observer(host=obs.host, port=obs.port, liveness_timeout_s=obs.liveness_timeout_s)
+            if obs.enabled
+            else None
+        )
         out = settings.output.predictions
         self._publish_labeled = out == "all"
         self._publish_unlabeled = out in ("all", "unlabeled")
@@ -131,6 +138,8 @@ class Worker:
         self.durable = {t: dict(p) for t, p in ckpt.offsets.items()}
         self.dead_letters_total = int(ckpt.stats.get("dead_letters", 0))
         self.last_checkpoint_path = str(ckpt.path)
+        if self.observer is not None:
+            self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
         log.info(
             "restored %s: %d updates, %d examples seen, offsets %s",
             ckpt.path, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
@@ -145,21 +154,53 @@ class Worker:
         log.info("effective settings: %s", redacted(self.settings))
         self.restore()
         self._install_signals()
-        self.edge.start()
-        poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+        if self.observer is not None:
+            try:
+                self.observer.start()
+            except OSError as exc:
+                raise SettingsError(
+                    f"cannot serve /metrics on {self.observer.host}:{self.observer.port}"
+                    f" (SP_OBSERVE__PORT): {exc.strerror or exc}"
+                ) from None
+            log.info("serving /metrics, /healthz, /readyz on %s:%d", self.observer.host, self.observer.port)
         try:
-            while not self._stop.is_set():
-                for batch in self.edge.poll(poll_ms, max_records):
-                    self.process(batch)
-                if self._stats_policy.due():
-                    self.publish_stats()
-                if self._ckpt_policy.due():
-                    self.checkpoint("interval")
-                if until is not None and until(self):
-                    break
+            if not self._start_edge():
+                return 0
+            poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+            try:
+                while not self._stop.is_set():
+                    batches = self.edge.poll(poll_ms, max_records)
+                    if self.observer is not None:
+                        self.observer.polled()
+                    for batch in batches:
+                        self.process(batch)
+                    if self._stats_policy.due():
+                        self.publish_stats()
+                    if self._ckpt_policy.due():
+                        self.checkpoint("interval")
+                    if until is not None and until(self):
+                        break
+            finally:
+                code = self._shutdown()
+            return code
         finally:
-            code = self._shutdown()
-        return code
+            if self.observer is not None:
+                self.observer.stop()
+
+    def _start_edge(self) -> bool:
+        """Connect to Kafka, retrying with backoff until it answers or a stop is asked."""
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                self.edge.start()
+                return True
+            except KafkaEdgeError as exc:
+                log.warning("Kafka not reachable yet (%s); retrying in %.1f s", exc, delay)
+                if self.observer is not None:
+                    self.observer.polled()  # alive, though not ready: nothing is assigned
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+        return False
 
     def _shutdown(self) -> int:
         code = 0
@@ -195,6 +236,9 @@ class Worker:
     # ------------------------------------------------------------------ rebalances
     def _on_assigned(self, partitions: list[Partition]) -> None:
         self.counters.rebalances += 1
+        if self.observer is not None:
+            self.observer.rebalance()
+            self.observer.assigned(self.edge.assignment())
         for topic, part in partitions:
             mine = self.offsets.get(topic, {}).get(part)
             start = mine if mine is not None else self.edge.committed(topic, part)
@@ -210,6 +254,9 @@ class Worker:
         if partitions:
             log.info("revoked %s: checkpointing", partitions)
             self.checkpoint("revocation", force=True)
+            if self.observer is not None:
+                gone = set(partitions)
+                self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
 
     def caught_up(self) -> bool:
         """Every assigned partition processed up to its high-water mark (from fetch responses)."""
@@ -227,6 +274,7 @@ class Worker:
         """Decode, score, learn and publish one partition's batch (offset order)."""
         if not records:
             return
+        dead_before, labeled, mistakes = self.counters.dead_letters, 0, 0
         examples, kept = [], []
         for rec in records:
             try:
@@ -243,21 +291,26 @@ class Worker:
                 examples = [examples[i] for i in keep]
                 kept = [kept[i] for i in keep]
             if examples:
-                self._learn_and_publish(X, examples, kept)
+                labeled, mistakes = self._learn_and_publish(X, examples, kept)
         last = records[-1]
         self.offsets.setdefault(last.topic, {})[last.partition] = last.offset + 1
         self.counters.records += len(records)
         self._ckpt_policy.tick(len(records))
         self._stats_policy.tick(len(records))
         self._dirty = True
+        if self.observer is not None:
+            self.observer.batch(records=len(records), labeled=labeled, mistakes=mistakes,
+                                dead_letters=self.counters.dead_letters - dead_before)
 
-    def _learn_and_publish(self, X: Any, examples: list[Any], kept: list[InRecord]) -> None:
+    def _learn_and_publish(self, X: Any, examples: list[Any], kept: list[InRecord]) -> tuple[int, int]:
+        """Learn the batch and publish its predictions; returns (labeled, mistakes) in it."""
         y = np.fromiter((e.y for e in examples), dtype=np.int8, count=len(examples))
         model = self.learner.model
         before = model.mistakes
         result, margin = self.learner.step(X, y)
+        counts = int((y != 0).sum()), int(result.mistakes.sum())
         if not (self._publish_labeled or self._publish_unlabeled):
-            return
+            return counts
         updates = before + np.cumsum(result.mistakes)
         topic = self.settings.topics.predictions
         scores, preds = result.scores.tolist(), result.predictions.tolist()
@@ -274,6 +327,7 @@ class Worker:
             )
             send(topic, rec.key, encode(body))
             self.counters.predictions += 1
+        return counts
 
     def _dead_letter(self, rec: InRecord, reason: str) -> None:
         body = dead_letter_record(
@@ -300,6 +354,7 @@ class Worker:
         except KafkaEdgeError as exc:
             self.counters.checkpoint_failures += 1
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
+            self._observe_checkpoint(False, started)
             return False
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
@@ -313,6 +368,7 @@ class Worker:
             if self.checkpoint_ok:
                 log.error("checkpoint (%s) failed, offsets not committed: %s", reason, exc)
             self.checkpoint_ok = False
+            self._observe_checkpoint(False, started)
             return False
         if not self.checkpoint_ok:
             log.info("checkpoint storage works again")
@@ -321,6 +377,7 @@ class Worker:
         self._dirty = False
         self.last_checkpoint_path = str(path)
         self.counters.checkpoints += 1
+        self._observe_checkpoint(True, started)
         assigned = set(self.edge.assignment())
         commit = {(t, p): o for t, ps in snapshot.items() for p, o in ps.items() if (t, p) in assigned}
         try:
@@ -334,9 +391,23 @@ class Worker:
         )
         return True
 
+    def _observe_checkpoint(self, ok: bool, started: float) -> None:
+        if self.observer is not None:
+            self.observer.checkpoint(ok=ok, duration_s=time.monotonic() - started)
+
     # ------------------------------------------------------------------ statistics
-    def stats_record(self) -> dict[str, Any]:
-        """The statistics record: the running statistics plus throughput, dead letters, offsets."""
+    def lag(self) -> dict[Partition, int]:
+        """Records behind the fetch high-water mark, per assigned partition (known ones only)."""
+        out = {}
+        for topic, part in self.edge.assignment():
+            hw = self.edge.highwater(topic, part)
+            if hw is not None:
+                out[(topic, part)] = max(0, hw - self.offsets.get(topic, {}).get(part, 0))
+        return out
+
+    def stats_record(self, lags: dict[Partition, int] | None = None) -> dict[str, Any]:
+        """The statistics record: the running statistics plus throughput, dead letters, offsets, lag."""
+        lags = self.lag() if lags is None else lags
         now = time.monotonic()
         snap = self.learner.stats.snapshot()
         seen = snap["seen"]
@@ -350,6 +421,7 @@ class Worker:
             "examples_per_s": rate,
             "dead_letters": self.dead_letters_total,
             "offsets": {t: {str(p): o for p, o in ps.items()} for t, ps in self.offsets.items()},
+            "lag": {f"{t}:{p}": n for (t, p), n in lags.items()},
             "ts": time.time(),
             "uptime_s": now - self._started,
             "client_id": self.settings.kafka.client_id,
@@ -358,8 +430,12 @@ class Worker:
     def publish_stats(self) -> dict[str, Any]:
         """Send a statistics record and log the headline figures."""
         self._stats_policy.reset()
-        rec = self.stats_record()
+        lags = self.lag()
+        rec = self.stats_record(lags)
         self.edge.send(self.settings.topics.stats, None, encode(rec))
+        if self.observer is not None:
+            self.observer.stats(rec)
+            self.observer.lag(lags)
         rate = rec["mistake_rate"]
         log.info(
             "seen %d, labeled %d, mistakes %d (rate %s, window %s), %s examples/s, %d dead letters",

@@ -55,6 +55,7 @@ def worker_settings(
         "topics": topics,
         "checkpoint": {"dir": str(ckpt_dir), "every_examples": 1000, "every_seconds": 60},
         "stats": {"every_examples": 500, "every_seconds": 60},
+        "observe": {"port": 0},  # several workers per test process
     }
     for section, values in sections.items():
         base.setdefault(section, {}).update(values)

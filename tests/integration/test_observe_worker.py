@@ -1,0 +1,97 @@
+"""A running worker's /metrics, /healthz and /readyz, and the health command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_perceptron.reader import read_topic
+
+from .helpers import ThreadedWorker, encode_stream, noisy_stream, send_all, topics_for, wait_for, worker_settings
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:  # noqa: S310
+        text = resp.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.labels:
+                out[sample.name] = sample.value
+    return out
+
+
+def _status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:  # noqa: S310
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_metrics_mistake_counter_equals_the_statistics_record(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(3000), unlabeled_every=7))
+    tw = ThreadedWorker(worker_settings(kafka, topics, tmp_path,
+                                        stats={"every_examples": 1000, "every_seconds": 0.5})).start()
+    try:
+        wait_for(lambda: tw.worker.counters.records == 3000, 60, "the worker to process the stream")
+        port = tw.worker.observer.port
+
+        def agree() -> bool:
+            stats = [v for _, _, _, v in read_topic(kafka, topics["stats"], idle_s=0.5)]
+            last = max(stats, key=lambda r: r["ts"])
+            metrics = _scrape(port)
+            return (last["seen"] == 3000
+                    and metrics["stream_perceptron_mistakes_total"] == last["mistakes"]
+                    and metrics["stream_perceptron_examples_total"] == last["seen"]
+                    and metrics["stream_perceptron_labeled_examples_total"] == last["labeled"])
+
+        wait_for(agree, 30, "metrics to equal the last statistics record", every_s=0.5)
+        metrics = _scrape(port)
+        assert metrics["stream_perceptron_mistakes_total"] == tw.worker.learner.model.mistakes > 0
+        assert 0 < metrics["stream_perceptron_mistake_rate"] < 1
+        assert metrics["stream_perceptron_assigned_partitions"] == 1
+        assert _status(port, "/healthz") == 200
+        assert _status(port, "/readyz") == 200
+    finally:
+        assert tw.stop() == 0
+
+
+def test_readyz_follows_checkpoint_storage(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    stream = encode_stream(noisy_stream(600))
+    send_all(kafka, topics["input"], stream[:200])
+    ckpt_dir = tmp_path / "ckpt"
+    tw = ThreadedWorker(worker_settings(kafka, topics, ckpt_dir,
+                                        checkpoint={"every_examples": 50, "every_seconds": 0.3})).start()
+    try:
+        wait_for(lambda: tw.worker.counters.records == 200, 60, "the first records")
+        port = tw.worker.observer.port
+        wait_for(lambda: _status(port, "/readyz") == 200, 30, "ready")
+        # storage fails: the checkpoint directory becomes a file (chmod does not stop root)
+        ckpt_dir.rename(tmp_path / "away")
+        ckpt_dir.write_text("not a directory")
+        send_all(kafka, topics["input"], stream[200:400])
+        wait_for(lambda: _status(port, "/readyz") == 503, 30, "unready while checkpoints fail")
+        assert _status(port, "/healthz") == 200  # alive: still predicting
+        wait_for(lambda: tw.worker.counters.records == 400, 30, "predictions go on")
+        assert not tw.worker.checkpoint_ok
+        # storage returns
+        ckpt_dir.unlink()
+        (tmp_path / "away").rename(ckpt_dir)
+        wait_for(lambda: _status(port, "/readyz") == 200, 30, "ready again")
+        assert tw.worker.checkpoint_ok
+        proc = subprocess.run([sys.executable, "-m", "stream_perceptron.cli", "health", "--url",
+                               f"http://127.0.0.1:{port}/readyz"], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0 and proc.stdout.startswith("ok")
+    finally:
+        assert tw.stop() == 0
+    proc = subprocess.run([sys.executable, "-m", "stream_perceptron.cli", "health", "--url",
+                           f"http://127.0.0.1:{port}/readyz"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1 and proc.stdout.startswith("not ok")
