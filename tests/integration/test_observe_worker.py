@@ -10,7 +10,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_perceptron.reader import read_topic
 
-from .helpers import ThreadedWorker, encode_stream, noisy_stream, send_all, topics_for, wait_for, worker_settings
+from .helpers import (
+    ThreadedWorker,
+    encode_stream,
+    noisy_stream,
+    send_all,
+    topics_for,
+    wait_for,
+    worker_settings,
+)
 
 
 def _scrape(port: int) -> dict[str, float]:
