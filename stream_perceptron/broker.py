@@ -23,6 +23,7 @@ from stream_perceptron.errors import BrokerError
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
 _POLL_INTERVAL_S = 0.02
 _WAIT_INTERVAL_S = 0.1
 _STDERR_TAIL_CHARS = 2_000
@@ -75,6 +76,7 @@ class EmbeddedBroker:
         self.port = port if port is not None else free_port(host)
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._exit_code: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -151,12 +153,20 @@ class EmbeddedBroker:
         return " | ".join(line for line in text.splitlines() if line.strip()) or "(no output)"
 
     def stop(self) -> None:
-        """Kill the broker (SIGKILL: its data is in memory anyway) and reap it."""
-        process, self._process = self._process, None
+        """Kill the broker (SIGKILL: its data is in memory anyway) and reap it.
+
+        Safe to call from a signal handler: it never blocks on ``Popen``'s wait lock.
+        """
+        process = self._process
         if process is not None:
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
-            process.wait()
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while process.poll() is None and time.monotonic() < deadline:
+                time.sleep(_POLL_INTERVAL_S)
+            if process.returncode is not None:  # else wait() (interrupted by us) reaps it
+                self._exit_code = process.returncode
+                self._process = None
             log.info("embedded broker on %s stopped", self.bootstrap)
         self._close_log()
 
@@ -164,12 +174,13 @@ class EmbeddedBroker:
         """Block until the broker exits (or :meth:`stop` is called); return its exit code.
 
         Polls instead of ``Popen.wait()`` so that a signal handler may call :meth:`stop`
-        meanwhile (``Popen.wait`` holds a lock that ``stop`` would need).
+        meanwhile (``Popen.wait`` holds a lock that ``stop`` would need). A broker that
+        was never started "exits" with 0 at once.
         """
         while True:
             process = self._process
             if process is None:
-                return -signal.SIGKILL
+                return self._exit_code or 0
             code = process.poll()
             if code is not None:
                 return code

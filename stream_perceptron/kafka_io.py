@@ -293,7 +293,6 @@ class KafkaEdge:
         self._unsent: list[_Unsent] = []
         # Set while a rebalance callback runs (on the consumer's I/O thread).
         self._callback_thread: int | None = None
-        self._callback_partitions: set[Partition] = set()
         self._callback_committed: dict[Partition, int | None] = {}
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
         self._callback_error: BaseException | None = None
@@ -661,7 +660,10 @@ class KafkaEdge:
         return {(tp.topic, tp.partition): _offset(found.get(tp)) for tp in tps}
 
     async def _commit_now(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
-        """Commit from the I/O thread (inside a callback); failures are logged."""
+        """Commit from the I/O thread (inside a callback); failures are logged.
+
+        ``commit_async`` returns a kafka-python Future, which the I/O loop can await.
+        """
         try:
             await self._consumer.commit_async(offsets=offsets)
         except KafkaError as exc:
