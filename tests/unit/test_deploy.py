@@ -1,0 +1,699 @@
+"""The deployment files under deploy/ agree with the code.
+
+Every ``SP_*`` variable they set is a field of the settings model and its value loads through
+:func:`~stream_perceptron.settings.load_settings`; the commands they run exist; the observe port,
+the probe paths and the checkpoint directory are the same everywhere. No Docker engine or cluster
+is needed: the files are parsed, never run.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import json
+import os
+import re
+import shlex
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+from pydantic import BaseModel, SecretStr, TypeAdapter
+
+from stream_perceptron.cli import main as cli_main
+from stream_perceptron.settings import Settings, env_name, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+SYSTEMD = DEPLOY / "systemd"
+COMPOSE_FILE = DEPLOY / "docker-compose.yml"
+DOCKERFILE = DEPLOY / "Dockerfile"
+UNIT_FILE = SYSTEMD / "stream-perceptron.service"
+ENV_EXAMPLE = SYSTEMD / "env.example"
+
+EXPECTED_FILES = [
+    "Dockerfile",
+    "Dockerfile.dockerignore",
+    "docker-compose.yml",
+    "prometheus.yml",
+    "k8s/kustomization.yaml",
+    "k8s/namespace.yaml",
+    "k8s/configmap.yaml",
+    "k8s/secret.yaml",
+    "k8s/statefulset.yaml",
+    "k8s/service.yaml",
+    "systemd/stream-perceptron.service",
+    "systemd/env.example",
+]
+
+LIVENESS_PATH = "/healthz"
+READINESS_PATH = "/readyz"
+MIN_GRACE_S = 60
+# Stands in for a value Kubernetes fills in at run time (fieldRef), to validate the rest.
+POD_NAME = "stream-perceptron-0"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("SP_"):
+            monkeypatch.delenv(name)
+
+
+def setting_names() -> dict[str, tuple[str, ...]]:
+    """Every environment variable the settings model reads → the field's location."""
+    names: dict[str, tuple[str, ...]] = {}
+    for section, field in Settings.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for name in annotation.model_fields:
+                names[env_name((section, name))] = (section, name)
+        else:
+            names[env_name((section,))] = (section,)
+    return names
+
+
+def field_annotation(loc: tuple[str, ...]) -> Any:
+    model: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        model = model.model_fields[part].annotation  # type: ignore[assignment]
+    return model.model_fields[loc[-1]].annotation
+
+
+def field_value(settings: Settings, loc: tuple[str, ...]) -> Any:
+    value: Any = settings
+    for part in loc:
+        value = getattr(value, part)
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+def load_yaml_docs(path: Path) -> list[Any]:
+    with path.open(encoding="utf-8") as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc is not None]
+
+
+def load_yaml(path: Path) -> Any:
+    docs = load_yaml_docs(path)
+    assert len(docs) == 1, f"{path}: expected one YAML document, found {len(docs)}"
+    return docs[0]
+
+
+def k8s_objects() -> dict[str, dict[str, Any]]:
+    """kind → the one object of that kind in deploy/k8s (kustomization excluded)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in load_yaml_docs(path):
+            assert doc["kind"] not in out, f"two {doc['kind']} objects in deploy/k8s"
+            out[doc["kind"]] = doc
+    return out
+
+
+def scalar_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def compose() -> dict[str, Any]:
+    return load_yaml(COMPOSE_FILE)
+
+
+def compose_env(service: str) -> dict[str, str]:
+    env = compose()["services"][service].get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env if "=" in item)
+    return {k: scalar_str(v) for k, v in env.items() if v is not None}
+
+
+def parse_duration_s(text: str | int | float) -> float:
+    """'60s', '1m30s', '90', '1min', '2.5s' → seconds (compose and systemd spellings)."""
+    if isinstance(text, int | float):
+        return float(text)
+    units = {"h": 3600, "hr": 3600, "m": 60, "min": 60, "s": 1, "sec": 1, "ms": 0.001, "": 1}
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip()):
+        total += float(number) * units[unit]
+    return total
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    assert not pending, "Dockerfile ends with a continuation line"
+    return out
+
+
+def dockerfile_args(kind: str) -> list[str]:
+    return [rest for word, rest in dockerfile_instructions() if word == kind]
+
+
+def exec_form(text: str) -> list[str]:
+    """A JSON exec form (``["a", "b"]``) or a shell form split like a shell would."""
+    text = text.strip()
+    if text.startswith("["):
+        value = json.loads(text)
+        assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return value
+    return shlex.split(text)
+
+
+def dockerfile_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for rest in dockerfile_args("ENV"):
+        for token in shlex.split(rest):
+            assert "=" in token, f"ENV {rest!r}: use the KEY=value form"
+            key, _, value = token.partition("=")
+            env[key] = value
+    return env
+
+
+def dockerfile_user_uid() -> int:
+    (user,) = dockerfile_args("USER")[-1:]
+    uid = user.split(":", 1)[0]
+    assert uid.isdigit(), f"USER {user!r}: use a numeric uid so runAsNonRoot can verify it"
+    return int(uid)
+
+
+def console_script() -> tuple[str, str]:
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        scripts = tomllib.load(fh)["project"]["scripts"]
+    assert len(scripts) == 1, scripts
+    ((name, target),) = scripts.items()
+    return name, target
+
+
+def systemd_unit() -> configparser.RawConfigParser:
+    parser = configparser.RawConfigParser(strict=False, interpolation=None, empty_lines_in_values=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # systemd keys are case-sensitive
+    parser.read(UNIT_FILE, encoding="utf-8")
+    return parser
+
+
+def systemd_environment_lines() -> dict[str, str]:
+    """The unit's Environment= assignments (configparser keeps only the last of repeated keys)."""
+    env: dict[str, str] = {}
+    for line in UNIT_FILE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("Environment="):
+            for token in shlex.split(line.partition("=")[2]):
+                key, _, value = token.partition("=")
+                env[key] = value
+    return env
+
+
+def env_file(path: Path) -> tuple[dict[str, str], set[str]]:
+    """(assignments, names that appear only in commented-out assignments) of a KEY=value file."""
+    values: dict[str, str] = {}
+    commented: set[str] = set()
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            match = re.match(r"#\s*(SP_[A-Z0-9_]+)=", line)
+            if match:
+                commented.add(match.group(1))
+            continue
+        assert "=" in line, f"{path.name}: not KEY=value: {line!r}"
+        key, _, value = line.partition("=")
+        assert not key.startswith("export "), f"{path.name}: systemd does not understand 'export'"
+        values[key.strip()] = value.strip()
+    return values, commented - set(values)
+
+
+def k8s_container() -> dict[str, Any]:
+    containers = k8s_objects()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def k8s_environment() -> dict[str, str]:
+    """The worker pod's SP_ environment: envFrom the ConfigMap and the Secret, then env."""
+    objs = k8s_objects()
+    env: dict[str, str] = {}
+    env.update({k: scalar_str(v) for k, v in (objs["ConfigMap"].get("data") or {}).items()})
+    secret = objs["Secret"]
+    env.update({k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()})
+    env.update({k: scalar_str(v) for k, v in (secret.get("stringData") or {}).items()})
+    for item in k8s_container().get("env") or []:
+        if "value" in item:
+            env[item["name"]] = scalar_str(item["value"])
+        elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[item["name"]] = POD_NAME
+        else:
+            pytest.fail(f"env {item['name']}: only literal values and the pod name are understood here")
+    return env
+
+
+def systemd_environment() -> dict[str, str]:
+    """The service's environment: the unit's Environment= defaults, then the EnvironmentFile."""
+    env = dict(systemd_environment_lines())
+    env.update(env_file(ENV_EXAMPLE)[0])
+    return env
+
+
+# Each entry is the full SP_ environment one process of a deployment starts with.
+ENVIRONMENTS = {
+    "compose worker (image ENV + compose)": lambda: {**dockerfile_env(), **compose_env("worker")},
+    "compose producer (image ENV + compose)": lambda: {**dockerfile_env(), **compose_env("producer")},
+    "k8s pod (ConfigMap + Secret + env)": k8s_environment,
+    "systemd (unit + env.example)": systemd_environment,
+}
+
+
+def sp_only(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith("SP_")}
+
+
+def all_sp_names() -> Iterator[tuple[str, str]]:
+    """(where, name) of every SP_ variable set or suggested anywhere in deploy/."""
+    for where, build in ENVIRONMENTS.items():
+        for name in sp_only(build()):
+            yield where, name
+    for service in compose()["services"]:
+        for name in sp_only(compose_env(service)):
+            yield f"compose service {service}", name
+    for name in env_file(ENV_EXAMPLE)[1]:
+        yield "env.example (commented out)", name
+    for path in sorted(DEPLOY.rglob("*")):
+        if path.is_file():
+            for name in re.findall(r"\bSP_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8")):
+                yield f"{path.relative_to(ROOT)} (text)", name
+
+
+def load(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Settings:
+    for name, value in sp_only(env).items():
+        monkeypatch.setenv(name, value)
+    return load_settings()
+
+
+def checkpoint_dir(settings: Settings) -> PurePosixPath:
+    path = PurePosixPath(str(settings.checkpoint.dir))
+    assert path.is_absolute(), f"SP_CHECKPOINT__DIR {path} should be absolute in a deployment"
+    return path
+
+
+def default_observe_port() -> int:
+    return int(Settings.model_fields["observe"].default.port)
+
+
+# --------------------------------------------------------------------------- all files
+
+
+def test_the_deployment_files_exist():
+    missing = [name for name in EXPECTED_FILES if not (DEPLOY / name).is_file()]
+    assert not missing, f"missing under deploy/: {missing}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted([*DEPLOY.rglob("*.yml"), *DEPLOY.rglob("*.yaml")]),
+    ids=lambda p: str(p.relative_to(DEPLOY)),
+)
+def test_every_yaml_file_parses(path):
+    docs = load_yaml_docs(path)
+    assert docs, f"{path} is empty"
+    assert all(isinstance(doc, dict) for doc in docs)
+
+
+def test_every_sp_variable_is_a_setting():
+    known = setting_names()
+    unknown = sorted({f"{name} ({where})" for where, name in all_sp_names() if name not in known})
+    assert not unknown, f"not settings of stream_perceptron.settings.Settings: {unknown}"
+
+
+def test_an_unknown_name_would_be_caught():
+    """The name check is what catches a typo: the settings model ignores unknown top-level names."""
+    assert "SP_KAFKA__BOOTSTRAP_SERVERS" in setting_names()
+    assert "SP_KAFKA__BOOTSTRAP_SERVER" not in setting_names()
+    assert "SP_LOGLEVEL" not in setting_names()
+
+
+@pytest.mark.parametrize("where", list(ENVIRONMENTS))
+def test_each_environment_loads_and_every_value_reaches_its_field(where, monkeypatch):
+    env = sp_only(ENVIRONMENTS[where]())
+    assert env, f"{where}: no SP_ variables"
+    known = setting_names()
+    settings = load(monkeypatch, env)  # raises SettingsError on a bad value
+    for name, raw in env.items():
+        loc = known[name]
+        expected = TypeAdapter(field_annotation(loc)).validate_python(raw)
+        if isinstance(expected, SecretStr):
+            expected = expected.get_secret_value()
+        assert field_value(settings, loc) == expected, f"{where}: {name}={raw!r} did not reach {loc}"
+
+
+@pytest.mark.parametrize("where", [w for w in ENVIRONMENTS if "producer" not in w])
+def test_workers_have_a_bootstrap_and_an_absolute_checkpoint_dir(where, monkeypatch):
+    settings = load(monkeypatch, ENVIRONMENTS[where]())
+    assert settings.kafka.bootstrap_servers, f"{where}: `run` refuses to start without a bootstrap"
+    checkpoint_dir(settings)
+    assert settings.observe.enabled, f"{where}: the probes need the observe endpoint"
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_entrypoint_is_the_console_script_and_cmd_is_run():
+    script, target = console_script()
+    assert target == "stream_perceptron.cli:main"
+    assert exec_form(dockerfile_args("ENTRYPOINT")[-1]) == [script]
+    cmd = exec_form(dockerfile_args("CMD")[-1])
+    assert cmd == ["run"]
+    assert cmd[0] in cli_main.commands
+
+
+def test_dockerfile_healthcheck_runs_the_health_command():
+    script, _ = console_script()
+    (healthcheck,) = dockerfile_args("HEALTHCHECK")
+    options, sep, command = healthcheck.partition("CMD ")
+    assert sep, f"HEALTHCHECK {healthcheck!r} has no CMD"
+    argv = exec_form(command)
+    assert argv[:2] == [script, "health"], argv
+    assert "health" in cli_main.commands, "the image's HEALTHCHECK runs `stream-perceptron health`"
+    # Without --url, `health` asks 127.0.0.1 on the observe port: the image exposes the default one.
+    assert "--url" not in argv
+    exposed = {int(p.split("/")[0]) for p in " ".join(dockerfile_args("EXPOSE")).split()}
+    assert default_observe_port() in exposed
+
+
+def test_dockerfile_is_multi_stage_on_python_slim_and_matches_requires_python():
+    stages = dockerfile_args("FROM")
+    assert len(stages) >= 2, "build the wheel in one stage, install it in another"
+    args = {}
+    for rest in dockerfile_args("ARG"):
+        key, _, value = rest.partition("=")
+        args[key.strip()] = value.strip()
+    images = [re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], s.split()[0]) for s in stages]
+    for image in images:
+        assert re.fullmatch(r"python:\d+\.\d+-slim", image), image
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        requires = SpecifierSet(tomllib.load(fh)["project"]["requires-python"])
+    for image in images:
+        version = re.search(r"(\d+\.\d+)", image).group(1)
+        assert requires.contains(f"{version}.0"), f"{image} does not satisfy requires-python {requires}"
+    assert any("--from=" in rest for rest in dockerfile_args("COPY")), "the runtime stage copies the build"
+
+
+def test_dockerfile_copies_only_what_exists_and_the_ignore_file_lets_it_through():
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    for rest in dockerfile_args("COPY"):
+        tokens = [t for t in rest.split() if not t.startswith("--")]
+        if "--from=" in rest:
+            continue
+        for source in tokens[:-1]:
+            assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
+            assert source.rstrip("/") in allowed, f"COPY {source}: excluded by Dockerfile.dockerignore"
+
+
+def test_dockerfile_runs_as_non_root_with_the_checkpoint_dir_on_a_volume(monkeypatch):
+    assert dockerfile_user_uid() != 0
+    volumes = set()
+    for rest in dockerfile_args("VOLUME"):
+        volumes.update(exec_form(rest))
+    settings = load(monkeypatch, dockerfile_env())
+    ckpt = checkpoint_dir(settings)
+    assert any(ckpt == PurePosixPath(v) or PurePosixPath(v) in ckpt.parents for v in volumes), (
+        f"SP_CHECKPOINT__DIR {ckpt} is not on a VOLUME {sorted(volumes)}"
+    )
+    assert str(settings.observe.port) in " ".join(dockerfile_args("EXPOSE"))
+    assert dockerfile_args("STOPSIGNAL") in ([], ["SIGTERM"])
+
+
+# --------------------------------------------------------------------------- docker compose
+
+
+def test_compose_runs_kafka_in_kraft_mode():
+    kafka = compose()["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = {k: scalar_str(v) for k, v in kafka["environment"].items()}
+    for key in (
+        "KAFKA_NODE_ID",
+        "KAFKA_PROCESS_ROLES",
+        "KAFKA_LISTENERS",
+        "KAFKA_ADVERTISED_LISTENERS",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS",
+        "KAFKA_CONTROLLER_LISTENER_NAMES",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+    ):
+        assert env.get(key), f"kafka: {key} is required in KRaft mode"
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(env["KAFKA_NODE_ID"] + "@")
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
+    assert kafka.get("healthcheck", {}).get("test"), "kafka needs a healthcheck for depends_on"
+
+
+def test_compose_worker_and_producer_reach_the_advertised_listener(monkeypatch):
+    advertised = compose()["services"]["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    endpoints = {item.split("://", 1)[1] for item in advertised.split(",")}
+    for service in ("worker", "producer"):
+        with monkeypatch.context() as mp:
+            settings = load(mp, {**dockerfile_env(), **compose_env(service)})
+        servers = set(settings.kafka.bootstrap_servers.split(","))
+        assert servers <= endpoints, f"{service}: {servers} is not among kafka's advertised {endpoints}"
+
+
+def _depends_on(service: dict[str, Any]) -> dict[str, str | None]:
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: None for name in deps}
+    return {name: (spec or {}).get("condition") for name, spec in deps.items()}
+
+
+def test_compose_worker_depends_on_kafka_and_drains_on_stop():
+    worker = compose()["services"]["worker"]
+    deps = _depends_on(worker)
+    assert "kafka" in deps
+    assert deps["kafka"] in (None, "service_healthy")
+    command = worker.get("command", ["run"])
+    assert (shlex.split(command) if isinstance(command, str) else command) == ["run"]
+    assert parse_duration_s(worker.get("stop_grace_period", "10s")) >= MIN_GRACE_S
+    assert worker.get("stop_signal", "SIGTERM") == "SIGTERM"
+    health = worker["healthcheck"]["test"]
+    argv = health[1:] if health[0] in ("CMD", "CMD-SHELL") else health
+    if health[0] == "CMD-SHELL":
+        argv = shlex.split(argv[0])
+    assert argv[:2] == [console_script()[0], "health"]
+
+
+def test_compose_producer_produces_with_the_worker_image_after_kafka():
+    services = compose()["services"]
+    producer, worker = services["producer"], services["worker"]
+    command = producer["command"]
+    command = shlex.split(command) if isinstance(command, str) else command
+    assert command[0] == "produce" and command[0] in cli_main.commands
+    assert "--topic" in command
+    topic = command[command.index("--topic") + 1]
+    worker_topic = compose_env("worker").get("SP_TOPICS__INPUT", "examples")
+    assert topic == worker_topic, "the producer fills another topic than the worker reads"
+    assert producer.get("image") == worker.get("image") and producer.get("build") == worker.get("build")
+    assert "kafka" in _depends_on(producer)
+    assert producer.get("restart", "no") == "no"
+
+
+def test_compose_builds_deploy_dockerfile_from_the_repo_root():
+    build = compose()["services"]["worker"]["build"]
+    context = (COMPOSE_FILE.parent / build["context"]).resolve()
+    assert context == ROOT
+    assert (context / build["dockerfile"]).resolve() == DOCKERFILE.resolve()
+
+
+def test_compose_worker_keeps_checkpoints_on_a_named_volume(monkeypatch):
+    doc = compose()
+    settings = load(monkeypatch, {**dockerfile_env(), **compose_env("worker")})
+    ckpt = checkpoint_dir(settings)
+    mounts = {}
+    for item in doc["services"]["worker"]["volumes"]:
+        if isinstance(item, str):
+            source, target = item.split(":")[:2]
+        else:
+            source, target = item["source"], item["target"]
+        mounts[PurePosixPath(target)] = source
+    hits = [t for t in mounts if t == ckpt or t in ckpt.parents]
+    assert hits, f"no volume holds {ckpt}: {mounts}"
+    assert all(mounts[t] in (doc.get("volumes") or {}) for t in hits), "use a named volume"
+
+
+def test_compose_observe_port_prometheus_and_published_port_agree(monkeypatch):
+    doc = compose()
+    settings = load(monkeypatch, {**dockerfile_env(), **compose_env("worker")})
+    port = settings.observe.port
+    assert port == default_observe_port() == 9464, "the image EXPOSEs and documents the default port"
+    assert settings.observe.host == "0.0.0.0", "Prometheus and the host reach the worker from outside"
+    published = {int(str(p).split(":")[-1].split("/")[0]) for p in doc["services"]["worker"]["ports"]}
+    assert port in published
+    prom_service = doc["services"]["prometheus"]
+    assert prom_service["image"].startswith("prom/prometheus")
+    sources = [v.split(":")[0] for v in prom_service["volumes"] if isinstance(v, str)]
+    assert "./prometheus.yml" in sources and (DEPLOY / "prometheus.yml").is_file()
+    prom = load_yaml(DEPLOY / "prometheus.yml")
+    jobs = prom["scrape_configs"]
+    targets = {t for job in jobs for sc in job["static_configs"] for t in sc["targets"]}
+    assert f"worker:{port}" in targets
+    assert all(job.get("metrics_path", "/metrics") == "/metrics" for job in jobs)
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def test_kustomization_lists_every_manifest():
+    kust = load_yaml(K8S / "kustomization.yaml")
+    assert kust["kind"] == "Kustomization"
+    listed = kust["resources"]
+    assert sorted(listed) == sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert len(listed) == len(set(listed))
+
+
+def test_statefulset_shape():
+    objs = k8s_objects()
+    sts = objs["StatefulSet"]
+    spec = sts["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] == 1
+    assert pod["terminationGracePeriodSeconds"] >= MIN_GRACE_S
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    service = objs["Service"]
+    assert spec["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None", "a StatefulSet's governing Service is headless"
+    assert service["spec"]["selector"].items() <= labels.items()
+    container = k8s_container()
+    assert container.get("args", ["run"]) == ["run"] and "command" not in container
+
+
+def test_statefulset_takes_its_settings_from_the_configmap_and_the_secret():
+    objs = k8s_objects()
+    container = k8s_container()
+    refs = {("configMapRef" if "configMapRef" in e else "secretRef"): e for e in container["envFrom"]}
+    assert refs["configMapRef"]["configMapRef"]["name"] == objs["ConfigMap"]["metadata"]["name"]
+    assert refs["secretRef"]["secretRef"]["name"] == objs["Secret"]["metadata"]["name"]
+    client_id = [e for e in container["env"] if e["name"] == "SP_KAFKA__CLIENT_ID"]
+    assert client_id and client_id[0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    secret = objs["Secret"]
+    secret_keys = set(secret.get("stringData") or {}) | set(secret.get("data") or {})
+    assert {"SP_KAFKA__SASL_USERNAME", "SP_KAFKA__SASL_PASSWORD"} <= secret_keys
+    leaked = [k for k in objs["ConfigMap"]["data"] if "PASSWORD" in k or "SECRET" in k]
+    assert not leaked, f"secrets belong in the Secret, not the ConfigMap: {leaked}"
+
+
+def test_statefulset_mounts_a_claim_at_the_checkpoint_dir(monkeypatch):
+    sts = k8s_objects()["StatefulSet"]
+    ckpt = checkpoint_dir(load(monkeypatch, k8s_environment()))
+    templates = {t["metadata"]["name"]: t for t in sts["spec"]["volumeClaimTemplates"]}
+    assert templates, "each pod needs its own volume for its checkpoints"
+    mounts = {m["name"]: PurePosixPath(m["mountPath"]) for m in k8s_container()["volumeMounts"]}
+    claim_mounts = [mounts[name] for name in templates if name in mounts]
+    assert any(p == ckpt or p in ckpt.parents for p in claim_mounts), (
+        f"SP_CHECKPOINT__DIR {ckpt} is not on a volumeClaimTemplate mount {claim_mounts}"
+    )
+    for template in templates.values():
+        assert template["spec"]["accessModes"] == ["ReadWriteOnce"]
+        assert template["spec"]["resources"]["requests"]["storage"]
+
+
+def _resolve_port(port: int | str, container: dict[str, Any]) -> int:
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in container["ports"] if "name" in p}
+    return named[port] if port in named else int(port)
+
+
+def test_probes_and_service_use_the_observe_port_and_paths(monkeypatch):
+    objs = k8s_objects()
+    settings = load(monkeypatch, k8s_environment())
+    port = settings.observe.port
+    assert port == default_observe_port() == 9464
+    assert settings.observe.host == "0.0.0.0", "the kubelet probes the pod IP"
+    container = k8s_container()
+    assert port in {p["containerPort"] for p in container["ports"]}
+    live, ready = container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]
+    assert live["path"] == LIVENESS_PATH and _resolve_port(live["port"], container) == port
+    assert ready["path"] == READINESS_PATH and _resolve_port(ready["port"], container) == port
+    if "startupProbe" in container:
+        start = container["startupProbe"]["httpGet"]
+        assert start["path"] == LIVENESS_PATH and _resolve_port(start["port"], container) == port
+    service_ports = objs["Service"]["spec"]["ports"]
+    assert any(_resolve_port(p.get("targetPort", p["port"]), container) == port for p in service_ports)
+    annotations = objs["StatefulSet"]["spec"]["template"]["metadata"].get("annotations") or {}
+    if "prometheus.io/port" in annotations:
+        assert int(annotations["prometheus.io/port"]) == port
+
+
+def test_pod_runs_as_the_image_user_with_limits():
+    pod = k8s_objects()["StatefulSet"]["spec"]["template"]["spec"]
+    security = pod["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security.get("runAsUser", dockerfile_user_uid()) == dockerfile_user_uid() != 0
+    assert "fsGroup" in security, "the non-root user must be able to write its volume"
+    container = k8s_container()
+    resources = container["resources"]
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(resources[kind]), f"resources.{kind}"
+    csc = container.get("securityContext") or {}
+    assert csc.get("allowPrivilegeEscalation") is False
+    if csc.get("readOnlyRootFilesystem"):
+        mounted = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/tmp" in mounted, "a read-only root needs a writable /tmp"
+
+
+# --------------------------------------------------------------------------- systemd
+
+
+def test_systemd_unit_runs_the_console_script():
+    unit = systemd_unit()
+    assert {"Unit", "Service", "Install"} <= set(unit.sections())
+    service = unit["Service"]
+    argv = shlex.split(service["ExecStart"])
+    assert PurePosixPath(argv[0]).name == console_script()[0]
+    assert PurePosixPath(argv[0]).is_absolute()
+    assert argv[1:] == ["run"] and argv[1] in cli_main.commands
+    assert service["EnvironmentFile"].lstrip("-") == "/etc/stream-perceptron/env"
+    assert service["User"] == "stream-perceptron"
+    assert service["Restart"] == "on-failure"
+    assert service["KillSignal"] == "SIGTERM"
+    assert parse_duration_s(service["TimeoutStopSec"]) >= MIN_GRACE_S
+    assert service["NoNewPrivileges"] == "yes"
+    assert service["ProtectSystem"] == "strict"
+    assert unit["Install"]["WantedBy"]
+
+
+def test_systemd_checkpoints_are_in_the_only_writable_path(monkeypatch):
+    service = systemd_unit()["Service"]
+    state = PurePosixPath("/var/lib") / service["StateDirectory"]
+    writable = {PurePosixPath(p.lstrip("-")) for p in service["ReadWritePaths"].split()}
+    assert state in writable
+    ckpt = checkpoint_dir(load(monkeypatch, systemd_environment()))
+    assert any(ckpt == w or w in ckpt.parents for w in writable), (
+        f"{ckpt} is not writable under ProtectSystem=strict"
+    )
+    assert PurePosixPath(service["WorkingDirectory"]) == state
+
+
+def test_env_example_is_a_plain_env_file():
+    values, commented = env_file(ENV_EXAMPLE)
+    assert "SP_KAFKA__BOOTSTRAP_SERVERS" in values
+    for name, value in values.items():
+        assert not value.startswith(('"', "'")), f"{name}: quotes are kept literally by some tools"
+    assert {"SP_KAFKA__SASL_USERNAME", "SP_KAFKA__SASL_PASSWORD"} <= commented | set(values)
