@@ -273,6 +273,47 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
     sys.exit(0 if ok else 1)
 
 
+@main.command()
+@click.option("--topic", "-t", help="Default: the stats topic setting.")
+@click.option("--refresh", default=1.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between redraws.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after N seconds.")
+@click.pass_context
+def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None) -> None:
+    """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
+    from stream_perceptron.watch import run_watch
+
+    settings = settings_from(ctx, log_level="WARNING")
+    if settings.kafka.bootstrap_servers is None:
+        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    try:
+        code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
+                         duration_s=duration)
+    except StreamPerceptronError as exc:
+        fail(str(exc), 1)
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--topic", "-t", help="Default: the stats topic setting.")
+@click.option("--out", "-o", default="stats.png", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--client-id", help="The worker to plot when several publish to the topic.")
+@click.pass_context
+def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
+    """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
+    from stream_perceptron.watch import run_plot
+
+    settings = settings_from(ctx, log_level="WARNING")
+    if settings.kafka.bootstrap_servers is None:
+        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    try:
+        path, used = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
+    except StreamPerceptronError as exc:
+        fail(str(exc), 1)
+    click.echo(f"wrote {path} from {used} statistics records")
+
+
 @main.group()
 def checkpoint() -> None:
     """Inspect checkpoints."""

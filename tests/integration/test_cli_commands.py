@@ -47,10 +47,10 @@ def test_produce_publishes_a_dataset_and_run_learns_it(kafka_settings, new_topic
     proc = _cli("produce", "river:Phishing", "--topic", topic, "--unlabeled-every", "5", env=env)
     assert proc.returncode == 0, proc.stderr
     assert f"sent 1250 records to {topic}" in proc.stdout
-    preds = new_topic()
+    preds, stats = new_topic(), new_topic()
     run = _cli("run", "--until-caught-up", env={
         **env, "SP_TOPICS__INPUT": topic, "SP_TOPICS__PREDICTIONS": preds,
-        "SP_TOPICS__STATS": new_topic(), "SP_TOPICS__DEAD_LETTER": new_topic(),
+        "SP_TOPICS__STATS": stats, "SP_TOPICS__DEAD_LETTER": new_topic(), "SP_OBSERVE__PORT": "0",
         "SP_KAFKA__GROUP_ID": kafka.group_id, "SP_KAFKA__SESSION_TIMEOUT_MS": "6000",
         "SP_KAFKA__HEARTBEAT_INTERVAL_MS": "1000", "SP_CHECKPOINT__DIR": str(tmp_path / "ck"),
     })
@@ -58,6 +58,11 @@ def test_produce_publishes_a_dataset_and_run_learns_it(kafka_settings, new_topic
     got = predictions_by_offset(kafka, preds)
     assert len(got) == 1250
     assert sum(1 for (p,) in got.values() if p["label"] is None) == 250
+    png = tmp_path / "stats.png"
+    shown = _cli("plot", "--topic", stats, "--out", str(png), env=env)
+    assert shown.returncode == 0, shown.stderr
+    with Image.open(png) as img:
+        assert img.format == "PNG" and img.size == (1200, 700)
 
 
 def test_run_without_bootstrap_is_one_clear_line(tmp_path):

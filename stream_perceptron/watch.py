@@ -1,0 +1,576 @@
+"""``watch`` and ``plot``: follow a statistics topic live in the terminal, or draw it to a PNG.
+
+* :func:`follow_stats` reads a statistics topic without a consumer group (every partition
+  assigned by hand) and yields the decoded records in batches as they arrive, ``[]`` on an
+  idle poll so a display can refresh.
+* :class:`Dashboard` keeps the latest record of each worker (``client_id``) and a bounded
+  history of its windowed mistake rate, and renders them as a rich table, one column per worker.
+* :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
+* :func:`run_plot` reads the topic to its end and writes the PNG of
+  :func:`~stream_perceptron.plot.plot_stats`.
+
+``watch`` reads the topic from its beginning: the table shows each worker's latest record and
+the sparkline has history at once. (The end of a partition is taken from fetch responses,
+``highwater``, never from ``end_offsets``/``seek_to_end``, which some brokers get wrong.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.kafka_io import check_reachable, client_config
+from stream_perceptron.plot import plot_stats
+from stream_perceptron.reader import read_topic
+from stream_perceptron.records import decode
+from stream_perceptron.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+"""The eight levels of a sparkline, lowest first."""
+
+# Records per poll; a statistics topic is small, this only bounds one batch.
+_MAX_POLL_RECORDS = 1_000
+# How long the first connection may take before follow_stats gives up.
+_CONNECT_TIMEOUT_S = 10.0
+# Offsets shown per worker before "… (+N)".
+_MAX_OFFSETS_SHOWN = 4
+
+
+class NoStatsError(StreamPerceptronError):
+    """A statistics topic holds nothing to show (empty, missing, or not a statistics topic)."""
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def is_stats_record(value: Any) -> bool:
+    """Whether a decoded value looks like a statistics record (a dict with the counters).
+
+    >>> is_stats_record({"seen": 3, "mistakes": 1}), is_stats_record({"x": [1.0], "y": 1})
+    (True, False)
+    """
+    return isinstance(value, dict) and "seen" in value and "mistakes" in value
+
+
+def follow_stats(
+    kafka: KafkaSettings, topic: str, *, from_beginning: bool = True, poll_timeout_ms: int = 500
+) -> Generator[list[dict[str, Any]], None, None]:
+    """Yield batches of statistics records from ``topic`` as they arrive; ``[]`` on an idle poll.
+
+    Every partition is assigned (no consumer group, nothing committed). With ``from_beginning``
+    each partition is read from its first record; otherwise only records published after the
+    start are yielded (the end is the high-water mark of the first fetch). While the topic does
+    not exist the generator yields ``[]`` every ``poll_timeout_ms`` and assigns the topic's
+    partitions once it appears. Records that are not JSON or not statistics records are skipped
+    (the first with a warning). The consumer is created on the first ``next()`` and closed when the generator
+    is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
+    when no bootstrap server can be reached.
+    """
+    check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
+    consumer = KafkaConsumer(**client_config(kafka), group_id=None, enable_auto_commit=False)
+    try:
+        tps: list[TopicPartition] = []
+        # From the end: the first offset to yield per partition, once its high-water mark is known.
+        start: dict[TopicPartition, int] = {}
+        skipped = 0  # only the first skipped record is logged as a warning
+        while True:
+            if not tps:
+                tps = _assign(consumer, topic)
+                if not tps:
+                    time.sleep(max(poll_timeout_ms, 100) / 1000)
+                    yield []
+                    continue
+            got = consumer.poll(timeout_ms=poll_timeout_ms, max_records=_MAX_POLL_RECORDS)
+            if not from_beginning:
+                _seek_past_start(consumer, tps, start)
+            batch: list[dict[str, Any]] = []
+            for tp in sorted(got):
+                first = 0 if from_beginning else start.get(tp, 0)
+                for record in got[tp]:
+                    stats = _decode_stats(record, quiet=skipped > 0) if record.offset >= first else None
+                    if stats is not None:
+                        batch.append(stats)
+                    elif record.offset >= first:
+                        skipped += 1
+            yield batch
+    finally:
+        consumer.close()
+
+
+def _assign(consumer: Any, topic: str) -> list[TopicPartition]:
+    """Assign every partition of ``topic`` from its beginning; [] while the topic is missing."""
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        return []
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    log.debug("following %s, partitions %s", topic, sorted(parts))
+    return tps
+
+
+def _seek_past_start(consumer: Any, tps: list[TopicPartition], start: dict[TopicPartition, int]) -> None:
+    """Record each partition's first high-water mark and move its position there."""
+    for tp in tps:
+        if tp in start:
+            continue
+        hw = consumer.highwater(tp)
+        if hw is None:
+            continue
+        start[tp] = hw
+        if consumer.position(tp) < hw:
+            consumer.seek(tp, hw)
+
+
+def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
+    """The statistics record in a consumed record, or None (logged; at debug level if ``quiet``)."""
+    level = logging.DEBUG if quiet else logging.WARNING
+    where = f"{record.topic}/{record.partition}@{record.offset}"
+    more = "" if quiet else "; further ones are logged at debug level"
+    if record.value is None:
+        return None
+    try:
+        value = decode(record.value)
+    except ValueError as exc:
+        log.log(level, "skipping %s: not JSON (%s)%s", where, exc, more)
+        return None
+    if not is_stats_record(value):
+        log.log(level, "skipping %s: not a statistics record%s", where, more)
+        return None
+    stats: dict[str, Any] = value
+    return stats
+
+
+# --------------------------------------------------------------------------- the dashboard
+
+
+def sparkline(values: Sequence[float | None], width: int, *, lo: float | None = None,
+              hi: float | None = None) -> str:
+    """``values`` as a line of exactly ``width`` block characters (▁▂▃▄▅▆▇█), newest on the right.
+
+    Up to ``width`` values get one character each, left-padded with spaces; more are averaged in
+    ``width`` contiguous buckets. ``None`` (and NaN) is a gap, shown as a space. The scale runs
+    from ``lo`` to ``hi`` (default: the minimum and maximum shown); a flat series sits on the
+    lowest level. ``width`` ≤ 0 gives "".
+
+    >>> sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8)
+    '▁▂▃▄▅▆▇█'
+    >>> sparkline([1.0, None, 3.0], 5, lo=0.0)
+    '  ▃ █'
+    >>> sparkline([0.5] * 4, 4), sparkline([], 3), sparkline(list(range(8)), 2, lo=0, hi=7)
+    ('▁▁▁▁', '   ', '▃▇')
+    """
+    if width <= 0:
+        return ""
+    points = [_finite(v) for v in values]
+    if len(points) > width:
+        points = _buckets(points, width)
+    known = [v for v in points if v is not None]
+    if not known:
+        return " " * width
+    low = min(known) if lo is None else lo
+    high = max(known) if hi is None else hi
+    span = high - low
+    top = len(SPARK_CHARS) - 1
+    chars = []
+    for v in points:
+        if v is None:
+            chars.append(" ")
+            continue
+        level = 0 if span <= 0 else round((min(max(v, low), high) - low) / span * top)
+        chars.append(SPARK_CHARS[level])
+    return "".join(chars).rjust(width)
+
+
+def _finite(value: float | None) -> float | None:
+    """``value`` as a float, None for None, NaN and ±Inf."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _buckets(points: list[float | None], width: int) -> list[float | None]:
+    """Mean of each of ``width`` contiguous, nearly equal buckets (None if a bucket is all gaps)."""
+    n = len(points)
+    out: list[float | None] = []
+    for i in range(width):
+        chunk = [v for v in points[i * n // width : (i + 1) * n // width] if v is not None]
+        out.append(sum(chunk) / len(chunk) if chunk else None)
+    return out
+
+
+@dataclass
+class _WorkerView:
+    """What the dashboard keeps per worker."""
+
+    latest: dict[str, Any]
+    received: float
+    history: deque[float | None]
+    records: int = 0
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One figure of the table: its label and how a worker's cell is drawn."""
+
+    label: str
+    cell: Callable[[_WorkerView, float], str | Text]
+    only_if: str | None = None  # shown only when some worker's record has this field
+
+
+class Dashboard:
+    """The latest statistics record of each worker and its windowed mistake-rate history.
+
+    ``history`` bounds the rates kept per worker (the sparkline averages them down to
+    ``spark_width`` characters); ``clock`` gives wall time in seconds (for the age of a record).
+    """
+
+    def __init__(
+        self, history: int = 120, *, title: str = "stream-perceptron", spark_width: int = 24,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if history < 1:
+            raise ValueError("history must be at least 1")
+        self.history = history
+        self.title = title
+        self.spark_width = spark_width
+        self._clock = clock
+        self._workers: dict[str, _WorkerView] = {}
+        self.records = 0
+        self.skipped = 0
+
+    @property
+    def workers(self) -> list[str]:
+        """The client ids seen so far, sorted."""
+        return sorted(self._workers)
+
+    def latest(self, client_id: str) -> dict[str, Any]:
+        """The latest statistics record of ``client_id``."""
+        return self._workers[client_id].latest
+
+    def rate_history(self, client_id: str) -> list[float | None]:
+        """The windowed mistake rates of ``client_id`` kept for the sparkline, oldest first."""
+        return list(self._workers[client_id].history)
+
+    def update(self, records: Iterable[dict[str, Any]]) -> None:
+        """Take statistics records in arrival order; others (not dicts, no counters) are skipped.
+
+        The latest record of a worker is the one with the greatest ``ts`` (arrival order when a
+        record has none); every record adds its ``window_mistake_rate`` to the history.
+        """
+        now = self._clock()
+        for rec in records:
+            if not is_stats_record(rec):
+                self.skipped += 1
+                continue
+            cid = str(rec.get("client_id") or "(no client_id)")
+            view = self._workers.get(cid)
+            if view is None:
+                view = _WorkerView(rec, now, deque(maxlen=self.history))
+                self._workers[cid] = view
+            elif _newer(rec, view.latest):
+                view.latest, view.received = rec, now
+            view.history.append(_number(rec.get("window_mistake_rate")))
+            view.records += 1
+            self.records += 1
+
+    def render(self) -> RenderableType:
+        """A panel holding one table: a row per figure, a column per worker."""
+        now = self._clock()
+        subtitle = f"{self.records} records · updated {datetime.fromtimestamp(now):%H:%M:%S}"
+        if not self._workers:
+            body: RenderableType = Text("waiting for statistics records…", style="dim")
+            return Panel(body, title=self.title, subtitle=subtitle, expand=False)
+        views = [self._workers[c] for c in self.workers]
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        table.add_column("", style="bold", no_wrap=True)
+        for cid in self.workers:
+            table.add_column(cid, justify="right", overflow="fold", header_style="bold cyan")
+        for row in self._rows():
+            if row.only_if and not any(row.only_if in v.latest for v in views):
+                continue
+            table.add_row(row.label, *(row.cell(v, now) for v in views))
+        parts: list[RenderableType] = [table]
+        if self.skipped:
+            parts.append(Text(f"{self.skipped} records skipped (not statistics records)", style="dim"))
+        return Panel(Group(*parts), title=self.title, subtitle=subtitle, expand=False)
+
+    def _rows(self) -> list[_Row]:
+        """The table's rows, top to bottom."""
+        def field_(name: str, spec: str = ",") -> Callable[[_WorkerView, float], str]:
+            return lambda v, now: _fmt(v.latest.get(name), spec)
+
+        return [
+            _Row("seen", field_("seen")),
+            _Row("labeled", field_("labeled")),
+            _Row("mistakes", field_("mistakes")),
+            _Row("mistake rate E_n", field_("mistake_rate", ".4f")),
+            _Row("window rate", _window_rate),
+            _Row("EWMA rate", field_("ewma_mistake_rate", ".4f")),
+            _Row("margin min / mean", lambda v, now: _pair(v.latest, "margin_min", "margin_mean", ".4g")),
+            _Row("R window / ever", lambda v, now: _pair(v.latest, "R", "R_all", ".6g")),
+            _Row("γ (window)", _gamma),
+            _Row("window mistakes vs (R/γ)²", _bound),
+            _Row("‖θ‖ / θ0", lambda v, now: _pair(v.latest, "theta_norm", "intercept", ".6g")),
+            _Row("examples/s", field_("examples_per_s", ",.0f")),
+            _Row("dead letters", field_("dead_letters")),
+            _Row("offsets", lambda v, now: _offsets(v.latest.get("offsets"))),
+            _Row("lag", lambda v, now: _fmt(_lag(v.latest.get("lag")), ","), only_if="lag"),
+            _Row("last record age", _age),
+            _Row("uptime", lambda v, now: _duration(_number(v.latest.get("uptime_s")))),
+            _Row("records", lambda v, now: f"{v.records:,}"),
+            _Row("window rate history", self._spark),
+        ]
+
+    def _spark(self, view: _WorkerView, now: float) -> Text:
+        """The sparkline of the worker's windowed rates (scaled from 0) and their maximum."""
+        rates = list(view.history)
+        known = [r for r in rates if r is not None]
+        top = max(known) if known else None
+        line = sparkline(rates, self.spark_width, lo=0.0)
+        text = Text(line, style="magenta")
+        text.append(f" max {_fmt(top, '.3f')}", style="dim")
+        return text
+
+
+def _newer(rec: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``rec`` replaces ``than`` as the latest (by ``ts``; True when either has none)."""
+    a, b = _number(rec.get("ts")), _number(than.get("ts"))
+    return a is None or b is None or a >= b
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number as a float, else None (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return _finite(float(value))
+
+
+def _fmt(value: Any, spec: str = ",") -> str:
+    """A figure, or "n/a" when it is absent or not a number.
+
+    >>> _fmt(12345), _fmt(0.012345, ".4f"), _fmt(None), _fmt(3, ".4f")
+    ('12,345', '0.0123', 'n/a', '3.0000')
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "n/a"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "n/a"
+    if isinstance(value, int) and spec == ",":
+        return f"{value:,}"
+    return format(value, "," if spec == "," else spec)
+
+
+def _pair(rec: Mapping[str, Any], a: str, b: str, spec: str) -> str:
+    """Two fields of ``rec`` as ``a / b``."""
+    return f"{_fmt(rec.get(a), spec)} / {_fmt(rec.get(b), spec)}"
+
+
+def _window_rate(view: _WorkerView, now: float) -> str:
+    """The windowed mistake rate with its mistakes and labeled examples: ``0.0123 (12/1,000)``."""
+    rec = view.latest
+    rate = _fmt(rec.get("window_mistake_rate"), ".4f")
+    return f"{rate} ({_fmt(rec.get('window_mistakes'))}/{_fmt(rec.get('window_labeled'))})"
+
+
+def _gamma(view: _WorkerView, now: float) -> Text:
+    """γ of the window, or why there is none."""
+    gamma = view.latest.get("gamma")
+    if gamma is None:
+        return Text("n/a (window not separated)", style="dim")
+    return Text(_fmt(gamma, ".6g"))
+
+
+def _bound(view: _WorkerView, now: float) -> Text:
+    """``window_mistakes ≤ bound`` when the window is separated, else the mistakes alone."""
+    mistakes, bound = _number(view.latest.get("window_mistakes")), _number(view.latest.get("bound"))
+    shown = _fmt(view.latest.get("window_mistakes"))
+    if bound is None or mistakes is None:
+        return Text(f"{shown} · no bound")
+    if mistakes <= bound:
+        return Text(f"{shown} ≤ {bound:,.6g}", style="green")
+    return Text(f"{shown} > {bound:,.6g}", style="yellow")
+
+
+def _offsets(offsets: Any) -> str:
+    """``{"examples": {"0": 17, "1": 4}}`` → ``examples[0] 17, examples[1] 4``.
+
+    >>> _offsets({"in": {"1": 4, "0": 17}}), _offsets({}), _offsets(None)
+    ('in[0] 17, in[1] 4', 'none', 'n/a')
+    """
+    if not isinstance(offsets, dict):
+        return "n/a"
+    items = []
+    for topic in sorted(offsets):
+        parts = offsets[topic]
+        if isinstance(parts, dict):
+            for p in sorted(parts, key=lambda k: (len(str(k)), str(k))):
+                items.append(f"{topic}[{p}] {_fmt(parts[p])}")
+    if not items:
+        return "none"
+    more = len(items) - _MAX_OFFSETS_SHOWN
+    shown = ", ".join(items[:_MAX_OFFSETS_SHOWN])
+    return f"{shown} … (+{more})" if more > 0 else shown
+
+
+def _lag(lag: Any) -> int | float | None:
+    """The sum of the numbers in a ``lag`` field (a number, or nested per topic/partition).
+
+    >>> _lag({"in": {"0": 3, "1": 4}}), _lag(5), _lag(None), _lag({})
+    (7, 5, None, None)
+    """
+    if isinstance(lag, bool):
+        return None
+    if isinstance(lag, int | float):
+        return lag
+    if isinstance(lag, dict):
+        parts = [v for v in (_lag(x) for x in lag.values()) if v is not None]
+        return sum(parts) if parts else None
+    return None
+
+
+def _age(view: _WorkerView, now: float) -> Text:
+    """Time since the latest record was published (its ``ts``; else since it was received)."""
+    ts = _number(view.latest.get("ts"))
+    age = now - (ts if ts is not None else view.received)
+    return Text(_duration(max(age, 0.0)), style="red" if age > 60 else "")
+
+
+def _duration(seconds: float | None) -> str:
+    """Seconds in a short human form.
+
+    >>> _duration(2.34), _duration(125), _duration(7300), _duration(None)
+    ('2.3 s', '2 min 5 s', '2 h 1 min', 'n/a')
+    """
+    if seconds is None:
+        return "n/a"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def run_watch(
+    kafka: KafkaSettings, topic: str, *, refresh_s: float = 1.0, duration_s: float | None = None,
+    console: Console | None = None, from_beginning: bool = True,
+) -> int:
+    """Show the statistics of ``topic`` live until Ctrl+C or ``duration_s``; returns 0.
+
+    The screen is redrawn every ``refresh_s`` seconds (the age of the records keeps counting
+    between records). The topic is read from its beginning unless ``from_beginning`` is False;
+    a topic that does not exist yet is waited for. Raises
+    :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
+    """
+    if refresh_s <= 0:
+        raise ValueError("refresh_s must be positive")
+    console = console or Console()
+    dashboard = Dashboard(title=f"stream-perceptron watch · {topic}")
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    poll_ms = max(50, min(500, int(refresh_s * 1000)))
+    batches = follow_stats(kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms)
+    try:
+        with Live(dashboard.render(), console=console, auto_refresh=False) as live:
+            next_refresh = time.monotonic() + refresh_s
+            for batch in batches:
+                dashboard.update(batch)
+                now = time.monotonic()
+                done = deadline is not None and now >= deadline
+                if now >= next_refresh or done:
+                    live.update(dashboard.render(), refresh=True)
+                    next_refresh = now + refresh_s
+                if done:
+                    break
+    except KeyboardInterrupt:
+        log.debug("watch interrupted")
+    finally:
+        batches.close()
+    return 0
+
+
+def run_plot(
+    kafka: KafkaSettings, topic: str, out: Path, *, size: tuple[int, int] = (1200, 700),
+    client_id: str | None = None, timeout_s: float = 30.0,
+) -> tuple[Path, int]:
+    """Read ``topic`` to its end and plot its statistics records to the PNG ``out``.
+
+    Returns the path written and the number of records plotted (those with labeled
+    examples). When several workers publish to the topic, ``client_id`` picks one; by default
+    the worker of the most recent record is plotted and the others are named in a warning.
+    Raises :class:`NoStatsError` when the topic has no statistics records to plot (it is empty,
+    missing, or holds other records), :class:`~stream_perceptron.errors.KafkaEdgeError` when
+    Kafka cannot be reached.
+    """
+    check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
+    try:
+        values = [value for _, _, _, value in read_topic(kafka, topic, timeout_s=timeout_s)]
+    except ValueError as exc:
+        raise NoStatsError(f"topic {topic!r} holds a record that is not JSON ({exc}): "
+                           "is it a statistics topic?") from None
+    rows = [v for v in values if is_stats_record(v)]
+    if not rows:
+        detail = (f"it holds {len(values)} records, none a statistics record" if values
+                  else "it is empty or does not exist")
+        raise NoStatsError(f"no statistics records in topic {topic!r} ({detail}); "
+                           "is a worker publishing to it (SP_TOPICS__STATS)?")
+    chosen = _pick_worker(rows, topic, client_id)
+    rows = [r for r in rows if r.get("client_id") == chosen]
+    plotted = [r for r in rows if r.get("labeled")]
+    if not plotted:
+        raise NoStatsError(f"the {len(rows)} statistics records in topic {topic!r} have no labeled "
+                           "examples yet: nothing to plot")
+    title = f"stream-perceptron · {topic}" + (f" · {chosen}" if chosen else "")
+    path = plot_stats(plotted, out, title=title, size=size)
+    log.info("plotted %d statistics records of %s to %s", len(plotted), topic, path)
+    return path, len(plotted)
+
+
+def _pick_worker(rows: list[dict[str, Any]], topic: str, client_id: str | None) -> Any:
+    """The ``client_id`` to plot: the one asked for, else the one of the most recent record."""
+    ids = {r.get("client_id") for r in rows}
+    if client_id is not None:
+        if client_id not in ids:
+            known = ", ".join(sorted(str(i) for i in ids))
+            raise NoStatsError(f"no statistics records of client_id {client_id!r} in topic {topic!r} "
+                               f"(found: {known})")
+        return client_id
+    latest = max(rows, key=lambda r: _number(r.get("ts")) or 0.0).get("client_id")
+    if len(ids) > 1:
+        others = ", ".join(sorted(str(i) for i in ids if i != latest))
+        log.warning("topic %s has statistics of several workers; plotting %s (others: %s)",
+                    topic, latest, others)
+    return latest
+
+
+__all__ = [
+    "SPARK_CHARS",
+    "Dashboard",
+    "NoStatsError",
+    "follow_stats",
+    "is_stats_record",
+    "run_plot",
+    "run_watch",
+    "sparkline",
+]
