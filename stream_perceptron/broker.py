@@ -8,13 +8,16 @@ are held for ``session_timeout_ms / 2``; ``end_offsets`` is wrong, use the Fetch
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import IO, Self
 
@@ -53,6 +56,32 @@ def broker_binary() -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """On Linux, a ``preexec_fn`` that makes the child get SIGKILL when its parent dies.
+
+    Without it a parent killed with SIGKILL would leave the broker running forever (it
+    is in its own session). libc is loaded here, in the parent: the hook that runs
+    between fork and exec only makes the system call.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+
+    return hook
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -94,7 +123,11 @@ class EmbeddedBroker:
         return self._process is not None and self._process.poll() is None
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Launch the broker and wait (at most ``timeout_s``) until its port accepts."""
+        """Launch the broker and wait (at most ``timeout_s``) until its port accepts.
+
+        On Linux the broker is killed when the thread that started it ends (so a parent
+        killed with SIGKILL leaves no broker behind): start it from a long-lived thread.
+        """
         if self.running:
             return
         binary = broker_binary()
@@ -117,6 +150,7 @@ class EmbeddedBroker:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C in the terminal is for us, not the broker
+                preexec_fn=_die_with_parent_hook(),
             )
         except OSError as exc:
             self._close_log()

@@ -23,7 +23,7 @@ from stream_perceptron.broker import EmbeddedBroker, free_port
 from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.settings import KafkaSettings
 
-APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
+APACHE_KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "apache/kafka:3.9.0")
 KAFKA_START_TIMEOUT_S = 90.0
 
 _HERE = Path(__file__).parent
@@ -59,7 +59,7 @@ def _wait_for_kafka(bootstrap: str, timeout_s: float) -> None:
     settings = KafkaSettings(bootstrap_servers=bootstrap, request_timeout_ms=5_000)
     while True:
         try:
-            ensure_topics(settings, {"_readiness": 1}, timeout_s=5)
+            ensure_topics(settings, {"sp-readiness": 1}, timeout_s=5)
             return
         except Exception:
             if time.monotonic() >= deadline:
@@ -68,11 +68,16 @@ def _wait_for_kafka(bootstrap: str, timeout_s: float) -> None:
 
 
 def _apache_kafka() -> Iterator[str]:
+    """One KRaft node (broker and controller) published on a free host port.
+
+    testcontainers' own KafkaContainer drives Confluent images only (and importing
+    ``testcontainers.kafka`` warns that it is deprecated), so this is a plain container.
+    """
     from testcontainers.core.container import DockerContainer
 
     port = free_port()
     container = DockerContainer(APACHE_KAFKA_IMAGE).with_bind_ports(9092, port)
-    host = container.get_container_host_ip()
+    host = container.get_container_host_ip()  # the Docker host; known before the start
     env = {
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
@@ -86,8 +91,7 @@ def _apache_kafka() -> Iterator[str]:
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
     }
-    for name, value in env.items():
-        container.with_env(name, value)
+    container.with_envs(**env)
     with container:
         bootstrap = f"{host}:{port}"
         _wait_for_kafka(bootstrap, KAFKA_START_TIMEOUT_S)
