@@ -34,6 +34,9 @@ class _Section(BaseModel):
 class KafkaSettings(_Section):
     """How to reach the cluster; security settings pass through to every client."""
 
+    backend: Literal["kafka-python", "confluent-kafka"] = Field(
+        "kafka-python", description="the worker's client library; confluent-kafka is an optional extra"
+    )
     bootstrap_servers: str | None = Field(
         None, description="host:port[,host:port]; unset means the demo starts an embedded broker"
     )

@@ -40,12 +40,31 @@ from stream_perceptron.records import (
     encode,
     prediction_record,
 )
-from stream_perceptron.settings import Settings, redacted
+from stream_perceptron.settings import KafkaSettings, Settings, redacted
 from stream_perceptron.stats import RunningStats
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
+
+
+def open_edge(
+    kafka: KafkaSettings,
+    input_topic: str,
+    on_assigned: Callable[[list[Partition]], None],
+    on_revoked: Callable[[list[Partition]], None],
+) -> KafkaEdge:
+    """The Kafka edge of the configured backend (``kafka.backend``); both have one interface."""
+    if kafka.backend == "confluent-kafka":
+        try:
+            from stream_perceptron.kafka_confluent import ConfluentEdge
+        except ImportError as exc:
+            raise SettingsError(
+                "SP_KAFKA__BACKEND=confluent-kafka needs the confluent-kafka package"
+                f" (pip install 'stream-perceptron[confluent]'): {exc}"
+            ) from None
+        return ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)  # type: ignore[return-value]
+    return KafkaEdge(kafka, input_topic, on_assigned, on_revoked)
 
 
 @dataclass
@@ -112,7 +131,7 @@ class Worker:
         self._stats_seen = 0
         self._stats_time = time.monotonic()
         self._started = time.monotonic()
-        self.edge = edge or KafkaEdge(
+        self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
         )
         obs = settings.observe
