@@ -29,7 +29,7 @@ import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
 from stream_perceptron.errors import CheckpointError, DecodeError, KafkaEdgeError, SettingsError
-from stream_perceptron.kafka_io import InRecord, KafkaEdge
+from stream_perceptron.kafka_io import Edge, InRecord, KafkaEdge
 from stream_perceptron.learner import Learner
 from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
@@ -53,7 +53,7 @@ def open_edge(
     input_topic: str,
     on_assigned: Callable[[list[Partition]], None],
     on_revoked: Callable[[list[Partition]], None],
-) -> KafkaEdge:
+) -> Edge:
     """The Kafka edge of the configured backend (``kafka.backend``); both have one interface."""
     if kafka.backend == "confluent-kafka":
         try:
@@ -63,7 +63,8 @@ def open_edge(
                 "SP_KAFKA__BACKEND=confluent-kafka needs the confluent-kafka package"
                 f" (pip install 'stream-perceptron[confluent]'): {exc}"
             ) from None
-        return ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)  # type: ignore[return-value]
+        edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)
+        return edge
     return KafkaEdge(kafka, input_topic, on_assigned, on_revoked)
 
 
@@ -105,7 +106,7 @@ class Counters:
 class Worker:
     """One model, fed by one consumer, publishing to three topics, checkpointing to one directory."""
 
-    def __init__(self, settings: Settings, edge: KafkaEdge | None = None) -> None:
+    def __init__(self, settings: Settings, edge: Edge | None = None) -> None:
         self.settings = settings
         m, s = settings.model, settings.stats
         self.learner = Learner(
