@@ -55,6 +55,14 @@ def settings_from(ctx: click.Context, **overrides: Any) -> Settings:
     return settings
 
 
+def cluster_settings_from(ctx: click.Context, **overrides: Any) -> Settings:
+    """:func:`settings_from` for commands that talk to a cluster: one line and exit 2 without a bootstrap."""
+    settings = settings_from(ctx, **overrides)
+    if settings.kafka.bootstrap_servers is None:
+        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    return settings
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
@@ -115,9 +123,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     from stream_perceptron.kafka_io import ensure_topics
     from stream_perceptron.worker import Worker
 
-    settings = settings_from(ctx)
-    if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    settings = cluster_settings_from(ctx)
     t = settings.topics
     try:
         ensure_topics(settings.kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1})
@@ -154,9 +160,7 @@ def produce(
     from stream_perceptron.producer import produce_source
     from stream_perceptron.sources import open_source
 
-    settings = settings_from(ctx)
-    if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    settings = cluster_settings_from(ctx)
     name = topic or settings.topics.input
     try:
         src = open_source(source, limit=limit, label=label,
@@ -283,9 +287,7 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
     """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
     from stream_perceptron.watch import run_watch
 
-    settings = settings_from(ctx, log_level="WARNING")
-    if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    settings = cluster_settings_from(ctx, log_level="WARNING")
     try:
         code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
                          duration_s=duration)
@@ -304,9 +306,7 @@ def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None
     """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
     from stream_perceptron.watch import run_plot
 
-    settings = settings_from(ctx, log_level="WARNING")
-    if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+    settings = cluster_settings_from(ctx, log_level="WARNING")
     try:
         path, used = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
     except StreamPerceptronError as exc:
