@@ -331,6 +331,7 @@ class KafkaEdge:
                 session_timeout_ms=self._kafka.session_timeout_ms,
                 heartbeat_interval_ms=self._kafka.heartbeat_interval_ms,
                 max_poll_records=self._kafka.max_poll_records,
+                fetch_max_wait_ms=self._kafka.fetch_max_wait_ms,
             )
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()

@@ -35,6 +35,7 @@ Features = Mapping[str, float] | Sequence[float] | FloatArray
 
 _MIN_BLOCK = 16
 _MAX_BLOCK = 4096
+_BLOCK_BYTES = 8 << 20  # the scoring temporary of one block stays under 8 MiB, however wide x is
 
 
 class BatchResult(NamedTuple):
@@ -214,6 +215,8 @@ class Perceptron(base.Classifier):
             if m is not None and m.ndim == 2 and (self.dim is None or m.shape[1] == self.dim):
                 self._ensure_dim(m.shape[1])
                 return m, {}
+        if all(isinstance(x, Mapping) for x in xs):
+            return self._vectorize_named_many(xs)  # type: ignore[arg-type]
         rows: list[FloatArray] = []
         rejected: dict[int, str] = {}
         for i, x in enumerate(xs):
@@ -225,6 +228,28 @@ class Perceptron(base.Classifier):
         out = np.zeros((len(rows), d), dtype=np.float64)
         for r, v in enumerate(rows):
             out[r, : len(v)] = v  # named rows built before a later name grew the model
+        return out, rejected
+
+    def _vectorize_named_many(self, xs: Sequence[Mapping[str, float]]) -> tuple[FloatArray, dict[int, str]]:
+        """Named rows straight into one matrix: names are indexed first, then values placed."""
+        index = self._index
+        if self._w is not None and not index and self.n_features is None:
+            reason = "x has named features but the model was fixed by dense vectors"
+            return np.zeros((0, len(self._w))), dict.fromkeys(range(len(xs)), reason)
+        limit = self.n_features
+        rejected: dict[int, str] = {}
+        for i, x in enumerate(xs):
+            new = [k for k in x if k not in index]
+            if limit is not None and len(index) + len(new) > limit:
+                rejected[i] = f"x brings {len(new)} new feature names; the model allows {limit} in all"
+                continue
+            for name in new:
+                index[name] = len(index)
+        w = self._ensure_dim(max(len(index), limit or 0, 0 if self._w is None else len(self._w)))
+        kept = [x for i, x in enumerate(xs) if i not in rejected]
+        out = np.zeros((len(kept), len(w)), dtype=np.float64)
+        for r, x in enumerate(kept):
+            out[r, [index[k] for k in x]] = list(x.values())
         return out, rejected
 
     # ------------------------------------------------------------------ prediction
@@ -297,6 +322,7 @@ class Perceptron(base.Classifier):
         # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
         lab_f = np.where(labels != 0, labels, np.nan)
         cur_norm, cur_norm_aug = self.norms()
+        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, m.shape[1]))))
         i, block = 0, _MIN_BLOCK
         while i < n:
             end = min(n, i + block)
@@ -310,7 +336,7 @@ class Perceptron(base.Classifier):
             norm[i:stop] = cur_norm
             norm_aug[i:stop] = cur_norm_aug
             if k < 0:
-                block = min(block * 2, _MAX_BLOCK)
+                block = min(block * 2, max_block)
             else:
                 r = i + k
                 w += lab_f[r] * m[r]
@@ -319,7 +345,7 @@ class Perceptron(base.Classifier):
                 self._mistakes += 1
                 flags[r] = True
                 cur_norm, cur_norm_aug = self.norms()
-                block = max(_MIN_BLOCK, 2 * (k + 1))
+                block = max(_MIN_BLOCK, min(2 * (k + 1), max_block))
             i = stop
         predictions = np.where(scores > 0, 1, -1).astype(np.int8)
         return BatchResult(scores, predictions, flags, labels, norm, norm_aug)

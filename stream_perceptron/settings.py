@@ -46,6 +46,7 @@ class KafkaSettings(_Section):
     heartbeat_interval_ms: int = Field(3_000, ge=100)
     max_poll_records: int = Field(2_000, ge=1)
     poll_timeout_ms: int = Field(500, ge=0)
+    fetch_max_wait_ms: int = Field(100, ge=0, description="how long a fetch may wait for data (latency)")
     request_timeout_ms: int = Field(30_000, ge=1_000)
     linger_ms: int = Field(20, ge=0)
     batch_size: int = Field(262_144, ge=1)

@@ -62,7 +62,7 @@ def margins(
 
 def row_norms(X: FloatArray, fit_intercept: bool) -> FloatArray:
     """‖x‖ of each row, or ‖[x, 1]‖ with an intercept (seed 001's augmented vectors)."""
-    sq = (X * X).sum(axis=1)
+    sq = np.einsum("ij,ij->i", X, X)  # no n-by-d temporary
     norms: FloatArray = np.sqrt(sq + 1.0 if fit_intercept else sq)
     return norms
 

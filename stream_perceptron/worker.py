@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
+# The feature matrix of one learned chunk stays under this many bytes.
+_MATRIX_BYTES = 16 << 20
+
 
 def open_edge(
     kafka: KafkaSettings,
@@ -302,16 +305,24 @@ class Worker:
                 kept.append(rec)
             except DecodeError as exc:
                 self._dead_letter(rec, exc.reason)
-        if examples:
-            X, rejected = self.learner.model.vectorize_many([e.x for e in examples])
+        start = 0
+        while start < len(examples):
+            # wide rows (e.g. thousands of named features) are learned in smaller chunks
+            x0 = examples[start].x
+            named_growth = self.settings.limits.max_features if isinstance(x0, dict) else 0
+            width = max(self.learner.model.dim or 0, len(x0), min(named_growth, 4096), 1)
+            end = start + max(1, _MATRIX_BYTES // (8 * width))
+            chunk, recs = examples[start:end], kept[start:end]
+            start = end
+            X, rejected = self.learner.model.vectorize_many([e.x for e in chunk])
             if rejected:
                 for i, reason in rejected.items():
-                    self._dead_letter(kept[i], reason)
-                keep = [i for i in range(len(kept)) if i not in rejected]
-                examples = [examples[i] for i in keep]
-                kept = [kept[i] for i in keep]
-            if examples:
-                labeled, mistakes = self._learn_and_publish(X, examples, kept)
+                    self._dead_letter(recs[i], reason)
+                chunk = [e for i, e in enumerate(chunk) if i not in rejected]
+                recs = [r for i, r in enumerate(recs) if i not in rejected]
+            if chunk:
+                n_labeled, n_mistakes = self._learn_and_publish(X, chunk, recs)
+                labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
         last = records[-1]
         self.offsets.setdefault(last.topic, {})[last.partition] = last.offset + 1
         self.counters.records += len(records)

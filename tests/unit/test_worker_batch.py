@@ -1,0 +1,61 @@
+"""The worker's batch path without a broker: an in-memory edge records what it would publish."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+import stream_perceptron.worker as worker_module
+from stream_perceptron import Perceptron
+from stream_perceptron.kafka_io import InRecord
+from stream_perceptron.records import input_record
+from stream_perceptron.settings import Settings
+from stream_perceptron.worker import Worker
+
+
+class MemoryEdge:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, dict]] = []
+
+    def send(self, topic, key, value):
+        self.sent.append((topic, key, orjson.loads(value)))
+
+    def assignment(self):
+        return []
+
+    def highwater(self, topic, partition):
+        return None
+
+
+def _worker(tmp_path) -> tuple[Worker, MemoryEdge]:
+    edge = MemoryEdge()
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
+    return Worker(settings, edge=edge), edge
+
+
+def test_wide_named_features_are_learned_in_chunks_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker_module, "_MATRIX_BYTES", 8 * 50 * 40)  # force chunks of a few rows
+    rng = np.random.default_rng(5)
+    names = [f"f{i}" for i in range(400)]
+    rows = []
+    for _ in range(300):
+        picked = rng.choice(len(names), size=8, replace=False)
+        x = {names[j]: float(rng.normal()) for j in picked}
+        y = 1 if x.get("f1", 0.0) + sum(x.values()) > 0 else -1
+        rows.append((x, y))
+    records = [InRecord("in", 0, i, None, input_record(x, y, i), 0) for i, (x, y) in enumerate(rows)]
+    records.insert(10, InRecord("in", 0, 999, None, b'{"x": {"a": "b"}}', 0))
+    w, edge = _worker(tmp_path)
+    for start in range(0, len(records), 100):
+        w.process(records[start : start + 100])
+    ref = Perceptron()
+    flags = [ref.learn_one(x, y) for x, y in rows]
+    model = w.learner.model
+    assert model.mistakes == ref.mistakes == sum(flags)
+    assert model.feature_names == ref.feature_names
+    assert np.array_equal(model.weights, ref.weights)
+    preds = [v for t, _, v in edge.sent if t == "predictions"]
+    assert [p["mistake"] for p in preds] == flags
+    dead = [v for t, _, v in edge.sent if t == "dead-letters"]
+    assert len(dead) == 1 and dead[0]["offset"] == 999 and "not a number" in dead[0]["error"]
+    assert w.offsets == {"in": {0: 300}}  # the last record of the last batch, offset 299, + 1
