@@ -108,6 +108,10 @@ class CheckpointStore:
                 found.append((int(m.group(1)), p))
         return sorted(found)
 
+    def files(self) -> list[Path]:
+        """The checkpoint files present, valid or not, oldest first."""
+        return [path for _, path in self._files()]
+
     def save(self, ckpt: Checkpoint) -> Path:
         """Write ``ckpt`` durably and prune old files; returns its path.
 

@@ -119,20 +119,14 @@ def fit(
 @click.pass_context
 def run(ctx: click.Context, until_caught_up: bool) -> None:
     """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
-    from stream_perceptron.errors import CheckpointMismatchError, KafkaEdgeError
-    from stream_perceptron.kafka_io import ensure_topics
+    from stream_perceptron.errors import CheckpointError, KafkaAuthError
     from stream_perceptron.worker import Worker
 
     settings = cluster_settings_from(ctx)
-    t = settings.topics
-    try:
-        ensure_topics(settings.kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1})
-    except KafkaEdgeError as exc:
-        click.echo(f"stream-perceptron: warning: output topics not checked: {exc}", err=True)
     worker = Worker(settings)
     try:
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
-    except (CheckpointMismatchError, SettingsError) as exc:
+    except (CheckpointError, SettingsError, KafkaAuthError) as exc:
         fail(str(exc))
     sys.exit(code)
 

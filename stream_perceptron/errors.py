@@ -45,3 +45,7 @@ class BrokerError(StreamPerceptronError):
 
 class KafkaEdgeError(StreamPerceptronError):
     """A Kafka operation failed after its retries (broker unreachable, topic missing, auth)."""
+
+
+class KafkaAuthError(KafkaEdgeError):
+    """Kafka refused the login (SASL) or the TLS handshake: a setting to fix, not a fault to retry."""

@@ -22,11 +22,13 @@ An exception raised by a callback propagates out of the :meth:`~KafkaEdge.poll` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -46,7 +48,7 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
-from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -198,6 +200,66 @@ def _host_port(server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+_SECURITY_CAUSE = re.compile(r"sasl|authenticat|ssl|certificate|handshake", re.IGNORECASE)
+
+
+class _ClientErrors(logging.Handler):
+    """Collects kafka-python's own ERROR lines while a client connects: they name the cause
+    (a refused login, a TLS failure) that its exceptions leave out."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _explained(kafka: KafkaSettings) -> Iterator[None]:
+    """Turn a failed connection whose cause was authentication or TLS into :class:`KafkaAuthError`."""
+    handler = _ClientErrors()
+    logger = logging.getLogger("kafka")
+    logger.addHandler(handler)
+    try:
+        yield
+    except KafkaEdgeError as exc:
+        cause = next((m for m in reversed(handler.messages) if _SECURITY_CAUSE.search(m)), None)
+        if cause is None or isinstance(exc, KafkaAuthError):
+            raise
+        what = (
+            f"SASL authentication failed (mechanism {kafka.sasl_mechanism}, user {kafka.sasl_username})"
+            if kafka.security_protocol.startswith("SASL")
+            else "the TLS handshake failed"
+        )
+        raise KafkaAuthError(
+            f"Kafka at {_servers(kafka)} refused the connection: {what}: {cause[:300]}"
+        ) from None
+    finally:
+        logger.removeHandler(handler)
+
+
+def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
+    """Which of ``names`` do not exist (asked without creating any)."""
+    check_reachable(kafka, timeout_s)
+    with _explained(kafka):
+        try:
+            consumer = KafkaConsumer(
+                **client_config(kafka),
+                allow_auto_create_topics=False,
+                bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
+            )
+        except KafkaError as exc:
+            raise KafkaEdgeError(f"cannot reach Kafka at {_servers(kafka)}: {_describe(exc)}") from None
+    try:
+        existing = consumer.topics()
+    except KafkaError as exc:
+        raise KafkaEdgeError(f"cannot list topics at {_servers(kafka)}: {_describe(exc)}") from None
+    finally:
+        consumer.close()
+    return [name for name in names if name not in existing]
+
+
 def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30) -> None:
     """Create each topic (name -> partition count) that does not exist yet.
 
@@ -317,7 +379,15 @@ class KafkaEdge:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Connect: join the group (on the next polls) and start the producer."""
+        """Connect: join the group (on the next polls) and start the producer.
+
+        A refused login or TLS handshake raises :class:`KafkaAuthError`; anything else that
+        keeps the cluster out of reach raises :class:`KafkaEdgeError`.
+        """
+        with _explained(self._kafka):
+            self._start()
+
+    def _start(self) -> None:
         if self._consumer is not None:
             return
         check_reachable(self._kafka, self._timeout_ms / 1000)
@@ -332,6 +402,7 @@ class KafkaEdge:
                 heartbeat_interval_ms=self._kafka.heartbeat_interval_ms,
                 max_poll_records=self._kafka.max_poll_records,
                 fetch_max_wait_ms=self._kafka.fetch_max_wait_ms,
+                allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()

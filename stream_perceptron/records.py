@@ -21,6 +21,7 @@ and the README.
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class Limits:
     max_record_bytes: int = 1_048_576
     max_features: int = 100_000
     max_abs_value: float = 1e12
+    dead_letter_value_bytes: int = 262_144
     positive_class: str | None = None
     negative_class: str | None = None
 
@@ -200,16 +202,36 @@ def prediction_record(
 
 
 def dead_letter_record(
-    *, topic: str, partition: int, offset: int, key: bytes | None, error: str, value: bytes | None
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    error: str,
+    value: bytes | None,
+    max_value_bytes: int = 262_144,
 ) -> dict[str, Any]:
-    """What goes to the dead-letter topic: where the record was, why, and its bytes (base64)."""
+    """What goes to the dead-letter topic: where the record was, why, and its bytes (base64).
+
+    A value over ``max_value_bytes`` keeps only its first ``max_value_bytes`` (so the dead letter
+    always fits a producer request); ``value_bytes`` and ``value_sha256`` still describe the whole.
+
+    >>> r = dead_letter_record(topic="t", partition=0, offset=5, key=None, error="e",
+    ...                        value=b"abcdef", max_value_bytes=4)
+    >>> r["value"], r["value_bytes"], r["value_truncated"]
+    ('YWJjZA==', 6, True)
+    """
+    kept = None if value is None else value[:max_value_bytes]
     return {
         "topic": topic,
         "partition": partition,
         "offset": offset,
         "key": key_text(key),
         "error": error,
-        "value": None if value is None else base64.b64encode(value).decode("ascii"),
+        "value": None if kept is None else base64.b64encode(kept).decode("ascii"),
+        "value_bytes": None if value is None else len(value),
+        "value_truncated": value is not None and len(value) > max_value_bytes,
+        "value_sha256": None if value is None else hashlib.sha256(value).hexdigest(),
     }
 
 

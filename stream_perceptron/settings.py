@@ -98,6 +98,7 @@ class LimitSettings(_Section):
     max_record_bytes: int = Field(1_048_576, ge=16)
     max_features: int = Field(100_000, ge=1)
     max_abs_value: float = Field(1e12, gt=0)
+    dead_letter_value_bytes: int = Field(262_144, ge=0, le=700_000)
     positive_class: str | None = None
     negative_class: str | None = None
 

@@ -28,8 +28,14 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
-from stream_perceptron.errors import CheckpointError, DecodeError, KafkaEdgeError, SettingsError
-from stream_perceptron.kafka_io import Edge, InRecord, KafkaEdge
+from stream_perceptron.errors import (
+    CheckpointError,
+    DecodeError,
+    KafkaAuthError,
+    KafkaEdgeError,
+    SettingsError,
+)
+from stream_perceptron.kafka_io import Edge, InRecord, KafkaEdge, ensure_topics, missing_topics
 from stream_perceptron.learner import Learner
 from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
@@ -117,11 +123,7 @@ class Worker:
             RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
         )
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
-        lim = settings.limits
-        self.limits = Limits(
-            lim.max_record_bytes, lim.max_features, lim.max_abs_value,
-            lim.positive_class, lim.negative_class,
-        )
+        self.limits = Limits(**settings.limits.model_dump())
         self.offsets: Offsets = {}
         self.durable: Offsets = {}
         self.dead_letters_total = 0
@@ -153,6 +155,13 @@ class Worker:
         """Load the newest valid checkpoint, if any (fails clearly on another configuration)."""
         ckpt = self.store.load()
         if ckpt is None:
+            damaged = self.store.files()
+            if damaged:
+                raise CheckpointError(
+                    f"none of the {len(damaged)} checkpoint files in {self.store.directory} is valid"
+                    " (see the warnings above); refusing to start from zero weights: move them away"
+                    " to start afresh"
+                )
             log.info("no checkpoint in %s: starting from zero weights", self.store.directory)
             return
         ckpt.check_config(self.learner.model.config())
@@ -211,12 +220,16 @@ class Worker:
                 self.observer.stop()
 
     def _start_edge(self) -> bool:
-        """Connect to Kafka, retrying with backoff until it answers or a stop is asked."""
+        """Check the topics and connect, retrying with backoff until Kafka answers or a stop is
+        asked. A refused login and a missing input topic are settings to fix: they raise."""
         delay = 0.5
         while not self._stop.is_set():
             try:
+                self._check_topics()
                 self.edge.start()
                 return True
+            except KafkaAuthError:
+                raise
             except KafkaEdgeError as exc:
                 log.warning("Kafka not reachable yet (%s); retrying in %.1f s", exc, delay)
                 if self.observer is not None:
@@ -224,6 +237,23 @@ class Worker:
                 self._stop.wait(delay)
                 delay = min(delay * 2, 30.0)
         return False
+
+    def _check_topics(self) -> None:
+        """The input topic must exist (it is never created with a broker's defaults); missing
+        output topics are created with one partition each."""
+        kafka, t = self.settings.kafka, self.settings.topics
+        timeout_s = kafka.request_timeout_ms / 1000
+        if missing_topics(kafka, [t.input], timeout_s):
+            raise SettingsError(
+                f"input topic {t.input!r} does not exist (SP_TOPICS__INPUT):"
+                " create it with the partitions you want"
+            )
+        try:
+            ensure_topics(kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1}, timeout_s)
+        except KafkaAuthError:
+            raise
+        except KafkaEdgeError as exc:
+            log.warning("output topics not checked or created: %s", exc)
 
     def _shutdown(self) -> int:
         code = 0
@@ -363,7 +393,7 @@ class Worker:
     def _dead_letter(self, rec: InRecord, reason: str) -> None:
         body = dead_letter_record(
             topic=rec.topic, partition=rec.partition, offset=rec.offset, key=rec.key,
-            error=reason, value=rec.value,
+            error=reason, value=rec.value, max_value_bytes=self.limits.dead_letter_value_bytes,
         )
         self.edge.send(self.settings.topics.dead_letter, rec.key, encode(body))
         self.counters.dead_letters += 1

@@ -1,0 +1,219 @@
+"""Broker trouble: the broker frozen (SIGSTOP) for 30 s mid-stream, and no broker at start-up.
+
+Each test runs its own embedded broker (tansu, memory only), so topics are created after it
+starts. The reference is the core over the rows actually in the input topic, in offset order
+(so a producer retry that duplicated an input record could not fool the comparison).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+
+from stream_perceptron.broker import EmbeddedBroker, free_port
+from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.kafka_io import client_config, ensure_topics
+from stream_perceptron.reader import read_topic
+from stream_perceptron.settings import KafkaSettings
+from tests.integration.helpers import (
+    core_reference,
+    encode_stream,
+    noisy_stream,
+    predictions_by_offset,
+)
+
+from .support import (
+    LogTail,
+    committed,
+    fault_settings,
+    reap,
+    start_worker,
+    wait_until,
+)
+
+pytestmark = pytest.mark.faults
+
+STALL_S = float(os.environ.get("SP_FAULTS_STALL_S", "30"))
+
+TOPICS = {"input": "examples", "predictions": "predictions", "stats": "stats",
+          "dead_letter": "dead-letters"}
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedBroker]:
+    """A private embedded broker (this test freezes or replaces it)."""
+    broker = EmbeddedBroker()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        if broker.pid is not None:
+            try:
+                os.kill(broker.pid, signal.SIGCONT)  # never leave it frozen
+            except ProcessLookupError:
+                pass
+        broker.stop()
+
+
+def _kafka(bootstrap: str, **overrides: object) -> KafkaSettings:
+    fields: dict[str, object] = {
+        "bootstrap_servers": bootstrap, "group_id": "faults", "client_id": "sp-faults",
+        "session_timeout_ms": 1_000, "heartbeat_interval_ms": 200,  # tansu: joins in ~0.5 s
+        "request_timeout_ms": 10_000, "linger_ms": 5, "max_poll_records": 500,
+    }
+    fields.update(overrides)
+    return KafkaSettings(**fields)  # type: ignore[arg-type]
+
+
+def _create_topics(kafka: KafkaSettings) -> None:
+    ensure_topics(kafka, {TOPICS["input"]: 1, TOPICS["predictions"]: 1, TOPICS["stats"]: 1,
+                          TOPICS["dead_letter"]: 1})
+
+
+class PacedProducer(threading.Thread):
+    """Sends ``values`` to the input topic at ``rate`` records/s (idempotent producer)."""
+
+    def __init__(self, kafka: KafkaSettings, values: list[bytes], rate: float) -> None:
+        super().__init__(daemon=True)
+        self.kafka, self.values, self.rate = kafka, values, rate
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            producer = KafkaProducer(**client_config(self.kafka), acks="all", linger_ms=5,
+                                     enable_idempotence=True)
+            try:
+                started = time.monotonic()
+                for i, value in enumerate(self.values):
+                    producer.send(TOPICS["input"], key=str(i).encode(), value=value)
+                    self.sent += 1
+                    ahead = self.sent / self.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                producer.flush(timeout=120)
+            finally:
+                producer.close(timeout=30)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def _assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int) -> dict[str, int]:
+    rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, TOPICS["input"])]
+    assert len(rows) == n, f"the input topic holds {len(rows)} records, {n} were sent"
+    model, ref = core_reference(rows, [y for _, y in rows])
+    ckpt = CheckpointStore(ckpt_dir).load()
+    assert ckpt is not None
+    assert ckpt.offsets == {TOPICS["input"]: {0: n}}
+    assert ckpt.stats["seen"] == n  # nothing lost, nothing applied twice
+    assert ckpt.model["weights"] == model.weights.tolist()
+    assert ckpt.model["intercept"] == model.intercept
+    assert ckpt.model["mistakes"] == model.mistakes
+    preds = predictions_by_offset(kafka, TOPICS["predictions"])
+    assert sorted(preds) == [(0, o) for o in range(n)]
+    extra = 0
+    for (_, offset), copies in preds.items():
+        assert all(c == copies[0] for c in copies), offset
+        assert copies[0]["score"] == ref.scores[offset]
+        extra += len(copies) - 1
+    assert committed(kafka, TOPICS["input"]) == {0: n}
+    return {"records": n, "mistakes": model.mistakes, "re-emitted predictions": extra}
+
+
+@pytest.mark.timeout(240)
+def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path):
+    """SIGSTOP the broker mid-stream for 30 s, then SIGCONT: the worker keeps running, logs the
+    trouble, recovers by itself, and ends exactly like the core (nothing lost, nothing twice)."""
+    kafka = _kafka(own_broker.bootstrap)
+    _create_topics(kafka)
+    n = 40_000
+    values = encode_stream(noisy_stream(n, d=8, noise=0.1, seed=21))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, TOPICS, ckpt_dir,
+                              checkpoint={"every_examples": 2000, "every_seconds": 5},
+                              stats={"every_examples": 500, "every_seconds": 1})
+    producer = PacedProducer(kafka, values, rate=4000)  # ~10 s of input, the stall in between
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, log=log)
+    tail = LogTail(log)
+    try:
+        producer.start()
+        wait_until(lambda: tail.poll().seen >= 8000, 60, "progress before the stall",
+                   alive=proc, log=log)
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        frozen_at, seen_at_stop = time.monotonic(), tail.poll().seen
+        mark = len(tail.text)
+        time.sleep(STALL_S)  # deliberate fault timing: the broker is frozen
+        assert proc.poll() is None, "the worker exited while the broker was frozen"
+        os.kill(own_broker.pid, signal.SIGCONT)
+        during = tail.poll().text[mark:].decode(errors="replace")
+        resumed = time.monotonic()
+        wait_until(lambda: tail.poll().seen > max(seen_at_stop, 0) + 1000, 90,
+                   "progress after the stall", alive=proc, log=log)
+        recovered_s = time.monotonic() - resumed
+        producer.join(timeout=120)
+        assert not producer.is_alive() and producer.error is None, producer.error
+        wait_until(lambda: tail.poll().seen >= n, 90, "every record", alive=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        reap(proc)
+    # it said what was wrong while the broker was away (one line per problem, not silence)
+    trouble = [ln for ln in during.splitlines() if " WARNING " in ln or " ERROR " in ln]
+    own = [ln for ln in trouble if " stream_perceptron." in ln]
+    assert own, "the worker said nothing while the broker was frozen:\n" + during[-3000:]
+    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    print(f"\nfrozen {STALL_S:.0f} s at seen={seen_at_stop} (t={frozen_at:.0f}); progress again "
+          f"{recovered_s:.1f} s after SIGCONT; {figures}; {len(trouble)} warning/error lines, "
+          f"the worker's own: {own[:3]}")
+
+
+@pytest.mark.timeout(120)
+def test_broker_unreachable_at_start_then_appears(tmp_path):
+    """Start the worker against a port where nothing listens; it must retry with backoff, log
+    clearly and stay up; then a broker starts on that port and nothing is lost or doubled."""
+    port = free_port()
+    kafka = _kafka(f"127.0.0.1:{port}")
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, TOPICS, ckpt_dir,
+                              stats={"every_examples": 500, "every_seconds": 1})
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, log=log)
+    broker = None
+    try:
+        time.sleep(4)  # deliberate fault timing: the worker runs with no broker for 4 s
+        assert proc.poll() is None, (
+            f"the worker exited ({proc.returncode}) with no broker:\n{log.read_text()[-3000:]}")
+        text = log.read_text()
+        retries = [ln for ln in text.splitlines() if f"127.0.0.1:{port}" in ln
+                   and (" WARNING " in ln or " ERROR " in ln)]
+        assert len(retries) >= 3, f"no clear retry lines naming the address:\n{text[-3000:]}"
+        delays = [float(d) for d in re.findall(r"retrying in ([0-9.]+) s", "\n".join(retries))]
+        assert len(delays) >= 3 and delays == sorted(delays) and delays[-1] > delays[0], (
+            f"no backoff: {delays}")
+        assert "Traceback" not in text
+        broker = EmbeddedBroker(port=port)
+        broker.start()
+        _create_topics(kafka)
+        n = 5000
+        values = encode_stream(noisy_stream(n, d=8, noise=0.1, seed=22))
+        producer = PacedProducer(kafka, values, rate=1e9)
+        producer.run()
+        assert producer.error is None, producer.error
+        tail = LogTail(log)
+        wait_until(lambda: tail.poll().seen >= n, 60, "every record", alive=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+        _assert_exact_against_input(kafka, ckpt_dir, n)
+    finally:
+        reap(proc)
+        if broker is not None:
+            broker.stop()

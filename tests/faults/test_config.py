@@ -1,0 +1,164 @@
+"""Configuration mistakes, as an operator makes them: ``python -m stream_perceptron.cli run``
+with SP_* environment variables, in a child process."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from kafka import KafkaConsumer
+
+from stream_perceptron.broker import free_port
+from stream_perceptron.kafka_io import client_config
+from stream_perceptron.settings import KafkaSettings
+from tests.integration.helpers import encode_stream, noisy_stream, send_all, topics_for, worker_env
+
+from .support import LogTail, fault_settings, reap, run_cli, start_worker
+
+pytestmark = pytest.mark.faults
+
+
+def _prefixed(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("stream-perceptron:")]
+
+
+@pytest.mark.timeout(60)
+def test_wrong_bootstrap_retries_with_backoff_and_says_so(fast_kafka, new_topic, tmp_path):
+    """Nothing listening there, or a name that does not resolve: the daemon keeps retrying
+    (right for a daemon: the broker may be late) and every retry is a WARNING naming the
+    address; SIGTERM stops it at once. Both variants run side by side."""
+    topics = topics_for(new_topic)
+    wrong = {"refused": f"127.0.0.1:{free_port()}", "unresolvable": "no-such-host.invalid:9092"}
+    procs, logs = {}, {}
+    try:
+        for name, address in wrong.items():
+            s = fault_settings(fast_kafka(bootstrap_servers=address), topics, tmp_path / name)
+            logs[name] = tmp_path / f"{name}.log"
+            procs[name] = start_worker(s, log=logs[name])
+        time.sleep(4)  # deliberate fault timing: let the retries happen
+        for name, address in wrong.items():
+            text = logs[name].read_text()
+            assert procs[name].poll() is None, f"{name}: exited {procs[name].returncode}\n{text}"
+            retries = [ln for ln in text.splitlines() if " WARNING " in ln and address in ln]
+            assert len(retries) >= 3, f"{name}: no clear retry lines\n{text[-2000:]}"
+            assert "Traceback" not in text
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for name, proc in procs.items():
+            assert proc.wait(timeout=10) == 0, logs[name].read_text()[-2000:]
+    finally:
+        for proc in procs.values():
+            reap(proc)
+    print("\n" + "\n".join(f"{n}: {LogTail(p).lines('WARNING')[0][24:]}" for n, p in logs.items()))
+
+
+@pytest.mark.timeout(60)
+def test_missing_input_topic_is_reported_and_not_created(fast_kafka, new_topic, tmp_path):
+    """SP_TOPICS__INPUT names a topic that does not exist. The worker must say so clearly (an
+    ERROR/WARNING naming it), and must not quietly create it with the broker's defaults (the
+    README: 'the input topic is yours to create with the partitions you want')."""
+    kafka = fast_kafka()
+    topics = {**topics_for(new_topic), "input": f"missing-{tmp_path.name}"[-60:]}
+    s = fault_settings(kafka, topics, tmp_path / "ckpt")
+    log = tmp_path / "worker.log"
+    proc = start_worker(s, log=log)
+    try:
+        tail = LogTail(log)
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and proc.poll() is None:
+            if [ln for ln in tail.lines(topics["input"]) if " WARNING " in ln or " ERROR " in ln]:
+                break
+            time.sleep(0.1)
+        text = log.read_text()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    finally:
+        reap(proc)
+    consumer = KafkaConsumer(**client_config(kafka))
+    try:
+        existing = consumer.topics()
+    finally:
+        consumer.close()
+    exited_with_one_line = proc.returncode not in (0, -signal.SIGTERM) and any(
+        topics["input"] in ln for ln in _prefixed(text))
+    warned = [ln for ln in text.splitlines() if topics["input"] in ln
+              and (" WARNING " in ln or " ERROR " in ln)]
+    assert exited_with_one_line or warned, f"nothing says the topic is missing:\n{text[-2500:]}"
+    assert topics["input"] not in existing, "the worker created the missing input topic"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mistake", ["fit_intercept", "n_features"])
+def test_checkpoint_from_another_configuration(mistake, fast_kafka, new_topic, tmp_path):
+    """A checkpoint written with fit_intercept=true (8 features), restarted with
+    SP_MODEL__FIT_INTERCEPT=false (or SP_MODEL__N_FEATURES=3): one clear line, non-zero exit,
+    the checkpoint untouched."""
+    kafka = fast_kafka()
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(500, d=8)))
+    ckpt_dir = tmp_path / "ckpt"
+    first = start_worker(fault_settings(kafka, topics, ckpt_dir), "--until-caught-up",
+                         log=tmp_path / "first.log")
+    try:
+        assert first.wait(timeout=30) == 0, (tmp_path / "first.log").read_text()[-2000:]
+    finally:
+        reap(first)
+    before = {p.name: p.read_bytes() for p in ckpt_dir.iterdir()}
+    model = {"fit_intercept": False} if mistake == "fit_intercept" else {"n_features": 3}
+    env = worker_env(fault_settings(kafka, topics, ckpt_dir, model=model))
+    done = run_cli(["run"], env, timeout_s=30)
+    assert done.returncode not in (0, None), done.stderr[-2000:]
+    lines = _prefixed(done.stderr)
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert "another model configuration" in lines[0] and mistake in lines[0], lines[0]
+    assert "Traceback" not in done.stderr
+    assert {p.name: p.read_bytes() for p in ckpt_dir.iterdir()} == before
+    print(f"\nexit {done.returncode}: {lines[0]}")
+
+
+INVALID = {
+    "SP_KAFKA__MAX_POLL_RECORDS": "lots",
+    "SP_KAFKA__SECURITY_PROTOCOL": "TLS",
+    "SP_CHECKPOINT__EVERY_SECONDS": "-1",
+    "SP_LIMITS__MAX_RECORD_BYTES": "1e99999",
+    "SP_LOG_LEVEL": "LOUD",
+    "SP_OBSERVE__PORT": "70000",
+    "SP_OUTPUT__PREDICTIONS": "some",
+    "SP_MODEL__FIT_INTERCEPT": "perhaps",
+    "SP_KAFKA__BOOTSTRAP_SERVER": "127.0.0.1:9092",  # typo: SERVER for SERVERS
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_invalid_setting_is_one_line_naming_it_and_exit_2(name, tmp_path):
+    env = worker_env(fault_settings(
+        KafkaSettings(
+            bootstrap_servers="127.0.0.1:1"),
+        {"input": "i", "predictions": "p", "stats": "s", "dead_letter": "d"},
+        tmp_path / "ckpt"))
+    env[name] = INVALID[name]
+    done = run_cli(["run"], env, timeout_s=20)
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert name in lines[0], lines[0]
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.timeout(30)
+def test_invalid_secret_setting_does_not_echo_the_secret(tmp_path):
+    """A bad value next to a secret: the line names the problem, never the password."""
+    env = worker_env(fault_settings(
+        KafkaSettings(
+            bootstrap_servers="127.0.0.1:1"),
+        {"input": "i", "predictions": "p", "stats": "s", "dead_letter": "d"}, tmp_path / "c"))
+    env["SP_KAFKA__SASL_PASSWORD"] = "hunter2-do-not-print"
+    env["SP_KAFKA__SASL_MECHANISM"] = "GSSAPI"
+    done = run_cli(["run"], env, timeout_s=20)
+    assert done.returncode == 2, done.stderr
+    assert "SP_KAFKA__SASL_MECHANISM" in done.stderr
+    assert "hunter2-do-not-print" not in done.stdout + done.stderr

@@ -1,0 +1,238 @@
+"""Process crashes: ``kill -9`` at random moments, and crashes inside the checkpoint write.
+
+The reference is the core: ``Perceptron().learn_many`` over the same rows, uninterrupted. A run
+interrupted any number of times must end with bit-identical weights, the same mistake count, a
+prediction for every offset, and re-emitted predictions identical to the first ones.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.settings import KafkaSettings
+from tests.integration.helpers import (
+    core_reference,
+    encode_stream,
+    noisy_stream,
+    predictions_by_offset,
+    send_all,
+    topics_for,
+)
+
+from .support import (
+    LogTail,
+    checkpoint_offset,
+    ckpt_files,
+    committed,
+    env_int,
+    fault_settings,
+    kill9,
+    reap,
+    start_worker,
+    temp_files,
+    wait_until,
+)
+
+pytestmark = pytest.mark.faults
+
+KILLS = env_int("SP_FAULTS_KILLS", 20)
+KILL_RECORDS = env_int("SP_FAULTS_KILL_RECORDS", 100_000)
+
+
+def assert_exact(kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path,
+                 stream: list[Any], n: int) -> dict[str, int]:
+    """The final checkpoint and the predictions equal the core's uninterrupted run."""
+    model, ref = core_reference(stream, [y for _, y in stream])
+    ckpt = CheckpointStore(ckpt_dir).load()
+    assert ckpt is not None
+    assert ckpt.offsets == {topics["input"]: {0: n}}
+    assert ckpt.model["weights"] == model.weights.tolist()  # bit-identical
+    assert ckpt.model["intercept"] == model.intercept
+    assert ckpt.model["mistakes"] == model.mistakes
+    assert ckpt.stats["seen"] == ckpt.stats["labeled"] == n  # every record applied exactly once
+    assert ckpt.stats["mistakes"] == model.mistakes
+
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(0, o) for o in range(n)], "an offset has no prediction"
+    duplicated = extra = 0
+    for (_, offset), copies in preds.items():
+        assert all(c == copies[0] for c in copies), f"re-emissions differ at offset {offset}"
+        first = copies[0]
+        assert first["score"] == ref.scores[offset]
+        assert first["mistake"] == bool(ref.mistakes[offset])
+        duplicated += len(copies) > 1
+        extra += len(copies) - 1
+    assert committed(kafka, topics["input"]) == {0: n}
+    return {"duplicated_offsets": duplicated, "extra_predictions": extra,
+            "mistakes": model.mistakes}
+
+
+@pytest.mark.timeout(600)
+def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
+    fast_kafka, new_topic, tmp_path
+):
+    """KILLS x ``kill -9`` over a KILL_RECORDS-record single-partition stream with 10% label noise.
+
+    Most kills land at a random point of the stream (a random progress target, then a random
+    0-150 ms more, so they fall anywhere between, before or inside checkpoints); some land
+    during start-up (restore, group join). Checkpoints every 3,000 records, 500 records a poll.
+    """
+    n = KILL_RECORDS
+    kafka = fast_kafka(max_poll_records=500)
+    topics = topics_for(new_topic)
+    stream = noisy_stream(n, d=8, noise=0.1, seed=11)
+    send_all(kafka, topics["input"], encode_stream(stream))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, topics, ckpt_dir,
+                              checkpoint={"every_examples": 3000, "every_seconds": 60})
+    rng = random.Random(20261121)
+    startup_kills = set(rng.sample(range(KILLS), k=max(1, KILLS // 7)))
+    targets = iter(sorted(rng.sample(range(n // 50, n - n // 20), KILLS - len(startup_kills))))
+    kills: list[dict[str, Any]] = []
+    started = time.monotonic()
+    for k in range(KILLS):
+        log = tmp_path / f"run-{k:02d}.log"
+        proc = start_worker(settings, log=log)
+        tail = LogTail(log)
+        try:
+            if k in startup_kills:
+                time.sleep(rng.uniform(0.05, 1.2))  # deliberate fault timing: during start-up
+                where = "start-up"
+            else:
+                target = next(targets)
+                wait_until(lambda t=target, lt=tail: lt.poll().seen >= t, 60,
+                           f"kill {k}: progress to {target}", every_s=0.01, alive=proc, log=log)
+                time.sleep(rng.uniform(0.0, 0.15))  # deliberate fault timing
+                where = f"after {target}"
+        finally:
+            reap(proc)  # SIGKILL (the fault itself), or cleanup if the wait failed
+        assert proc.returncode == -9, log.read_text()[-2000:]
+        kills.append({"k": k, "where": where, "seen": tail.poll().seen,
+                      "ckpt": checkpoint_offset(ckpt_dir, topics["input"])})
+        assert kills[-1]["ckpt"] < n, "killed after the end: not a mid-stream kill"
+    killed_for = time.monotonic() - started
+    final_log = tmp_path / "final.log"
+    final = start_worker(settings, "--until-caught-up", log=final_log)
+    try:
+        assert final.wait(timeout=120) == 0, final_log.read_text()[-3000:]
+    finally:
+        reap(final)
+    assert len(kills) == KILLS
+    assert sum(k["where"] == "start-up" for k in kills) == len(startup_kills)
+    progress = [k["ckpt"] for k in kills]
+    assert progress == sorted(progress)  # the checkpoint never went backwards
+    figures = assert_exact(kafka, topics, ckpt_dir, stream, n)
+    assert figures["duplicated_offsets"] > 0  # the kills really made the worker reprocess
+    print(f"\n{KILLS} kills over {n} records in {killed_for:.1f} s; {figures}; kills: {kills}")
+
+
+@pytest.mark.timeout(180)
+def test_crash_between_temp_file_and_rename_then_truncated_newest_checkpoint(
+    fast_kafka, new_topic, tmp_path
+):
+    """A crash inside the checkpoint write leaves ``.ckpt-*.json.tmp``; later the newest
+    ``ckpt-*.json`` is truncated (a torn write). Each restart loads the newest valid checkpoint
+    and the run still ends exactly like an uninterrupted one."""
+    n = 20_000
+    kafka = fast_kafka(max_poll_records=500)
+    topics = topics_for(new_topic)
+    stream = noisy_stream(n, d=8, noise=0.1, seed=5)
+    send_all(kafka, topics["input"], encode_stream(stream))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, topics, ckpt_dir,
+                              checkpoint={"every_examples": 2000, "every_seconds": 60, "keep": 3})
+
+    # 1. the 4th checkpoint write dies between fsync(temp) and rename
+    log1 = tmp_path / "crash.log"
+    proc = start_worker(settings, log=log1, module="tests.faults.crash_worker",
+                        extra_env={"FAULT_CRASH_AT_RENAME": "4"})
+    try:
+        assert proc.wait(timeout=60) == -9, log1.read_text()[-3000:]
+    finally:
+        reap(proc)
+    assert [p.name for p in temp_files(ckpt_dir)] == [".ckpt-000000000004.json.tmp"]
+    assert [p.name for p in ckpt_files(ckpt_dir)] == [
+        f"ckpt-{i:012d}.json" for i in (1, 2, 3)]
+    before = CheckpointStore(ckpt_dir).load()
+    assert before is not None and before.seq == 3
+
+    # 2. restart: resumes from ckpt 3 (the temp file is not a checkpoint); kill -9 it after
+    #    two more checkpoints, then truncate the newest file as a torn write would
+    log2 = tmp_path / "second.log"
+    proc = start_worker(settings, log=log2)
+    try:
+        wait_until(lambda: len(ckpt_files(ckpt_dir)) == 3 and ckpt_files(ckpt_dir)[-1].name
+                   >= "ckpt-000000000005.json", 60, "two new checkpoints", every_s=0.01,
+                   alive=proc, log=log2)
+        kill9(proc)
+    finally:
+        reap(proc)
+    assert f"restored {ckpt_dir}/ckpt-000000000003.json" in log2.read_text()
+    newest = ckpt_files(ckpt_dir)[-1]
+    previous = CheckpointStore(ckpt_dir)._files()[-2]
+    raw = newest.read_bytes()
+    newest.write_bytes(raw[: len(raw) // 2])
+    assert checkpoint_offset(ckpt_dir, topics["input"]) < n
+
+    # 3. restart: skips the truncated file with a warning, restores the one before, ends exact
+    log3 = tmp_path / "final.log"
+    proc = start_worker(settings, "--until-caught-up", log=log3)
+    try:
+        assert proc.wait(timeout=60) == 0, log3.read_text()[-3000:]
+    finally:
+        reap(proc)
+    text = log3.read_text()
+    assert f"skipping checkpoint {newest}: truncated" in text, text[-3000:]
+    assert f"restored {previous[1]}" in text
+    assert_exact(kafka, topics, ckpt_dir, stream, n)
+    assert temp_files(ckpt_dir) == []  # no temp file left behind
+
+
+@pytest.mark.timeout(120)
+def test_all_checkpoints_corrupt_does_not_silently_restart_from_zero(
+    fast_kafka, new_topic, tmp_path
+):
+    """Every checkpoint file corrupt (e.g. a bad disk): the worker must not quietly restart from
+    zero weights at the committed offset. It should refuse to start with one clear line (or
+    replay from the beginning); either way the final state must not silently differ."""
+    n = 6000
+    kafka = fast_kafka(max_poll_records=500)
+    topics = topics_for(new_topic)
+    stream = noisy_stream(n, d=8, noise=0.1, seed=3)
+    send_all(kafka, topics["input"], encode_stream(stream[: n // 2]))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, topics, ckpt_dir,
+                              checkpoint={"every_examples": 1000, "every_seconds": 60})
+    log1 = tmp_path / "first.log"
+    proc = start_worker(settings, "--until-caught-up", log=log1)
+    try:
+        assert proc.wait(timeout=60) == 0, log1.read_text()[-3000:]
+    finally:
+        reap(proc)
+    assert committed(kafka, topics["input"]) == {0: n // 2}
+    for path in ckpt_files(ckpt_dir):
+        raw = bytearray(path.read_bytes())
+        raw[-10] ^= 0xFF  # one flipped byte: checksum mismatch
+        path.write_bytes(bytes(raw))
+    assert CheckpointStore(ckpt_dir).load() is None
+
+    send_all(kafka, topics["input"], encode_stream(stream)[n // 2:])
+    log2 = tmp_path / "second.log"
+    proc = start_worker(settings, "--until-caught-up", log=log2)
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        reap(proc)
+    if code != 0:  # refused to start: must say so in one line and touch nothing
+        lines = [ln for ln in log2.read_text().splitlines() if ln.startswith("stream-perceptron:")]
+        assert len(lines) == 1 and "checkpoint" in lines[0], log2.read_text()[-3000:]
+        assert "Traceback" not in log2.read_text()
+        assert committed(kafka, topics["input"]) == {0: n // 2}
+    else:  # carried on: then it must have replayed everything, ending exactly like the core
+        assert_exact(kafka, topics, ckpt_dir, stream, n)
