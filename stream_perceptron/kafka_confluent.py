@@ -1,0 +1,897 @@
+"""The Kafka edge on confluent-kafka (librdkafka): same interface and contract as :mod:`.kafka_io`.
+
+:class:`ConfluentEdge` is a drop-in for :class:`stream_perceptron.kafka_io.KafkaEdge`
+(``SP_KAFKA__BACKEND=confluent-kafka``): one consumer in a group (eager ``range``
+assignment: every rebalance revokes all partitions, then assigns the new set), one
+producer (``acks=all``), raw bytes in and out, offsets committed only by :meth:`commit`
+(``enable.auto.commit`` and ``enable.auto.offset.store`` are off).
+
+Threading: librdkafka runs its network I/O on its own threads but calls the rebalance
+callbacks *on the caller's thread*, inside :meth:`ConfluentEdge.poll` (or
+:meth:`ConfluentEdge.close`). Inside ``on_assigned`` / ``on_revoked``:
+
+* :meth:`~ConfluentEdge.seek` in ``on_assigned`` is recorded and applied by the
+  assignment made when the callback returns (the partitions start fetching at that
+  offset; no record before it is delivered); in ``on_revoked`` it is a plain seek;
+* :meth:`~ConfluentEdge.assignment` returns, in ``on_assigned``, the partitions being
+  assigned; in ``on_revoked``, those still assigned (all of them, the revocation is eager);
+* :meth:`~ConfluentEdge.committed` works for any partition (for the partitions being
+  assigned, one request fetches them all on the first call);
+* :meth:`~ConfluentEdge.commit` is performed at once, synchronously (librdkafka allows it
+  there), so offsets committed in ``on_revoked`` are in place before another member gets
+  the partitions; in a revocation caused by lost membership (session timeout) nothing is
+  committed (a warning is logged);
+* :meth:`~ConfluentEdge.send`, :meth:`~ConfluentEdge.flush` and
+  :meth:`~ConfluentEdge.highwater` work as usual;
+* :meth:`~ConfluentEdge.poll` and :meth:`~ConfluentEdge.close` raise :class:`KafkaEdgeError`.
+
+An exception raised by a callback propagates out of the :meth:`~ConfluentEdge.poll` that
+ran it; the partitions are assigned (or revoked) all the same, and records fetched by that
+same poll are not returned but rewound, so none is skipped.
+
+Differences from the kafka-python edge (same contract otherwise):
+
+* :meth:`~ConfluentEdge.poll` waits at most ``timeout_ms``, also while a group join is in
+  flight (librdkafka joins in the background); kafka-python's may wait up to
+  ``session_timeout_ms``.
+* One :meth:`~ConfluentEdge.commit` attempt blocks up to ``session_timeout_ms`` while the
+  group coordinator is unreachable (librdkafka's synchronous commit has no timeout and
+  fails with ``_WAIT_COORD``); kafka-python's attempts last ``request_timeout_ms``.
+* :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
+  :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
+  for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
+  re-sends it (transient), as kafka-python's retried send would.
+* :meth:`~ConfluentEdge.highwater` is librdkafka's cached high-water mark from the last
+  fetch response (``get_watermark_offsets(cached=True)``), which is correct on tansu
+  (ListOffsets(latest) is not). librdkafka keeps that value across a revoke and re-assign
+  of the same partition, so after an assignment it is reported only once a record of the
+  partition has been returned, or 1.5 s later (a fetch has answered by then); until then
+  None, as kafka-python's is until its next fetch.
+* confluent-kafka (2.16) serializes the calls on one consumer: a call from another thread
+  waits until a :meth:`~ConfluentEdge.poll` in progress returns (and may starve while one
+  thread polls back to back). :meth:`~ConfluentEdge.assignment` and
+  :meth:`~ConfluentEdge.highwater` answer from the edge's own records (what it assigned;
+  the marks read at the end of each poll) and never wait.
+* The callbacks run on the polling thread (kafka-python: its I/O thread), so
+  :meth:`~ConfluentEdge.committed` is not limited to the partitions being assigned and
+  commits made in a callback are not deferred.
+* ``isolation.level`` is ``read_uncommitted``, like kafka-python (librdkafka's default is
+  ``read_committed``). Idempotent producing stays off, like kafka-python: tansu accepts it,
+  but a memory-only broker that restarts forgets producer ids and sequences.
+
+librdkafka's log lines and client errors go to this module's logger, throttled (one per
+kind a minute, with a count of the suppressed ones); configurations are never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.kafka_io import (
+    PRODUCER_MAX_BLOCK_MS,
+    InRecord,
+    Partition,
+    PartitionsCallback,
+    Retry,
+    check_reachable,
+)
+from stream_perceptron.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+# librdkafka wants socket.timeout.ms >= fetch.wait.max.ms + 1000 (else it warns).
+_FETCH_WAIT_MAX_MS = 500
+_MIN_CONSUMER_SOCKET_TIMEOUT_MS = _FETCH_WAIT_MAX_MS + 1_000
+
+# librdkafka keeps a partition's cached high-water mark across a revoke and re-assign: after
+# an assignment it is trusted once a record of the partition came, or after this long (a
+# fetch answers within fetch.wait.max.ms when the broker is reachable).
+_HIGHWATER_SETTLE_S = (_FETCH_WAIT_MAX_MS + 1_000) / 1000
+
+# Serve the producer's events (failed deliveries, errors, logs) every this many sends.
+_PRODUCER_POLL_EVERY = 1_000
+
+# Repeated log lines / client errors of one kind: at most one per this many seconds.
+_LOG_EVERY_S = 60.0
+
+# Errors a retry may cure (librdkafka flags few of them ``retriable()``).
+_TRANSIENT = frozenset(
+    {
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TIMED_OUT_QUEUE,
+        KafkaError._TRANSPORT,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._WAIT_COORD,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+# Membership changed under us: the partitions are (being) reassigned, a retry cannot
+# succeed and the next poll rejoins the group.
+_MEMBERSHIP = frozenset(
+    {
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError._ASSIGNMENT_LOST,
+    }
+)
+
+# Delivery reports of records dropped by purge() (when a producer is closed).
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+# Consumed-message errors that no waiting cures: poll raises them.
+_CONSUME_FATAL = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+    }
+)
+
+
+def confluent_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """librdkafka properties common to the consumer and the producer, unset options omitted.
+
+    Secrets (SASL and SSL key passwords) are revealed here and nowhere else: never log
+    the returned dict.
+
+    >>> cfg = confluent_config(KafkaSettings(bootstrap_servers="a:9092, b:9092", ssl_check_hostname=False))
+    >>> cfg["bootstrap.servers"], cfg["security.protocol"], cfg["ssl.endpoint.identification.algorithm"]
+    ('a:9092,b:9092', 'PLAINTEXT', 'none')
+    >>> "sasl.password" in cfg
+    False
+    """
+    if not kafka.bootstrap_servers:
+        raise KafkaEdgeError("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS)")
+    servers = [s.strip() for s in kafka.bootstrap_servers.split(",") if s.strip()]
+    config: dict[str, Any] = {
+        "bootstrap.servers": ",".join(servers),
+        "client.id": kafka.client_id,
+        "security.protocol": kafka.security_protocol,
+        "socket.timeout.ms": kafka.request_timeout_ms,
+    }
+    optional: dict[str, Any] = {
+        "sasl.mechanism": kafka.sasl_mechanism,
+        "sasl.username": kafka.sasl_username,
+        "sasl.password": _reveal(kafka.sasl_password),
+        "ssl.ca.location": _path(kafka.ssl_cafile),
+        "ssl.certificate.location": _path(kafka.ssl_certfile),
+        "ssl.key.location": _path(kafka.ssl_keyfile),
+        "ssl.key.password": _reveal(kafka.ssl_password),
+        # librdkafka verifies the broker's host name by default ("https")
+        "ssl.endpoint.identification.algorithm": None if kafka.ssl_check_hostname else "none",
+    }
+    config.update({name: value for name, value in optional.items() if value is not None})
+    return config
+
+
+def _reveal(secret: Any) -> str | None:
+    return None if secret is None else str(secret.get_secret_value())
+
+
+def _path(path: Any) -> str | None:
+    return None if path is None else str(path)
+
+
+def _servers(kafka: KafkaSettings) -> str:
+    return kafka.bootstrap_servers or "(unset)"
+
+
+def _error_of(exc: BaseException) -> KafkaError | None:
+    """The :class:`KafkaError` a :class:`KafkaException` carries, if any."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def _describe_error(err: KafkaError) -> str:
+    """One line naming the error; librdkafka messages carry no secrets."""
+    text = " ".join(str(err.str()).split())
+    return f"{err.name()}: {text}" if text else str(err.name())
+
+
+def _describe(exc: BaseException) -> str:
+    err = _error_of(exc)
+    if err is not None:
+        return _describe_error(err)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _transient(err: KafkaError | None) -> bool:
+    if err is None:
+        return False
+    return bool(err.retriable()) or err.code() in _TRANSIENT
+
+
+class _QueueFull(Exception):
+    """The producer's local queue stayed full for PRODUCER_MAX_BLOCK_MS."""
+
+
+class _Throttle:
+    """At most one message per key every ``every_s`` seconds; counts what it held back."""
+
+    def __init__(self, every_s: float = _LOG_EVERY_S) -> None:
+        self._every_s = every_s
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: Hashable) -> int | None:
+        """None to drop the message, else how many of its kind were dropped since the last."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self._every_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
+class _LogBridge:
+    """librdkafka's ``logger``: its lines go to this module's logger, throttled per kind.
+
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)`` with
+    a :mod:`logging` level, from the thread that polls the client.
+    """
+
+    def __init__(self, throttle: _Throttle) -> None:
+        self._throttle = throttle
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        if len(args) == 3:
+            facility, name, text = (str(a) for a in args)
+        else:
+            facility, name, text = "", "", " ".join(str(a) for a in (fmt, *args))
+        held = self._throttle.allow(("log", facility, _NUMBERS.sub("#", text)))
+        if held is None:
+            return
+        suffix = f" ({held} similar suppressed)" if held else ""
+        log.log(level, "librdkafka %s %s: %s%s", name, facility, text, suffix)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsent:
+    """A record whose delivery failed and that may be sent again."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    retriable: bool
+    error: str
+    code: int
+
+
+class ConfluentEdge:
+    """One group consumer of ``input_topic`` plus one producer, both raw bytes (librdkafka).
+
+    ``on_assigned`` / ``on_revoked`` receive sorted ``(topic, partition)`` lists; see the
+    module docstring for what they may call. Offsets are committed only by :meth:`commit`.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        input_topic: str,
+        on_assigned: PartitionsCallback,
+        on_revoked: PartitionsCallback,
+        *,
+        retry: Retry | None = None,
+    ) -> None:
+        self._kafka = kafka
+        self._input_topic = input_topic
+        self._callbacks: dict[str, PartitionsCallback] = {
+            "on_assigned": on_assigned,
+            "on_revoked": on_revoked,
+        }
+        self._retry = retry or Retry()
+        self._timeout_ms = kafka.request_timeout_ms
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._throttle = _Throttle()
+        # Deliveries that failed (the producer's delivery callback, on the flushing thread).
+        self._unsent: list[_Unsent] = []
+        self._sends = 0
+        self._fatal: str | None = None  # a fatal consumer error, raised by the next poll
+        self._producer_fatal: str | None = None
+        # Set while a rebalance callback runs (on the polling thread).
+        self._callback_thread: int | None = None
+        self._callback_lost = False
+        self._assigning: list[Partition] | None = None  # the partitions being assigned
+        # What this edge assigned last (librdkafka's assignment changes only through the
+        # assign()/unassign() calls the rebalance callbacks make).
+        self._assigned: list[Partition] = []
+        # Partitions assigned (at monotonic time) whose cached high-water mark may be stale.
+        self._unconfirmed: dict[Partition, float] = {}
+        # High-water marks of the assigned partitions, read from librdkafka after each poll.
+        self._highwater: dict[Partition, int] = {}
+        self._seeks: dict[Partition, int] = {}
+        self._callback_committed: dict[Partition, int | None] | None = None
+        self._callback_error: Exception | None = None
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect: subscribe (the group is joined in the background) and start the producer."""
+        if self._consumer is not None:
+            return
+        check_reachable(self._kafka, self._timeout_ms / 1000)
+        consumer: Consumer | None = None
+        try:
+            consumer = Consumer(self._consumer_config())
+            consumer.subscribe(
+                [self._input_topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            producer = self._new_producer()
+        except (KafkaException, ValueError, TypeError) as exc:
+            if consumer is not None:
+                consumer.close()
+            raise KafkaEdgeError(
+                f"cannot connect to Kafka at {_servers(self._kafka)}: {_describe(exc)}"
+            ) from None
+        self._consumer, self._producer = consumer, producer
+        log.info(
+            "kafka edge (confluent-kafka) started: group %s, input topic %s, brokers %s",
+            self._kafka.group_id,
+            self._input_topic,
+            _servers(self._kafka),
+        )
+
+    def _consumer_config(self) -> dict[str, Any]:
+        config = confluent_config(self._kafka)
+        config.update(
+            {
+                "socket.timeout.ms": max(self._timeout_ms, _MIN_CONSUMER_SOCKET_TIMEOUT_MS),
+                "group.id": self._kafka.group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": self._kafka.session_timeout_ms,
+                "heartbeat.interval.ms": self._kafka.heartbeat_interval_ms,
+                "partition.assignment.strategy": "range",
+                "isolation.level": "read_uncommitted",
+                "fetch.wait.max.ms": _FETCH_WAIT_MAX_MS,
+                "logger": _LogBridge(self._throttle),
+                "error_cb": self._on_consumer_error,
+            }
+        )
+        return config
+
+    def _producer_config(self) -> dict[str, Any]:
+        config = confluent_config(self._kafka)
+        config.update(
+            {
+                "acks": "all",
+                "enable.idempotence": False,
+                "max.in.flight.requests.per.connection": 5,
+                "linger.ms": self._kafka.linger_ms,
+                "batch.size": self._kafka.batch_size,
+                "request.timeout.ms": self._timeout_ms,
+                "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery,
+                "logger": _LogBridge(self._throttle),
+                "error_cb": self._on_producer_error,
+            }
+        )
+        return config
+
+    def _new_producer(self) -> Producer:
+        return Producer(self._producer_config())
+
+    def _replace_producer(self) -> None:
+        """Start a fresh producer: one that saw a permanent error may be unusable."""
+        try:
+            producer = self._new_producer()
+        except (KafkaException, ValueError) as exc:
+            log.warning("could not restart the producer, keeping the old one: %s", _describe(exc))
+            return
+        old, self._producer = self._producer, producer
+        self._producer_fatal = None
+        if old is not None:
+            self._close_producer(old)
+        log.warning("producer restarted after a permanent delivery error")
+
+    def close(self) -> None:
+        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
+
+        Nothing is committed here. Errors are logged, not raised.
+        """
+        self._refuse_in_callback("close")
+        consumer, producer = self._consumer, self._producer
+        flushed = producer is None or self._flush_quietly()
+        if consumer is not None:
+            self._closing = True
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("closing the Kafka consumer: %s", _describe(exc))
+            finally:
+                self._closing = False
+                self._consumer = None
+                self._assigned = []
+        if producer is not None:
+            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
+            producer = self._producer or producer  # on_revoked may have replaced it
+            self._producer = None
+            self._close_producer(producer, graceful=flushed)
+            if self._unsent:
+                log.error("closed with %d undelivered records", len(self._unsent))
+                self._unsent = []
+        log.info("kafka edge closed")
+
+    def _close_producer(self, producer: Producer, *, graceful: bool = True) -> None:
+        """Close ``producer``; unless ``graceful``, drop its unacknowledged records at once."""
+        try:
+            if graceful and len(producer) > 0:
+                producer.flush(self._timeout_ms / 1000)
+            pending = len(producer)
+            if pending > 0:
+                log.warning("dropping %d unacknowledged records to close the producer", pending)
+                producer.purge(in_queue=True, in_flight=True, blocking=False)
+                producer.flush(0)  # serve the purge reports
+        except KafkaException as exc:
+            log.warning("closing the producer: %s", _describe(exc))
+        self._unsent = [u for u in self._unsent if u.code not in _PURGED]
+        close = getattr(producer, "close", None)  # confluent-kafka >= 2.10
+        if close is not None:
+            close()
+
+    def _flush_quietly(self) -> bool:
+        """One flush attempt (close must stay bounded while the broker is away)."""
+        try:
+            problem = self._flush_once()
+        except KafkaEdgeError as exc:
+            problem = str(exc)
+        if problem is not None:
+            log.error("closing with unacknowledged records: %s", problem)
+        return problem is None
+
+    # -- rebalance callbacks (librdkafka calls them inside consume() and close()) ----------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        keys = sorted((tp.topic, tp.partition) for tp in partitions)
+        self._assigning, self._seeks, self._callback_committed = keys, {}, None
+        self._unconfirmed = dict.fromkeys(keys, time.monotonic())
+        try:
+            self._run_callback("on_assigned", keys, lost=False)
+        finally:
+            seeks, self._seeks = self._seeks, {}
+            self._assigning, self._callback_committed = None, None
+            # Offsets seeked in the callback, else the committed offset (or the reset policy).
+            consumer.assign([TopicPartition(t, p, seeks.get((t, p), OFFSET_INVALID)) for t, p in keys])
+            self._assigned = keys
+            self._unconfirmed = dict.fromkeys(keys, time.monotonic())
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._revoke(consumer, partitions, lost=False)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._revoke(consumer, partitions, lost=True)
+
+    def _revoke(self, consumer: Consumer, partitions: list[TopicPartition], *, lost: bool) -> None:
+        keys = sorted((tp.topic, tp.partition) for tp in partitions)
+        try:
+            if keys:  # nothing to tell about an empty revocation
+                self._run_callback("on_revoked", keys, lost=lost)
+        finally:
+            consumer.unassign()
+            self._assigned = []
+
+    def _run_callback(self, name: str, keys: list[Partition], *, lost: bool) -> None:
+        """Run a user callback; its exception is kept for :meth:`poll` (or logged by close).
+
+        Nothing propagates into librdkafka: an exception there would abandon the records
+        the same ``consume()`` call had already taken from the queue.
+        """
+        log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
+        self._callback_thread = threading.get_ident()
+        self._callback_lost = lost
+        try:
+            self._callbacks[name](keys)
+        except Exception as exc:
+            if self._closing:  # close() does not raise
+                log.exception("%s failed while closing", name)
+            elif self._callback_error is None:
+                self._callback_error = exc
+        finally:
+            self._callback_thread = None
+            self._callback_lost = False
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, max_records: int) -> list[list[InRecord]]:
+        """Records fetched within ``timeout_ms``: one list per partition, in offset order.
+
+        Returns as soon as records are there (up to ``max_records``, whatever librdkafka
+        has fetched), like kafka-python. Partitions are sorted by ``(topic, partition)``.
+        Returns ``[]`` while the broker is unreachable (librdkafka reconnects by itself)
+        and while the group is being joined. Rebalance callbacks run inside this call.
+        """
+        self._refuse_in_callback("poll")
+        consumer = self._require(self._consumer)
+        if self._fatal is not None:
+            raise KafkaEdgeError(f"poll failed: {self._fatal}")
+        try:
+            messages = self._consume(consumer, timeout_ms, max_records)
+        except KafkaException as exc:
+            self._raise_callback_error([])
+            if _transient(_error_of(exc)):
+                log.warning("poll failed, will retry: %s", _describe(exc))
+                return []
+            raise KafkaEdgeError(f"poll failed: {_describe(exc)}") from None
+        self._raise_callback_error(messages)
+        batches: dict[Partition, list[InRecord]] = {}
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                self._consume_error(err)
+                continue
+            topic, partition = m.topic(), m.partition()
+            batch = batches.get((topic, partition))
+            if batch is None:
+                batch = batches[(topic, partition)] = []
+            batch.append(InRecord(topic, partition, m.offset(), m.key(), m.value(), m.timestamp()[1]))
+        for key in batches:
+            self._unconfirmed.pop(key, None)  # fetched since the assignment: highwater is fresh
+        self._read_highwater(consumer)
+        return [batches[tp] for tp in sorted(batches)]
+
+    @staticmethod
+    def _consume(consumer: Consumer, timeout_ms: int, max_records: int) -> list[Any]:
+        """Wait up to ``timeout_ms`` for a first message, then take what is queued (<= max).
+
+        ``consume(n, timeout)`` alone would wait for ``n`` messages until the timeout,
+        delaying a trickle of records by ``timeout_ms`` each poll.
+        """
+        first = consumer.poll(timeout_ms / 1000)
+        if first is None:
+            return []
+        if max_records <= 1:
+            return [first]
+        return [first, *consumer.consume(num_messages=max_records - 1, timeout=0)]
+
+    def _read_highwater(self, consumer: Consumer) -> None:
+        """Copy librdkafka's cached high-water marks (from fetch responses) for highwater()."""
+        marks: dict[Partition, int] = {}
+        for topic, partition in self._assigned:
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high is not None and high >= 0:
+                marks[(topic, partition)] = int(high)
+        self._highwater = marks
+
+    def _consume_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal() or err.code() in _CONSUME_FATAL:
+            raise KafkaEdgeError(f"poll failed: {_describe_error(err)}")
+        self._log_throttled(logging.WARNING, ("consume", err.code()), "consumer: %s", _describe_error(err))
+
+    def _raise_callback_error(self, messages: list[Any]) -> None:
+        """Raise the exception of a callback that ran in this poll, rewinding its records."""
+        error, self._callback_error = self._callback_error, None
+        if error is None:
+            return
+        consumer = self._require(self._consumer)
+        first: dict[Partition, int] = {}
+        for m in messages:
+            if m.error() is None:
+                first.setdefault((m.topic(), m.partition()), m.offset())
+        assigned = set(self.assignment())
+        for (topic, partition), offset in first.items():
+            if (topic, partition) in assigned:
+                try:
+                    consumer.seek(TopicPartition(topic, partition, offset))
+                except KafkaException as exc:
+                    log.warning("could not rewind %s/%d to %d: %s", topic, partition, offset, _describe(exc))
+        raise error
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch ``topic``/``partition`` from ``offset`` next (it must be assigned)."""
+        consumer = self._require(self._consumer)
+        key = (topic, partition)
+        if offset < 0 or key not in self.assignment():
+            why = "negative offset" if offset < 0 else "partition not assigned"
+            raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {why}")
+        if self._assigning is not None and self._in_callback():
+            self._seeks[key] = offset  # applied by the assign() after on_assigned
+            return
+        try:
+            consumer.seek(TopicPartition(topic, partition, offset))
+        except KafkaException as exc:
+            raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {_describe(exc)}") from None
+
+    def assignment(self) -> list[Partition]:
+        """The partitions assigned to this member, sorted.
+
+        Answered from the edge's own record, so it never waits: confluent-kafka serializes
+        the calls on one consumer, and another thread's call would wait for a poll in
+        progress (and can starve while one thread polls back to back).
+        """
+        self._require(self._consumer)
+        if self._assigning is not None and self._in_callback():
+            return list(self._assigning)
+        return list(self._assigned)
+
+    def highwater(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset as of the last fetch; None before one or if unassigned.
+
+        Read from librdkafka at the end of each :meth:`poll` (so it never waits, like
+        :meth:`assignment`).
+        """
+        self._require(self._consumer)
+        key = (topic, partition)
+        if key not in self.assignment():
+            return None
+        since = self._unconfirmed.get(key)
+        if since is not None:
+            if time.monotonic() - since < _HIGHWATER_SETTLE_S:
+                return None  # maybe the value cached before a revoke and re-assign
+            self._unconfirmed.pop(key, None)
+        return self._highwater.get(key)
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset for the partition, or None if there is none."""
+        consumer = self._require(self._consumer)
+        key = (topic, partition)
+        if self._assigning is not None and self._in_callback() and key in self._assigning:
+            if self._callback_committed is None:
+                self._callback_committed = self._fetch_committed(consumer, self._assigning)
+            return self._callback_committed[key]
+        return self._fetch_committed(consumer, [key])[key]
+
+    def _fetch_committed(self, consumer: Consumer, keys: list[Partition]) -> dict[Partition, int | None]:
+        tps = [TopicPartition(t, p) for t, p in keys]
+        what = (
+            f"fetching the committed offset of {keys[0][0]}/{keys[0][1]}"
+            if len(keys) == 1
+            else f"fetching the committed offsets of {len(keys)} partitions"
+        )
+
+        def attempt() -> list[TopicPartition]:
+            found = consumer.committed(tps, timeout=self._timeout_ms / 1000)
+            for tp in found:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+            return found
+
+        found = self._retrying(what, attempt)
+        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+    def commit(self, offsets: Mapping[Partition, int]) -> None:
+        """Commit next-offsets (last processed + 1) for the partitions currently assigned.
+
+        Partitions not assigned are skipped. Synchronous. Transient failures are retried
+        with backoff, then :class:`KafkaEdgeError` is raised. If the group has rebalanced
+        meanwhile (the commit is refused for the old generation) a warning is logged
+        instead: the partitions are being reassigned and the next poll rejoins.
+        """
+        consumer = self._require(self._consumer)
+        assigned = set(self.assignment())
+        request = [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in offsets.items()
+            if (topic, partition) in assigned
+        ]
+        if len(request) < len(offsets):
+            log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
+        if not request:
+            return
+        if self._callback_lost and self._in_callback():
+            log.warning("not committing offsets of lost partitions %s", sorted(assigned))
+            return
+
+        def attempt() -> None:
+            error: KafkaError | None = None
+            try:
+                result = consumer.commit(offsets=request, asynchronous=False)
+            except KafkaException as exc:
+                error = _error_of(exc)
+                if error is None:
+                    raise
+            else:
+                error = next((tp.error for tp in result if tp.error is not None), None)
+            if error is None:
+                return
+            if error.code() in _MEMBERSHIP:
+                log.warning("commit refused after a group rebalance: %s", _describe_error(error))
+                return
+            raise KafkaException(error)
+
+        self._retrying("committing offsets", attempt)
+
+    # -- producing -------------------------------------------------------------------------
+
+    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Queue a record; delivery is confirmed by :meth:`flush`.
+
+        Blocks at most :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt while the
+        producer's local queue is full; retries with backoff, then raises
+        :class:`KafkaEdgeError`.
+        """
+        producer = self._require(self._producer)
+
+        def attempt() -> None:
+            deadline = time.monotonic() + PRODUCER_MAX_BLOCK_MS / 1000
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key)
+                    return
+                except BufferError:
+                    if time.monotonic() >= deadline:
+                        raise _QueueFull(
+                            f"the producer queue stayed full for {PRODUCER_MAX_BLOCK_MS} ms"
+                        ) from None
+                    producer.poll(0.05)  # serve delivery reports: frees queue space
+
+        self._retrying(f"sending to {topic}", attempt)
+        self._sends += 1
+        if self._sends % _PRODUCER_POLL_EVERY == 0:
+            producer.poll(0)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        """Delivery report (only failures are reported), served by flush() / poll()."""
+        if err is None:
+            return
+        value = msg.value()
+        self._unsent.append(
+            _Unsent(
+                msg.topic(),
+                msg.key(),
+                b"" if value is None else value,
+                _transient(err),
+                _describe_error(err),
+                err.code(),
+            )
+        )
+
+    def flush(self) -> None:
+        """Block until every record sent so far is acknowledged (acks=all).
+
+        Records whose delivery failed with a transient error are sent again. Raises
+        :class:`KafkaEdgeError` after the retries, or at once for a permanent error
+        (the records concerned are then given up).
+        """
+        self._require(self._producer)
+        delays = iter(self._retry.delays())
+        while True:
+            problem = self._flush_once()
+            if problem is None:
+                return
+            delay = next(delays, None)
+            if delay is None:
+                raise KafkaEdgeError(f"flush failed after {self._retry.attempts} attempts: {problem}")
+            log.warning("flush: %s; retrying in %.2f s", problem, delay)
+            time.sleep(delay)
+
+    def _flush_once(self) -> str | None:
+        """One flush round; a description of what is still unacknowledged, or None."""
+        producer = self._require(self._producer)
+        remaining = producer.flush(self._timeout_ms / 1000)
+        if self._producer_fatal is not None:
+            fatal = self._producer_fatal
+            self._replace_producer()
+            raise KafkaEdgeError(f"the producer failed: {fatal}")
+        if remaining > 0:
+            return f"{remaining} records not acknowledged within {self._timeout_ms} ms"
+        failed, self._unsent = self._unsent, []
+        if not failed:
+            return None
+        permanent = [u for u in failed if not u.retriable]
+        if permanent:
+            self._replace_producer()
+            raise KafkaEdgeError(
+                f"{len(permanent)} records could not be delivered, e.g. to "
+                f"{permanent[0].topic}: {permanent[0].error}"
+            )
+        for unsent in failed:
+            self.send(unsent.topic, unsent.key, unsent.value)
+        return f"{len(failed)} records failed ({failed[0].error}) and were resent"
+
+    # -- client errors ---------------------------------------------------------------------
+
+    def _on_consumer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = _describe_error(err)
+            log.error("Kafka consumer: fatal error: %s", self._fatal)
+        else:
+            self._client_error("consumer", err)
+
+    def _on_producer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._producer_fatal = _describe_error(err)
+            log.error("Kafka producer: fatal error: %s", self._producer_fatal)
+        else:
+            self._client_error("producer", err)
+
+    def _client_error(self, client: str, err: KafkaError) -> None:
+        # librdkafka logs connection failures itself (throttled by the log bridge); wrong
+        # credentials are retried too (they may be rotated) but deserve an error line
+        if err.code() == KafkaError._TRANSPORT:
+            level = logging.DEBUG
+        elif err.code() in _CONSUME_FATAL:
+            level = logging.ERROR
+        else:
+            level = logging.WARNING
+        self._log_throttled(level, (client, err.code()), "Kafka %s: %s", client, _describe_error(err))
+
+    def _log_throttled(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
+        held = self._throttle.allow(key)
+        if held is not None:
+            log.log(level, fmt + (f" ({held} similar suppressed)" if held else ""), *args)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _retrying(self, what: str, operation: Callable[[], _T]) -> _T:
+        """Run ``operation``, retrying transient Kafka errors with bounded backoff."""
+        delays = iter(self._retry.delays())
+        while True:
+            try:
+                return operation()
+            except (KafkaException, _QueueFull) as exc:
+                retriable = isinstance(exc, _QueueFull) or _transient(_error_of(exc))
+                delay = next(delays, None) if retriable else None
+                if delay is None:
+                    raise KafkaEdgeError(f"{what} failed: {_describe(exc)}") from None
+                log.warning("%s failed (%s); retrying in %.2f s", what, _describe(exc), delay)
+                time.sleep(delay)
+
+    @staticmethod
+    def _require(client: _T | None) -> _T:
+        if client is None:
+            raise KafkaEdgeError("the Kafka edge is not started (or already closed)")
+        return client
+
+    def _in_callback(self) -> bool:
+        return self._callback_thread == threading.get_ident()
+
+    def _refuse_in_callback(self, what: str) -> None:
+        if self._in_callback():
+            raise KafkaEdgeError(f"{what}() cannot be called from a rebalance callback")
+
+
+__all__ = ["ConfluentEdge", "confluent_config"]
