@@ -89,6 +89,9 @@ from stream_perceptron.kafka_io import (
     Partition,
     PartitionsCallback,
     Retry,
+    _path,
+    _reveal,
+    _servers,
     check_reachable,
 )
 from stream_perceptron.settings import KafkaSettings
@@ -197,18 +200,6 @@ def confluent_config(kafka: KafkaSettings) -> dict[str, Any]:
     }
     config.update({name: value for name, value in optional.items() if value is not None})
     return config
-
-
-def _reveal(secret: Any) -> str | None:
-    return None if secret is None else str(secret.get_secret_value())
-
-
-def _path(path: Any) -> str | None:
-    return None if path is None else str(path)
-
-
-def _servers(kafka: KafkaSettings) -> str:
-    return kafka.bootstrap_servers or "(unset)"
 
 
 def _error_of(exc: BaseException) -> KafkaError | None:
