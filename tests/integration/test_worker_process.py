@@ -158,3 +158,23 @@ def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
     assert ca.stats["seen"] == cb.stats["seen"] == n // 2
     assert set(ca.offsets[topics["input"]]) != set(cb.offsets[topics["input"]])
     assert np.isfinite(ca.model["weights"]).all()
+
+
+def test_a_second_interrupt_exits_at_once(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(100)))
+    log = tmp_path / "worker.log"
+    proc = start_process(worker_settings(kafka, topics, tmp_path / "ckpt"), log=log)
+    try:
+        wait_for(lambda: "kafka edge started" in log.read_text(), 30, "the worker to connect")
+        proc.send_signal(signal.SIGINT)
+        # signals sent back to back coalesce: send the second once the first was handled, while
+        # the worker still drains its first poll (a group join takes seconds on the test broker)
+        wait_for(lambda: "SIGINT: finishing the batch" in log.read_text(), 10, "the first interrupt")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130, log.read_text()[-2000:]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "second interrupt: exiting at once" in log.read_text()
