@@ -125,7 +125,6 @@ class Worker:
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
         self.limits = Limits(**settings.limits.model_dump())
         self.offsets: Offsets = {}
-        self.durable: Offsets = {}
         self.dead_letters_total = 0
         self.counters = Counters()
         self.checkpoint_ok = True
@@ -167,7 +166,6 @@ class Worker:
         ckpt.check_config(self.learner.model.config())
         self.learner.restore(ckpt.model, ckpt.stats)
         self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
-        self.durable = {t: dict(p) for t, p in ckpt.offsets.items()}
         self.dead_letters_total = int(ckpt.stats.get("dead_letters", 0))
         self.last_checkpoint_path = str(ckpt.path)
         if self.observer is not None:
@@ -259,7 +257,7 @@ class Worker:
         code = 0
         try:
             self.publish_stats()
-            if not self.checkpoint("shutdown", force=True):
+            if not self.checkpoint("shutdown"):
                 code = 1
         finally:
             self.edge.close()
@@ -306,7 +304,7 @@ class Worker:
     def _on_revoked(self, partitions: list[Partition]) -> None:
         if partitions:
             log.info("revoked %s: checkpointing", partitions)
-            self.checkpoint("revocation", force=True)
+            self.checkpoint("revocation")
             if self.observer is not None:
                 gone = set(partitions)
                 self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
@@ -401,7 +399,7 @@ class Worker:
         log.debug("dead letter %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
 
     # ------------------------------------------------------------------ durability
-    def checkpoint(self, reason: str, force: bool = False) -> bool:
+    def checkpoint(self, reason: str) -> bool:
         """Flush outputs, write a checkpoint, then commit its offsets. Returns False on failure.
 
         Nothing is written when nothing changed since the last durable checkpoint.
@@ -434,7 +432,6 @@ class Worker:
         if not self.checkpoint_ok:
             log.info("checkpoint storage works again")
         self.checkpoint_ok = True
-        self.durable = snapshot
         self._dirty = False
         self.last_checkpoint_path = str(path)
         self.counters.checkpoints += 1
