@@ -101,13 +101,12 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 # librdkafka wants socket.timeout.ms >= fetch.wait.max.ms + 1000 (else it warns).
-_FETCH_WAIT_MAX_MS = 500
-_MIN_CONSUMER_SOCKET_TIMEOUT_MS = _FETCH_WAIT_MAX_MS + 1_000
+_SOCKET_OVER_FETCH_WAIT_MS = 1_000
 
 # librdkafka keeps a partition's cached high-water mark across a revoke and re-assign: after
-# an assignment it is trusted once a record of the partition came, or after this long (a
-# fetch answers within fetch.wait.max.ms when the broker is reachable).
-_HIGHWATER_SETTLE_S = (_FETCH_WAIT_MAX_MS + 1_000) / 1000
+# an assignment it is trusted once a record of the partition came, or after fetch.wait.max.ms
+# plus this long (a fetch answers within fetch.wait.max.ms when the broker is reachable).
+_HIGHWATER_SETTLE_EXTRA_S = 1.0
 
 # Serve the producer's events (failed deliveries, errors, logs) every this many sends.
 _PRODUCER_POLL_EVERY = 1_000
@@ -374,7 +373,9 @@ class ConfluentEdge:
         config = confluent_config(self._kafka)
         config.update(
             {
-                "socket.timeout.ms": max(self._timeout_ms, _MIN_CONSUMER_SOCKET_TIMEOUT_MS),
+                "socket.timeout.ms": max(
+                    self._timeout_ms, self._kafka.fetch_max_wait_ms + _SOCKET_OVER_FETCH_WAIT_MS
+                ),
                 "group.id": self._kafka.group_id,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -383,7 +384,7 @@ class ConfluentEdge:
                 "heartbeat.interval.ms": self._kafka.heartbeat_interval_ms,
                 "partition.assignment.strategy": "range",
                 "isolation.level": "read_uncommitted",
-                "fetch.wait.max.ms": _FETCH_WAIT_MAX_MS,
+                "fetch.wait.max.ms": self._kafka.fetch_max_wait_ms,
                 "logger": _LogBridge(self._throttle),
                 "error_cb": self._on_consumer_error,
             }
@@ -660,7 +661,8 @@ class ConfluentEdge:
             return None
         since = self._unconfirmed.get(key)
         if since is not None:
-            if time.monotonic() - since < _HIGHWATER_SETTLE_S:
+            settle_s = self._kafka.fetch_max_wait_ms / 1000 + _HIGHWATER_SETTLE_EXTRA_S
+            if time.monotonic() - since < settle_s:
                 return None  # maybe the value cached before a revoke and re-assign
             self._unconfirmed.pop(key, None)
         return self._highwater.get(key)
