@@ -1,39 +1,43 @@
-"""End-to-end benchmark of the worker on a Kafka-protocol broker: throughput against a bare pipe
-and a hand-written river loop, resident memory, latency at a steady rate, cost against size, and
-(optionally) a profile of the worker.
+"""End-to-end benchmark of the worker on a Kafka-protocol broker, on both of its client backends:
+throughput against a bare pipe of the same client and a hand-written river loop, resident memory,
+latency at half load, cost against size, and (optionally) a profile of the worker.
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~8-10 min
-    .venv/bin/python -m bench.bench_worker --quick              # small sizes, 1 repeat, < 60 s
-    .venv/bin/python -m bench.bench_worker --json bench/results/worker.json
+    .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~20 min
+    .venv/bin/python -m bench.bench_worker --quick              # small sizes, 1 repeat, ~2 min
+    .venv/bin/python -m bench.bench_worker --profile both --json bench/results/worker.json
+    .venv/bin/python -m bench.bench_worker --backends kafka-python --only throughput
     .venv/bin/python -m bench.bench_worker --bootstrap 127.0.0.1:9092 --records 200000
     .venv/bin/python -m bench.bench_worker --only profile --profile pyspy --profile-records 200000
 
 Without ``--bootstrap`` it starts the embedded broker (``stream_perceptron.broker.EmbeddedBroker``,
 tansu, memory only) once for the whole run. Every contender is a separate process, reads the SAME
 pre-produced input records (produced once per size into a fresh topic) and writes to a fresh
-output topic:
+output topic. Per client backend (``--backends``, default both: kafka-python and confluent-kafka):
 
-1. **limit**: ``bench.pipe``, a bare kafka-python consume → produce pipe (values unchanged);
-2. **worker**: ``python -m stream_perceptron.cli run --until-caught-up`` with ``SP_*`` settings (a
-   fresh group, fresh output topics and a fresh checkpoint directory per run), with
+1. **pipe**: ``bench.pipe --client BACKEND``, a bare consume → produce pipe (values unchanged)
+   with the client settings of the worker's edge for that backend;
+2. **worker**: ``python -m stream_perceptron.cli run --until-caught-up`` with
+   ``SP_KAFKA__BACKEND=BACKEND`` and other ``SP_*`` settings at their defaults (a fresh group,
+   fresh output topics and a fresh checkpoint directory per run), with
    ``SP_OUTPUT__PREDICTIONS=all`` and ``=none`` (statistics only);
-3. **peer**: ``bench.peer_river_loop``, kafka-python + ``json`` + river's ``Perceptron``.
+
+and once: 3. **peer**: ``bench.peer_river_loop``, kafka-python + ``json`` + river's ``Perceptron``.
 
 How a rate is measured (records/s), the same way for every contender:
 
 * from the output topic's record timestamps (CreateTime, stamped by the contender's producer at
-  ``send()``): ``(count − 1) / (last − first)``. The group join, the process start-up and the
-  final flush all fall outside that window, for every contender (the pipe and the peer use
-  ``assign()``; the worker's join on tansu takes ``session_timeout_ms / 2`` before its first
-  output record);
+  ``send()`` / ``produce()``): ``(count − 1) / (last − first)``. The group join, the process
+  start-up and the final flush all fall outside that window, for every contender (the pipes and
+  the peer use ``assign()``; the worker's join on tansu takes ``session_timeout_ms / 2`` before
+  its first output record);
 * for the worker with predictions off there is no output record per input record, so its rate
   comes from its own statistics records: ``(seen_last − seen_first) / (ts_last − ts_first)``
   between the first periodic statistics record (after ~5,000 records) and the one published at
   shutdown. The same figure is computed for the ``all`` runs as a cross-check of the two methods.
 
-See ``docs/performance.md`` for the method, a full run and the profile.
+See ``docs/performance.md`` for the method, a full run, the targets and the profile.
 """
 
 from __future__ import annotations
@@ -73,17 +77,59 @@ SPARSE_NAMES = 10_000
 SPARSE_NNZ = 20
 MEMORY_MILESTONES_FULL = (100_000, 1_000_000)
 MEMORY_MILESTONES_QUICK = (100_000,)
+MEMORY_EXTRA = 0.05  # records beyond the last milestone, so that it is reached mid-stream, not at shutdown
+MEMORY_WINDOW_S = 0.5  # VmRSS at a milestone: the median of the samples within this of it
 LATENCY_WARMUP = 200
 PROFILE_RECORDS = 200_000
 RSS_INTERVAL_S = 0.05
 MIN_SIZE_RECORDS = 5_000  # records per size run: at least a few poll batches (2,000 each)
 
-LIMIT = "limit: bare consume->produce pipe"
+KP = "kafka-python"
+CF = "confluent-kafka"
+BACKENDS = (KP, CF)
+SHORT = {KP: "kp", CF: "cf"}  # in topic and group names
+
+PIPE_KP = "pipe: bare kafka-python consume->produce"
+WORKER_KP = "worker (kafka-python), predictions=all"
+WORKER_KP_NONE = "worker (kafka-python), predictions=none"
+PIPE_CF = "pipe: bare confluent-kafka consume->produce"
+WORKER_CF = "worker (confluent-kafka), predictions=all"
+WORKER_CF_NONE = "worker (confluent-kafka), predictions=none"
 PEER = "peer: kafka-python + json + river loop"
-WORKER_ALL = "worker, predictions=all"
-WORKER_NONE = "worker, predictions=none (stats only)"
-CONTENDERS = (LIMIT, PEER, WORKER_ALL, WORKER_NONE)
+# the names of the single-backend benchmark, kept for the size section and old reports
+LIMIT, WORKER_ALL, WORKER_NONE = PIPE_KP, WORKER_KP, WORKER_KP_NONE
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a contender label runs: ``kind`` pipe / worker / peer, on ``backend``."""
+
+    kind: str
+    backend: str
+    predictions: str = "all"
+
+
+SPECS: dict[str, Spec] = {
+    PIPE_KP: Spec("pipe", KP),
+    WORKER_KP: Spec("worker", KP, "all"),
+    WORKER_KP_NONE: Spec("worker", KP, "none"),
+    PIPE_CF: Spec("pipe", CF),
+    WORKER_CF: Spec("worker", CF, "all"),
+    WORKER_CF_NONE: Spec("worker", CF, "none"),
+    PEER: Spec("peer", KP),
+}
+PIPE_OF = {KP: PIPE_KP, CF: PIPE_CF}
+WORKER_OF = {KP: WORKER_KP, CF: WORKER_CF}
+WORKER_NONE_OF = {KP: WORKER_KP_NONE, CF: WORKER_CF_NONE}
+CONTENDERS = (PIPE_KP, WORKER_KP, WORKER_KP_NONE, PIPE_CF, WORKER_CF, WORKER_CF_NONE, PEER)
 SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
+
+# The targets (docs/performance.md)
+TARGET_WORKER_OVER_PIPE = 0.9
+TARGET_WORKER_OVER_PEER = 3.0
+TARGET_MEMORY_GROWTH = 0.10  # RSS after 1M records within 10% of RSS after 100k
+TARGET_P99_MS = 100.0  # at half of the worker's own maximum rate
+LATENCY_EXTRA_FETCH_WAIT_MS = 10  # one extra kafka-python worker point at this fetch_max_wait_ms
 
 
 # ============================================================================ pure helpers (tested)
@@ -120,6 +166,20 @@ def rate_from_timestamps(timestamps_ms: Sequence[int]) -> float | None:
     if span <= 0:
         return None
     return (len(timestamps_ms) - 1) / span
+
+
+def chunk_rates(timestamps_ms: Sequence[int], k: int) -> list[float]:
+    """Records/s over consecutive chunks of ``k`` records (in output order): how steady a run was.
+
+    >>> chunk_rates([0, 10, 20, 100, 200, 300, 400], 3)  # the last, partial chunk is left out
+    [100.0, 10.0]
+    """
+    out = []
+    for i in range(0, len(timestamps_ms) - k + 1, k):
+        r = rate_from_timestamps(timestamps_ms[i : i + k])
+        if r is not None:
+            out.append(r)
+    return out
 
 
 def rate_from_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -194,6 +254,38 @@ def latency_summary(
             }
         )
     return out
+
+
+def median_around(samples: Sequence[tuple[float, int]], when: float, half_width_s: float) -> float | None:
+    """The median value of the samples (time, value) within ``half_width_s`` of ``when``; the
+    nearest sample's when none is that close; None when no samples.
+
+    >>> median_around([(1.0, 10), (2.0, 50), (2.1, 20), (2.2, 30), (9.0, 99)], 2.1, 0.5)
+    30.0
+    >>> median_around([(1.0, 10), (5.0, 50)], 4.0, 0.5), median_around([], 1.0, 0.5)
+    (50.0, None)
+    """
+    near = [v for t, v in samples if abs(t - when) <= half_width_s]
+    if near:
+        return float(statistics.median(near))
+    got = sample_at(samples, when)
+    return None if got is None else float(got)
+
+
+def linear_trend(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (x, y) points; None with fewer than two distinct x.
+
+    >>> linear_trend([(0, 1.0), (1, 3.0), (2, 5.0)]), linear_trend([(1, 2.0)])
+    (2.0, None)
+    """
+    if len(points) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
 def sample_at(samples: Sequence[tuple[float, int]], when: float) -> int | None:
@@ -292,6 +384,161 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
     return list(items[k:]) + list(items[:k])
 
 
+def contenders_for(backends: Sequence[str]) -> list[str]:
+    """The throughput contenders for ``backends``: per backend its pipe and its worker (predictions
+    all and none), then the river peer; the interleaving order of repeat 0.
+
+    >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
+    ['pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
+    >>> len(contenders_for(BACKENDS))
+    7
+    """
+    out: list[str] = []
+    for b in BACKENDS:
+        if b in backends:
+            out += [PIPE_OF[b], WORKER_OF[b], WORKER_NONE_OF[b]]
+    return [*out, PEER]
+
+
+def target_check(
+    target: str, backend: str, value: float | None, goal: float, *, higher_is_better: bool = True
+) -> dict[str, Any]:
+    """One target: met or not, and by how much it is missed (a fraction of the goal) and the factor
+    the value would have to improve by.
+
+    >>> t = target_check("worker / own pipe", "kafka-python", 0.6, 0.9)
+    >>> t["met"], round(t["missed_by"], 3), round(t["factor_needed"], 2)
+    (False, 0.333, 1.5)
+    >>> t = target_check("p99 ms", "confluent-kafka", 150.0, 100.0, higher_is_better=False)
+    >>> t["met"], t["missed_by"], t["factor_needed"]
+    (False, 0.5, 1.5)
+    >>> target_check("x", "b", 4.0, 3.0)["met"], target_check("x", "b", None, 3.0)["met"]
+    (True, None)
+    """
+    out: dict[str, Any] = {
+        "target": target,
+        "backend": backend,
+        "value": value,
+        "goal": goal,
+        "higher_is_better": higher_is_better,
+        "met": None,
+        "missed_by": None,
+        "factor_needed": None,
+    }
+    if value is None:
+        return out
+    met = value >= goal if higher_is_better else value <= goal
+    out["met"] = met
+    if not met:
+        out["missed_by"] = (goal - value) / goal if higher_is_better else (value - goal) / goal
+        out["factor_needed"] = (goal / value if value else None) if higher_is_better else value / goal
+    return out
+
+
+def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The four targets, per backend measured: worker ≥ 0.9 × its own client's bare pipe; worker ≥
+    3 × the river loop; RSS after 1M records within 10% of RSS after 100k; p99 ≤ 100 ms at half of
+    the worker's own maximum rate (default settings)."""
+    out: list[dict[str, Any]] = []
+    tp = (report.get("throughput") or {}).get("summary") or {}
+    for b in BACKENDS:
+        w = (tp.get(WORKER_OF[b]) or {}).get("median_rate")
+        pipe = (tp.get(PIPE_OF[b]) or {}).get("median_rate")
+        peer = (tp.get(PEER) or {}).get("median_rate")
+        if w is not None and pipe:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PIPE:g} x its own client's bare pipe",
+                        b,
+                        w / pipe,
+                        TARGET_WORKER_OVER_PIPE,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s",
+                }
+            )
+        if w is not None and peer:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PEER:g} x the hand-written river loop",
+                        b,
+                        w / peer,
+                        TARGET_WORKER_OVER_PEER,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(peer)} rec/s",
+                }
+            )
+    mem = (report.get("memory") or {}).get("runs") or {}
+    for b in BACKENDS:
+        for key, what in (("rss_mb", "VmRSS"), ("hwm_mb", "VmHWM (peak so far)")):
+            ms = (mem.get(b) or {}).get("milestones", [])
+            pts = {p["records"]: p.get(key) for p in ms if p.get(key)}
+            if 100_000 in pts and 1_000_000 in pts:
+                growth = pts[1_000_000] / pts[100_000] - 1
+                out.append(
+                    {
+                        **target_check(
+                            f"{what} after 1M records within {TARGET_MEMORY_GROWTH:.0%} of after 100k",
+                            b,
+                            abs(growth),
+                            TARGET_MEMORY_GROWTH,
+                            higher_is_better=False,
+                        ),
+                        "detail": f"{pts[100_000]:,.0f} MB -> {pts[1_000_000]:,.0f} MB ({growth:+.1%})",
+                    }
+                )
+    lat = report.get("latency") or {}
+    for run in lat.get("summary") or lat.get("runs") or []:
+        if run.get("kind") == "worker" and not run.get("extra_env") and "p99_ms" in run["latency"]:
+            out.append(
+                {
+                    **target_check(
+                        f"p99 latency <= {TARGET_P99_MS:g} ms at half load",
+                        run["backend"],
+                        run["latency"]["p99_ms"],
+                        TARGET_P99_MS,
+                        higher_is_better=False,
+                    ),
+                    "detail": f"at {fmt_rate(run['achieved_input_rate'])} rec/s, p50 "
+                    f"{run['latency']['p50_ms']:.0f} ms" + _p99_each(run),
+                }
+            )
+    return out
+
+
+def _p99_each(run: dict[str, Any]) -> str:
+    if run.get("repeats", 1) <= 1:
+        return ""
+    each = ", ".join(f"{v:.0f}" for v in run.get("p99_each_ms", []))
+    return f"; p99 of the {run['repeats']} runs: {each} ms"
+
+
+def target_line(t: dict[str, Any]) -> str:
+    """One target as a line of text.
+
+    >>> target_line(target_check("worker / pipe", "kafka-python", 0.6, 0.9))
+    'NOT MET  kafka-python     worker / pipe: 0.60 (goal >= 0.90): missed by 33% (needs 1.50x)'
+    """
+    v, g = t["value"], t["goal"]
+    if t["goal"] < 1 and not t["higher_is_better"]:  # a fraction (memory growth)
+        vs, gs = f"{v:.1%}" if v is not None else "n/a", f"{g:.0%}"
+    else:
+        vs, gs = f"{v:.2f}" if v is not None else "n/a", f"{g:.2f}"
+    if "latency" in t["target"]:
+        vs, gs = (f"{v:.0f} ms" if v is not None else "n/a"), f"{g:.0f} ms"
+    op = ">=" if t["higher_is_better"] else "<="
+    verdict = {True: "MET", False: "NOT MET", None: "n/a"}[t["met"]]
+    line = f"{verdict:<8} {t['backend']:<16} {t['target']}: {vs} (goal {op} {gs})"
+    if t["met"] is False and t["goal"] < 1 and not t["higher_is_better"]:
+        line += f": missed by {(v - g) * 100:.1f} percentage points"
+    elif t["met"] is False:
+        line += f": missed by {t['missed_by']:.0%} (needs {t['factor_needed']:.2f}x)"
+    if t.get("detail"):
+        line += f"; {t['detail']}"
+    return line
+
+
 def categorize_stack(frames: Sequence[str]) -> str:
     """The cost category of one py-spy stack (root first), for the profile summary.
 
@@ -304,6 +551,9 @@ def categorize_stack(frames: Sequence[str]) -> str:
     'decode_example (orjson + validation)'
     >>> categorize_stack(["_bootstrap (threading.py:1)", "run (kafka/x.py:2)"])
     'background threads (kafka-python I/O)'
+    >>> categorize_stack(["Worker.run (stream_perceptron/worker.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)"])
+    'edge poll (client poll + InRecord copies), incl. waiting'
     """
     parsed = [_frame(f) for f in frames]
     if parsed and parsed[0][1].endswith("threading.py"):
@@ -326,14 +576,14 @@ _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
     (("publish_stats", "worker.py"), "statistics records"),
     (("_shutdown", "worker.py"), "shutdown"),
-    (("poll", "kafka_io.py"), "poll (consumer.poll + InRecord), incl. waiting"),
+    (("poll", "kafka_io.py"), "edge poll (client poll + InRecord copies), incl. waiting"),
     (("decode_example", "records.py"), "decode_example (orjson + validation)"),
     (("vectorize_many", "perceptron.py"), "vectorize_many (lists -> matrix)"),
     (("learn_many", "perceptron.py"), "learn_many"),
     (("step", "learner.py"), "statistics update (margins, norms, update_many)"),
     (("prediction_record", "records.py"), "prediction_record (build dict)"),
     (("encode", "records.py"), "encode (orjson.dumps)"),
-    (("send", "kafka_io.py"), "KafkaEdge.send (producer.send + errback + retry wrapper)"),
+    (("send", "kafka_io.py"), "edge send (client send + retry wrapper)"),
     (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),
     (("process", "worker.py"), "batch loop: other (decode loop, bookkeeping)"),
     (("run", "worker.py"), "run loop: other (policies, caught_up)"),
@@ -709,7 +959,9 @@ class Ctx:
         return names
 
 
-def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: int) -> dict[str, Any]:
+def run_contender_process(
+    ctx: Ctx, module: str, label: str, in_topic: str, n: int, extra_args: Sequence[str] = ()
+) -> dict[str, Any]:
     """Run ``bench.pipe`` or ``bench.peer_river_loop`` on ``in_topic``; rate from its output topic."""
     from bench.pipe import parse_result
 
@@ -727,6 +979,7 @@ def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: i
         out_topic,
         "--records",
         str(n),
+        *extra_args,
     ]
     t0 = time.time()
     broker = ctx.broker_sampler()
@@ -744,6 +997,7 @@ def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: i
     back = read_back(ctx.bootstrap, out_topic, expected=n)
     rate = rate_from_timestamps(back.timestamps)
     w0, w1 = (min(back.timestamps) / 1000, max(back.timestamps) / 1000) if back.timestamps else (None, None)
+    chunks = chunk_rates(back.timestamps, 100_000) if n >= 200_000 else []
     return {
         "records": n,
         "output_records": len(back.offsets),
@@ -755,6 +1009,8 @@ def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: i
         "startup_s": (own["t_first_polled"] - t0) if own.get("t_first_polled") else None,
         "process_wall_s": wall,
         "mistakes": own.get("mistakes"),
+        "client": own.get("client"),
+        "rates_per_100k_records": chunks,
         "memory": rss.summary(),
         "cpu_cores_in_window": rss.cores_between(w0, w1),
         "broker_cpu_cores_in_window": broker.cores_between(w0, w1) if broker is not None else None,
@@ -763,7 +1019,12 @@ def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: i
 
 
 def worker_env(
-    ctx: Ctx, topics: dict[str, str], ckpt_dir: Path, predictions: str, group: str
+    ctx: Ctx,
+    topics: dict[str, str],
+    ckpt_dir: Path,
+    predictions: str,
+    group: str,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """``SP_*`` for one worker run: fresh group, topics and checkpoint directory; defaults otherwise."""
     from stream_perceptron.settings import Settings
@@ -789,6 +1050,7 @@ def worker_env(
     if "observe" in Settings.model_fields:
         env["SP_OBSERVE__ENABLED"] = "false"
     env.update(ctx.worker_env)
+    env.update(extra or {})  # the contender's own (its backend) wins over --worker-env
     return env
 
 
@@ -812,12 +1074,13 @@ def start_worker(
     wrap: Sequence[str] = (),
     python_args: Sequence[str] = (),
     sample_rss: bool = True,
+    env_extra: dict[str, str] | None = None,
 ) -> WorkerProc:
     pred, stats, dead = ctx.new_topics(f"{label}-pred", f"{label}-stats", f"{label}-dead")
     topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
     group = ctx.name(f"{label}-group")
     ckpt = ctx.workdir / f"{group}-ckpt"
-    env = worker_env(ctx, topics, ckpt, predictions, group)
+    env = worker_env(ctx, topics, ckpt, predictions, group, env_extra)
     cmd = [*wrap, sys.executable, *python_args, "-m", "stream_perceptron.cli", "run"]
     if until_caught_up:
         cmd.append("--until-caught-up")
@@ -899,6 +1162,7 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
         if predictions == "all"
         else "statistics records: (seen_last-seen_first)/(ts_last-ts_first)",
         "timestamp_types": sorted(preds.timestamp_types),
+        "rates_per_100k_records": chunk_rates(preds.timestamps, 100_000) if n >= 200_000 else [],
         "mistakes": last.get("mistakes"),
         "mistake_rate": last.get("mistake_rate"),
         "dead_letters": last.get("dead_letters"),
@@ -920,9 +1184,17 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
     return result
 
 
-def run_worker(ctx: Ctx, in_topic: str, n: int, predictions: str, label: str) -> dict[str, Any]:
-    wp = start_worker(ctx, in_topic, predictions, label)
+def backend_env(backend: str) -> dict[str, str]:
+    """The worker's setting that picks its client library."""
+    return {"SP_KAFKA__BACKEND": backend}
+
+
+def run_worker(
+    ctx: Ctx, in_topic: str, n: int, predictions: str, label: str, backend: str = KP
+) -> dict[str, Any]:
+    wp = start_worker(ctx, in_topic, predictions, label, env_extra=backend_env(backend))
     res = finish_worker(ctx, wp, n, predictions, timeout_s=120 + n / 300)
+    res["backend"] = backend
     res.pop("_rss_samples", None)
     res.pop("_stats", None)
     return res
@@ -940,15 +1212,18 @@ def loadavg() -> list[float] | None:
 
 
 def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict[str, Any]:
-    if contender == LIMIT:
-        return run_contender_process(ctx, "bench.pipe", f"{label}-pipe", in_topic, n)
-    if contender == PEER:
-        return run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)
-    if contender == WORKER_ALL:
-        return run_worker(ctx, in_topic, n, "all", f"{label}-wall")
-    if contender == WORKER_NONE:
-        return run_worker(ctx, in_topic, n, "none", f"{label}-wnone")
-    raise ValueError(contender)
+    spec = SPECS[contender]
+    tag = f"{label}-{SHORT[spec.backend]}"
+    if spec.kind == "pipe":
+        r = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, ["--client", spec.backend])
+    elif spec.kind == "peer":
+        r = run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)
+    elif spec.kind == "worker":
+        r = run_worker(ctx, in_topic, n, spec.predictions, f"{tag}-w{spec.predictions}", spec.backend)
+    else:
+        raise ValueError(contender)
+    r["backend"] = spec.backend
+    return r
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -978,10 +1253,15 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ]
     )
     out["median_peak_rss_mb"] = median_of([(r.get("memory") or {}).get("peak_rss_mb") for r in runs])
+    # pipes and peer: their own clock from the first poll that returned records to the end of the
+    # final flush (the CreateTime window ends at the last send, before the flush)
+    out["median_rate_incl_flush"] = median_of([r.get("own_rate_first_poll_to_flush") for r in runs])
     return out
 
 
-def section_throughput(ctx: Ctx, n: int, repeats: int, seed: int, say: Say) -> dict[str, Any]:
+def section_throughput(
+    ctx: Ctx, n: int, repeats: int, seed: int, say: Say, contenders: Sequence[str] = CONTENDERS
+) -> dict[str, Any]:
     values, meta = dense_records(n, DEFAULT_D, seed=seed)
     (in_topic,) = ctx.new_topics("tp-in")
     produce_s = produce_all(ctx.bootstrap, in_topic, values)
@@ -990,32 +1270,76 @@ def section_throughput(ctx: Ctx, n: int, repeats: int, seed: int, say: Say) -> d
         f"  input: {n:,} records, d={DEFAULT_D}, mean {meta['mean_bytes']:.0f} bytes, "
         f"produced in {produce_s:.1f}s ({n / produce_s:,.0f} rec/s)"
     )
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
     for rep in range(repeats):
-        for c in rotated(CONTENDERS, rep):
+        for c in rotated(list(contenders), rep):
             r = run_one(ctx, c, in_topic, n, f"tp-r{rep}")
             r["repeat"] = rep
             runs[c].append(r)
-            extra = f" (stats-based {fmt_rate(r['rate_stats'])})" if c == WORKER_ALL else ""
+            spec = SPECS[c]
+            extra = (
+                f" (stats-based {fmt_rate(r['rate_stats'])})"
+                if spec.kind == "worker" and spec.predictions == "all"
+                else ""
+            )
             say(
-                f"  repeat {rep + 1}/{repeats} {c:<40} {fmt_rate(r['rate']):>9} rec/s{extra}"
+                f"  repeat {rep + 1}/{repeats} {c:<45} {fmt_rate(r['rate']):>9} rec/s{extra}"
                 + ("" if r["complete"] else "  INCOMPLETE")
                 + (" REBALANCED" if r.get("rebalanced") else "")
             )
-    summary = {c: summarize(runs[c]) for c in CONTENDERS}
-    wall_stats = [r["rate_stats"] for r in runs[WORKER_ALL] if r.get("rate_stats")]
-    summary[WORKER_ALL]["median_rate_stats_method"] = statistics.median(wall_stats) if wall_stats else None
+    summary = {c: summarize(runs[c]) for c in contenders}
+    for c in contenders:
+        if SPECS[c].kind == "worker" and SPECS[c].predictions == "all":
+            ws = [r["rate_stats"] for r in runs[c] if r.get("rate_stats")]
+            summary[c]["median_rate_stats_method"] = statistics.median(ws) if ws else None
     return {
         "input": meta,
         "input_topic": in_topic,
         "produce_seconds": produce_s,
+        "contenders": list(contenders),
         "runs": runs,
         "summary": summary,
+        "ratios": throughput_ratios(summary),
     }
 
 
-def section_memory(ctx: Ctx, milestones: Sequence[int], seed: int, say: Say) -> dict[str, Any]:
-    n = max(milestones)
+def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per backend: worker (predictions all and none) over its own client's pipe and over the peer.
+
+    >>> r = throughput_ratios({PIPE_KP: {"median_rate": 100.0}, WORKER_KP: {"median_rate": 60.0},
+    ...                        PEER: {"median_rate": 30.0}})
+    >>> r["kafka-python"]["worker_over_own_pipe"], r["kafka-python"]["worker_over_peer"]
+    (0.6, 2.0)
+    """
+
+    def rate(label: str) -> float | None:
+        got: float | None = (summary.get(label) or {}).get("median_rate")
+        return got
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
+    out: dict[str, dict[str, float | None]] = {}
+    for b in BACKENDS:
+        if WORKER_OF[b] not in summary:
+            continue
+        w, wn, pipe, peer = rate(WORKER_OF[b]), rate(WORKER_NONE_OF[b]), rate(PIPE_OF[b]), rate(PEER)
+        out[b] = {
+            "worker_over_own_pipe": ratio(w, pipe),
+            "worker_over_peer": ratio(w, peer),
+            "worker_none_over_own_pipe": ratio(wn, pipe),
+            "pipe_over_kafka_python_pipe": ratio(pipe, rate(PIPE_KP)),
+        }
+    return out
+
+
+def section_memory(
+    ctx: Ctx, milestones: Sequence[int], seed: int, say: Say, backends: Sequence[str] = (KP,)
+) -> dict[str, Any]:
+    """One worker run (predictions=all) per backend on the same records (5% beyond the last
+    milestone, so that every milestone is reached mid-stream), VmRSS sampled; then each backend's
+    bare pipe on the same records (a long-window check of the pipes' rates: worker / pipe at 1M)."""
+    n = int(max(milestones) * (1 + MEMORY_EXTRA))
     values, meta = dense_records(n, DEFAULT_D, seed=seed + 1)
     (in_topic,) = ctx.new_topics("mem-in")
     produce_s = produce_all(ctx.bootstrap, in_topic, values)
@@ -1024,32 +1348,202 @@ def section_memory(ctx: Ctx, milestones: Sequence[int], seed: int, say: Say) -> 
         f"  input: {n:,} records produced in {produce_s:.1f}s; worker (predictions=all) sampled every "
         f"{RSS_INTERVAL_S * 1000:.0f} ms"
     )
-    wp = start_worker(ctx, in_topic, "all", "mem")
+    runs = {}
+    for b in BACKENDS:
+        if b in backends:
+            runs[b] = _memory_run(ctx, in_topic, n, milestones, b)
+            r = runs[b]
+            pts = ", ".join(
+                f"{p['records']:,}: {p['rss_mb']:,.0f} MB" for p in r["milestones"] if p["rss_mb"]
+            )
+            say(
+                f"  worker ({b}): {pts}; peak {r['peak_rss_mb'] or 0:,.0f} MB; "
+                f"{fmt_rate(r['run']['rate'])} rec/s"
+            )
+    out: dict[str, Any] = {
+        "input": meta,
+        "input_topic": in_topic,
+        "runs": runs,
+        "method": "VmRSS from /proc/PID/status sampled every 50 ms; at a milestone, the sample nearest "
+        "in time to the worker's first statistics record with seen >= milestone",
+    }
+    out["pipes_long_run"] = {}
+    for b in BACKENDS:
+        if b in backends:
+            r = run_contender_process(ctx, "bench.pipe", f"mem-{SHORT[b]}-pipe", in_topic, n, ["--client", b])
+            out["pipes_long_run"][b] = r
+            say(
+                f"  {b} pipe on the same {n:,} records: {fmt_rate(r['rate'])} rec/s "
+                f"({fmt_rate(r.get('own_rate_first_poll_to_flush'))} rec/s first poll -> flush; "
+                f"{_fmt(r.get('cpu_cores_in_window'), '.2f')} cores, broker "
+                f"{_fmt(r.get('broker_cpu_cores_in_window'), '.2f')} cores)"
+            )
+    return out
+
+
+def _memory_run(ctx: Ctx, in_topic: str, n: int, milestones: Sequence[int], backend: str) -> dict[str, Any]:
+    wp = start_worker(ctx, in_topic, "all", f"mem-{SHORT[backend]}", env_extra=backend_env(backend))
     res = finish_worker(ctx, wp, n, "all", timeout_s=180 + n / 300)
-    samples = [(t, rss) for t, rss, _, _ in res.pop("_rss_samples")]
+    res["backend"] = backend
+    raw = res.pop("_rss_samples")
+    samples = [(t, rss) for t, rss, _, _ in raw]
+    hwm = [(t, h) for t, _, h, _ in raw]
     stats = sorted(res.pop("_stats"), key=lambda s: s.get("ts", 0))
     points = []
     for m in milestones:
         hit = next((s for s in stats if s.get("seen", 0) >= m), None)
         if hit is None:
             continue
-        rss = sample_at(samples, hit["ts"])
+        rss = median_around(samples, hit["ts"], MEMORY_WINDOW_S)
+        point = sample_at(samples, hit["ts"])
+        peak = sample_at(hwm, hit["ts"])
         points.append(
-            {"records": m, "stats_seen": hit["seen"], "rss_mb": None if rss is None else rss / 1024}
+            {
+                "records": m,
+                "stats_seen": hit["seen"],
+                "rss_mb": None if rss is None else rss / 1024,
+                "rss_nearest_sample_mb": None if point is None else point / 1024,
+                "hwm_mb": None if peak is None else peak / 1024,
+            }
         )
     first = next((s for s in stats if s.get("seen", 0) > 0), None)
     early = sample_at(samples, first["ts"]) if first else None
+    # the trajectory: at every statistics record (every 5,000 records), VmRSS and VmHWM
+    series = []
+    for st in stats:
+        if st.get("seen") and st.get("ts") is not None:
+            rss = median_around(samples, st["ts"], MEMORY_WINDOW_S)
+            peak = sample_at(hwm, st["ts"])
+            series.append(
+                {
+                    "seen": st["seen"],
+                    "rss_mb": None if rss is None else round(rss / 1024, 1),
+                    "hwm_mb": None if peak is None else round(peak / 1024, 1),
+                }
+            )
+    later = [(pt["seen"], pt["rss_mb"]) for pt in series if pt["seen"] >= 100_000 and pt["rss_mb"]]
+    span = (max(x for x, _ in later) - min(x for x, _ in later)) if later else 0
+    slope = linear_trend(later) if span >= 200_000 else None  # a slope over a short span is noise
     return {
-        "input": meta,
+        "backend": backend,
         "run": res,
+        "series": series,
+        "rss_from_100k": {
+            "points": len(later),
+            "min_mb": min((v for _, v in later), default=None),
+            "median_mb": statistics.median([v for _, v in later]) if later else None,
+            "max_mb": max((v for _, v in later), default=None),
+            "slope_mb_per_100k_records": None if slope is None else slope * 100_000,
+        },
         "rss_after_first_batches_mb": None if early is None else early / 1024,
         "first_stats_seen": first["seen"] if first else None,
         "milestones": points,
         "peak_rss_mb": res["memory"].get("peak_rss_mb"),
         "vm_hwm_mb": res["memory"].get("vm_hwm_mb"),
-        "method": "VmRSS from /proc/PID/status sampled every 50 ms; at a milestone, the sample nearest "
-        "in time to the worker's first statistics record with seen >= milestone",
     }
+
+
+def confluent_available() -> bool:
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class LoadProducer:
+    """The latency runs' load generator: the worker's producer settings (linger, batch size,
+    acks=all) on confluent-kafka when it is installed (about 2 µs per record, so even a 40k rec/s
+    load costs the 2-core machine little), else kafka-python."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.failed: list[str] = []
+        self.client = CF if confluent_available() else KP
+        if self.client == CF:
+            from confluent_kafka import Producer
+
+            from bench.pipe import confluent_configs
+
+            def on_delivery(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    self.failed.append(str(err))
+
+            _, cfg = confluent_configs(bootstrap, "bench-load")
+            self._p: Any = Producer({**cfg, "on_delivery": on_delivery})
+        else:
+            from kafka import KafkaProducer
+
+            from bench.pipe import producer_kwargs
+
+            self._p = KafkaProducer(**producer_kwargs(bootstrap))
+
+    def sender(self, topic: str) -> Callable[[bytes, bytes], None]:
+        """``send(value, key)`` to ``topic``."""
+        if self.client == CF:
+            produce, serve = self._p.produce, self._p.poll
+
+            def send_cf(value: bytes, key: bytes) -> None:
+                while True:
+                    try:
+                        produce(topic, value=value, key=key)
+                        return
+                    except BufferError:
+                        serve(0.01)
+
+            return send_cf
+        send = self._p.send
+        return lambda value, key: send(topic, value=value, key=key)
+
+    def flush(self) -> None:
+        self._p.flush(60) if self.client == CF else self._p.flush()
+        if self.failed:
+            raise RuntimeError(f"load generator: {len(self.failed)} records failed: {self.failed[:3]}")
+
+    def close(self) -> None:
+        if self.client == KP:
+            self._p.close()
+
+
+class TopicReader:
+    """Partition 0 of a fresh topic from offset 0: (offset, timestamp ms, value) per record; on
+    confluent-kafka when installed (fast, ``fetch.wait.max.ms`` 10), else kafka-python."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.client = CF if confluent_available() else KP
+        if self.client == CF:
+            from confluent_kafka import Consumer, TopicPartition
+
+            from bench.pipe import confluent_configs
+
+            cfg, _ = confluent_configs(bootstrap, f"bench-reader-{os.getpid()}", fetch_wait_max_ms=10)
+            self._c: Any = Consumer(cfg)
+            self._c.assign([TopicPartition(topic, 0, 0)])
+        else:
+            from bench.pipe import assigned_consumer
+
+            self._c = assigned_consumer(bootstrap, topic, fetch_max_wait_ms=10)
+
+    def poll(self, timeout_s: float = 0.2) -> list[tuple[int, int, bytes]]:
+        if self.client == CF:
+            first = self._c.poll(timeout_s)
+            if first is None:
+                return []
+            msgs = [first, *self._c.consume(50_000, 0)]
+            return [(m.offset(), m.timestamp()[1], m.value()) for m in msgs if m.error() is None]
+        out = []
+        for recs in self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=20_000).values():
+            out += [(r.offset, r.timestamp, r.value) for r in recs]
+        return out
+
+    def read(self, expected: int, timeout_s: float) -> list[tuple[int, int, bytes]]:
+        out: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(out) < expected and time.monotonic() < deadline:
+            out += self.poll()
+        return out
+
+    def close(self) -> None:
+        self._c.close()
 
 
 def _latency_run(
@@ -1064,15 +1558,12 @@ def _latency_run(
     """Warm-up records until the contender answers, then the rest at ``rate`` records/s; latency
     from each input record's CreateTime to its output's, matched by input offset."""
     import orjson
-    from kafka import KafkaProducer
-
-    from bench.pipe import assigned_consumer, producer_kwargs
 
     n = len(values) - LATENCY_WARMUP
     (in_topic,) = ctx.new_topics(f"{label}-in")
     proc, out_topic, log = start(in_topic)
-    producer = KafkaProducer(**producer_kwargs(ctx.bootstrap))
-    consumer = assigned_consumer(ctx.bootstrap, out_topic)
+    producer = LoadProducer(ctx.bootstrap)
+    reader = TopicReader(ctx.bootstrap, out_topic)
     outputs: list[tuple[int, int]] = []
 
     def drain_until(count: int, timeout_s: float) -> None:
@@ -1080,35 +1571,43 @@ def _latency_run(
         while len(outputs) < count:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"latency run: {len(outputs)} of {count} outputs; log {log}\n{_tail(log)}")
-            for recs in consumer.poll(timeout_ms=200, max_records=20_000).values():
-                outputs.extend((offset_of(orjson.loads(r.value)), r.timestamp) for r in recs)
+            outputs.extend((offset_of(orjson.loads(v)), ts) for _, ts, v in reader.poll())
             if len(outputs) < count and proc.poll() not in (None, 0):
                 raise RuntimeError(f"{label}: the process exited with {proc.returncode}\n{_tail(log)}")
 
+    cpu = RssSampler(proc.pid, interval=0.1)
+    cpu.start()
     try:
+        send = producer.sender(in_topic)
         for i in range(LATENCY_WARMUP):
-            producer.send(in_topic, value=values[i], key=str(i).encode())
+            send(values[i], str(i).encode())
         producer.flush()
         drain_until(LATENCY_WARMUP, 60 + ctx.session_timeout_ms / 1000)
-        send = producer.send
+        t_steady = time.time()
         t0 = time.monotonic()
         for j in range(n):
             ahead = j / rate - (time.monotonic() - t0)
             if ahead > 0.0005:
                 time.sleep(ahead)
             i = LATENCY_WARMUP + j
-            send(in_topic, value=values[i], key=str(i).encode())
+            send(values[i], str(i).encode())
         send_s = time.monotonic() - t0
+        t_sent = time.time()
         producer.flush()
         drain_until(LATENCY_WARMUP + n, 60 + n / max(rate, 1))
     finally:
         producer.close()
-        consumer.close()
+        reader.close()
+        cpu.stop()
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         _wait(proc, 60, log, f"the {label} process")
-    inputs = read_back(ctx.bootstrap, in_topic, expected=LATENCY_WARMUP + n)
-    input_ts = dict(zip(inputs.offsets, inputs.timestamps, strict=True))
+    inputs_reader = TopicReader(ctx.bootstrap, in_topic)
+    try:
+        inputs = inputs_reader.read(LATENCY_WARMUP + n, 120)
+    finally:
+        inputs_reader.close()
+    input_ts = {off: ts for off, ts, _ in inputs}
     summary = latency_summary(input_ts, outputs, from_offset=LATENCY_WARMUP)
     steady = [input_ts[o] for o in input_ts if o >= LATENCY_WARMUP]
     achieved = rate_from_timestamps(steady)
@@ -1120,55 +1619,178 @@ def _latency_run(
         "achieved_input_rate": achieved,
         "records": n,
         "send_seconds": send_s,
+        "contender_cpu_cores": cpu.cores_between(t_steady, t_sent),
+        "load_client": producer.client,
         "latency": summary,
         "log": str(log),
     }
 
 
-def section_latency(ctx: Ctx, rate: float, seconds: float, seed: int, say: Say) -> dict[str, Any]:
-    """The worker at a steady ``rate``, and the bare pipe at the same rate (the broker's and the
-    client's share of the latency)."""
-    n = max(100, int(rate * seconds))
-    values, meta = dense_records(LATENCY_WARMUP + n, DEFAULT_D, seed=seed + 2)
+def latency_plan(
+    rates: dict[str, float],
+    *,
+    extra_fetch_wait_ms: int | None,
+    cf_pipe_fetch_wait_ms: int | None,
+    cf_honours_fetch_wait: bool = True,
+) -> list[dict[str, Any]]:
+    """The latency runs: per backend its worker (default settings) and its pipe at half that
+    worker's maximum; optionally the worker at another ``SP_KAFKA__FETCH_MAX_WAIT_MS`` (kafka-python,
+    and confluent-kafka when its edge passes the setting on), and the confluent-kafka pipe at
+    another ``fetch.wait.max.ms``.
 
-    def start_w(in_topic: str) -> tuple[subprocess.Popen[bytes], str, Path]:
-        wp = start_worker(ctx, in_topic, "all", "lat", until_caught_up=False, sample_rss=False)
-        return wp.proc, wp.topics["predictions"], wp.log
+    >>> plan = latency_plan({"kafka-python": 1.0}, extra_fetch_wait_ms=10, cf_pipe_fetch_wait_ms=100)
+    >>> [(p["kind"], p["extra_env"], p["fetch_wait_ms"]) for p in plan]  # doctest: +NORMALIZE_WHITESPACE
+    [('worker', {}, None), ('pipe', {}, None),
+     ('worker', {'SP_KAFKA__FETCH_MAX_WAIT_MS': '10'}, None)]
+    >>> len(latency_plan({"confluent-kafka": 1.0}, extra_fetch_wait_ms=10, cf_pipe_fetch_wait_ms=None))
+    3
+    >>> len(latency_plan({"confluent-kafka": 1.0}, extra_fetch_wait_ms=10, cf_pipe_fetch_wait_ms=100,
+    ...                  cf_honours_fetch_wait=False))
+    3
+    """
+    plan: list[dict[str, Any]] = []
+    for b in BACKENDS:
+        if b not in rates:
+            continue
+        base = {"backend": b, "rate": rates[b], "extra_env": {}, "fetch_wait_ms": None}
+        plan += [{**base, "kind": "worker"}, {**base, "kind": "pipe"}]
+        if extra_fetch_wait_ms is not None and (b == KP or cf_honours_fetch_wait):
+            plan.append(
+                {
+                    **base,
+                    "kind": "worker",
+                    "extra_env": {"SP_KAFKA__FETCH_MAX_WAIT_MS": str(extra_fetch_wait_ms)},
+                }
+            )
+        if b == CF and cf_pipe_fetch_wait_ms is not None:
+            plan.append({**base, "kind": "pipe", "fetch_wait_ms": cf_pipe_fetch_wait_ms})
+    return plan
 
-    def start_pipe(in_topic: str) -> tuple[subprocess.Popen[bytes], str, Path]:
-        (out_topic,) = ctx.new_topics("lat-pipe-out")
-        log = ctx.workdir / f"{out_topic}.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "bench.pipe",
-            "--bootstrap",
-            ctx.bootstrap,
-            "--input",
-            in_topic,
-            "--output",
-            out_topic,
-            "--records",
-            str(len(values)),
-        ]
-        return _popen(cmd, _clean_env(), log), out_topic, log
 
-    # the input's "id" is its index, which is its offset in the fresh one-partition topic
-    worker = _latency_run(ctx, "lat-worker", values, rate, start_w, lambda v: int(v["offset"]), say)
-    pipe = _latency_run(ctx, "lat-pipe", values, rate, start_pipe, lambda v: int(v["id"]), say)
-    lines = worker_log(Path(worker["log"]))
-    worker["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
+def latency_summaries(plan: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per plan entry, the median over its repeats of each percentile, and the p99 range.
+
+    >>> plan = [{"kind": "worker", "backend": "b", "extra_env": {}, "fetch_wait_ms": None, "rate": 1.0}]
+    >>> runs = [{"plan_index": 0, "achieved_input_rate": 1.0, "latency": {"p50_ms": v, "p99_ms": 2 * v}}
+    ...         for v in (10.0, 30.0, 20.0)]
+    >>> s = latency_summaries(plan, runs)[0]
+    >>> s["repeats"], s["latency"]["p50_ms"], s["latency"]["p99_ms"], s["p99_min_ms"], s["p99_max_ms"]
+    (3, 20.0, 40.0, 20.0, 60.0)
+    """
+    out = []
+    for k, p in enumerate(plan):
+        mine = [r for r in runs if r["plan_index"] == k]
+        lat: dict[str, Any] = {}
+        for key in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"):
+            got = [r["latency"][key] for r in mine if key in r["latency"]]
+            if got:
+                lat[key] = float(statistics.median(got))
+        lat["matched"] = sum(r["latency"].get("matched", 0) for r in mine)
+        p99s = [r["latency"]["p99_ms"] for r in mine if "p99_ms" in r["latency"]]
+        rates = [r["achieved_input_rate"] for r in mine if r.get("achieved_input_rate")]
+        cores = [r["contender_cpu_cores"] for r in mine if r.get("contender_cpu_cores") is not None]
+        out.append(
+            {
+                **p,
+                "name": latency_run_name(p),
+                "repeats": len(mine),
+                "latency": lat,
+                "p99_min_ms": min(p99s, default=None),
+                "p99_max_ms": max(p99s, default=None),
+                "p99_each_ms": p99s,
+                "achieved_input_rate": statistics.median(rates) if rates else None,
+                "contender_cpu_cores": statistics.median(cores) if cores else None,
+            }
+        )
+    return out
+
+
+def latency_run_name(run: dict[str, Any]) -> str:
+    """How a latency run is named in the tables.
+
+    >>> latency_run_name({"kind": "worker", "backend": "kafka-python",
+    ...                   "extra_env": {"SP_KAFKA__FETCH_MAX_WAIT_MS": "10"}, "fetch_wait_ms": None})
+    'worker (kafka-python), SP_KAFKA__FETCH_MAX_WAIT_MS=10'
+    """
+    name = f"{run['kind']} ({run['backend']})"
+    if run["extra_env"]:
+        name += ", " + ", ".join(f"{k}={v}" for k, v in run["extra_env"].items())
+    if run["fetch_wait_ms"] is not None:
+        name += f", fetch wait {run['fetch_wait_ms']} ms"
+    return name
+
+
+def section_latency(
+    ctx: Ctx,
+    rates: dict[str, float],
+    seconds: float,
+    seed: int,
+    say: Say,
+    *,
+    extra_fetch_wait_ms: int | None = LATENCY_EXTRA_FETCH_WAIT_MS,
+    cf_pipe_fetch_wait_ms: int | None = None,
+    cf_honours_fetch_wait: bool = True,
+    repeats: int = 1,
+) -> dict[str, Any]:
+    """Per backend: the worker at a steady rate (half its own maximum), and the bare pipe of the
+    same client at the same rate (the broker's and the client's share of the latency). With
+    ``repeats`` > 1 the whole plan runs that many times, order rotated per repeat, and the summary
+    holds the median of each percentile over the repeats."""
+    plan = latency_plan(
+        rates,
+        extra_fetch_wait_ms=extra_fetch_wait_ms,
+        cf_pipe_fetch_wait_ms=cf_pipe_fetch_wait_ms,
+        cf_honours_fetch_wait=cf_honours_fetch_wait,
+    )
+    n_max = max(max(100, int(p["rate"] * seconds)) for p in plan)
+    values, meta = dense_records(LATENCY_WARMUP + n_max, DEFAULT_D, seed=seed + 2)
+    runs = []
+    for rep, (k, p) in ((r, kp) for r in range(repeats) for kp in rotated(list(enumerate(plan)), r)):
+        n = max(100, int(p["rate"] * seconds))
+        vals = values[: LATENCY_WARMUP + n]
+        label = f"lat{k}r{rep}-{SHORT[p['backend']]}-{p['kind']}"
+
+        def start_w(in_topic: str, p: dict[str, Any] = p, label: str = label) -> tuple[Any, str, Path]:
+            env = {**backend_env(p["backend"]), **p["extra_env"]}
+            wp = start_worker(
+                ctx, in_topic, "all", label, until_caught_up=False, sample_rss=False, env_extra=env
+            )
+            return wp.proc, wp.topics["predictions"], wp.log
+
+        def start_pipe(
+            in_topic: str, p: dict[str, Any] = p, label: str = label, count: int = len(vals)
+        ) -> tuple[Any, str, Path]:
+            (out_topic,) = ctx.new_topics(f"{label}-out")
+            log = ctx.workdir / f"{out_topic}.log"
+            cmd = [sys.executable, "-m", "bench.pipe", "--client", p["backend"], "--bootstrap", ctx.bootstrap]
+            cmd += ["--input", in_topic, "--output", out_topic, "--records", str(count)]
+            if p["fetch_wait_ms"] is not None:
+                cmd += ["--fetch-wait-ms", str(p["fetch_wait_ms"])]
+            return _popen(cmd, _clean_env(), log), out_topic, log
+
+        if p["kind"] == "worker":
+            # the prediction's offset field is the input offset
+            res = _latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
+            lines = worker_log(Path(res["log"]))
+            res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
+        else:
+            # the input's "id" is its index, which is its offset in the fresh one-partition topic
+            res = _latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)
+        runs.append({**p, "name": latency_run_name(p), "plan_index": k, "repeat": rep, **res})
     return {
-        "target_rate": rate,
+        "target_rates": rates,
         "seconds": seconds,
+        "repeats": repeats,
         "warmup_records": LATENCY_WARMUP,
-        "worker": worker,
-        "pipe": pipe,
+        "runs": runs,
+        "summary": latency_summaries(plan, runs),
         "input": meta,
-        "consumer_fetch_max_wait_ms": "kafka-python default (500); the worker has no setting for it",
-        "method": "input CreateTime (the load generator's send(), with the worker's producer settings "
-        "incl. linger_ms) -> output CreateTime (the contender's send()), matched by input offset "
-        "(the prediction's offset field; the pipe's forwarded id); warm-up records excluded",
+        "fetch_wait": "kafka-python worker and pipe: SP_KAFKA__FETCH_MAX_WAIT_MS (default 100 ms) as "
+        "fetch_max_wait_ms; confluent-kafka worker and pipe: the edge's fetch.wait.max.ms (see "
+        "client_settings.confluent_edge_fetch_wait_max_ms)",
+        "method": "input CreateTime (the load generator's produce(), with the worker's producer "
+        "settings incl. linger 20 ms) -> output CreateTime (the contender's send()), matched by input "
+        "offset (the prediction's offset field; the pipe's forwarded id); warm-up records excluded",
     }
 
 
@@ -1235,22 +1857,43 @@ def _pyspy() -> str | None:
     return spy if Path(spy).exists() else None
 
 
-def section_profile(ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say) -> dict[str, Any]:
-    """The worker (predictions=all) on ``n`` records under cProfile and/or py-spy; with py-spy also
-    the bare pipe on the same records, so the two can be compared per record."""
+def section_profile(
+    ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say, backends: Sequence[str] = (KP,)
+) -> dict[str, Any]:
+    """Per backend, the worker (predictions=all) on ``n`` records under cProfile and/or py-spy; with
+    py-spy also the bare pipe of the same client on the same records, so the two can be compared
+    per record."""
     values, meta = dense_records(n, DEFAULT_D, seed=seed + 3)
     (in_topic,) = ctx.new_topics("prof-in")
     produce_all(ctx.bootstrap, in_topic, values)
     del values
-    out: dict[str, Any] = {"records": n, "input": meta}
+    out: dict[str, Any] = {"records": n, "input": meta, "backends": {}}
+    for b in BACKENDS:
+        if b in backends:
+            out["backends"][b] = _profile_backend(ctx, in_topic, n, tools, b, say)
+    return out
+
+
+def _profile_backend(
+    ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], backend: str, say: Say
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": backend}
+    tag, env = SHORT[backend], backend_env(backend)
     if "cprofile" in tools:
-        prof = ctx.workdir / "worker.prof"
-        wp = start_worker(ctx, in_topic, "all", "prof-cp", python_args=["-m", "cProfile", "-o", str(prof)])
+        prof = ctx.workdir / f"worker-{tag}.prof"
+        wp = start_worker(
+            ctx,
+            in_topic,
+            "all",
+            f"prof-cp-{tag}",
+            python_args=["-m", "cProfile", "-o", str(prof)],
+            env_extra=env,
+        )
         res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
         res.pop("_rss_samples", None)
         res.pop("_stats", None)
         out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
-        say(f"  cProfile run: {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
+        say(f"  cProfile worker ({backend}): {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
     if "pyspy" in tools:
         spy = _pyspy()
         if spy is None:
@@ -1258,34 +1901,31 @@ def section_profile(ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say)
             return out
         # --idle: wall time, including waits (for the GIL, in poll); --nonblocking: never pause it
         base = [spy, "record", "--idle", "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
-        raw = ctx.workdir / "worker.pyspy.txt"
-        wp = start_worker(ctx, in_topic, "all", "prof-spy", wrap=[*base, str(raw), "--"], sample_rss=False)
+        raw = ctx.workdir / f"worker-{tag}.pyspy.txt"
+        wp = start_worker(
+            ctx,
+            in_topic,
+            "all",
+            f"prof-spy-{tag}",
+            wrap=[*base, str(raw), "--"],
+            sample_rss=False,
+            env_extra=env,
+        )
         res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
         res.pop("_stats", None)
         out["pyspy"] = {
             "run": res,
             **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=res.get("group_join_s")),
         }
-        say(f"  py-spy worker run: {fmt_rate(res['rate'])} rec/s while sampled at {PYSPY_HZ} Hz; {raw}")
-        raw_pipe = ctx.workdir / "pipe.pyspy.txt"
-        (out_topic,) = ctx.new_topics("prof-pipe-out")
-        log = ctx.workdir / "pipe-pyspy.log"
-        cmd = [
-            *base,
-            str(raw_pipe),
-            "--",
-            sys.executable,
-            "-m",
-            "bench.pipe",
-            "--bootstrap",
-            ctx.bootstrap,
-            "--input",
-            in_topic,
-            "--output",
-            out_topic,
-            "--records",
-            str(n),
-        ]
+        say(
+            f"  py-spy worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled at {PYSPY_HZ} Hz; "
+            f"{raw}"
+        )
+        raw_pipe = ctx.workdir / f"pipe-{tag}.pyspy.txt"
+        (out_topic,) = ctx.new_topics(f"prof-pipe-{tag}-out")
+        log = ctx.workdir / f"pipe-{tag}-pyspy.log"
+        cmd = [*base, str(raw_pipe), "--", sys.executable, "-m", "bench.pipe", "--client", backend]
+        cmd += ["--bootstrap", ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(n)]
         t0 = time.time()
         _wait(_popen(cmd, _clean_env(), log), 120 + n / 500, log, "the profiled pipe")
         wall = time.time() - t0
@@ -1294,7 +1934,7 @@ def section_profile(ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say)
             "rate": rate_from_timestamps(back.timestamps),
             **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None),
         }
-        say(f"  py-spy pipe run: {fmt_rate(out['pyspy_pipe']['rate'])} rec/s; {raw_pipe}")
+        say(f"  py-spy pipe ({backend}): {fmt_rate(out['pyspy_pipe']['rate'])} rec/s; {raw_pipe}")
     return out
 
 
@@ -1312,6 +1952,12 @@ _CPROFILE_FUNCS = [
     ("records.py", "encode", "encode (orjson.dumps)"),
     ("kafka_io.py", "send", "KafkaEdge.send"),
     ("kafka.py", "send", "KafkaProducer.send"),
+    ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
+    ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
+    ("kafka_confluent.py", "send", "ConfluentEdge.send"),
+    ("kafka_confluent.py", "_retrying", "ConfluentEdge._retrying"),
+    ("kafka_confluent.py", "attempt", "ConfluentEdge.send.attempt (produce)"),
+    ("kafka_confluent.py", "flush", "ConfluentEdge.flush"),
     ("future.py", "add_errback", "Future.add_errback"),
     ("kafka_io.py", "_retrying", "KafkaEdge._retrying"),
     ("worker.py", "checkpoint", "Worker.checkpoint"),
@@ -1337,6 +1983,13 @@ def summarize_cprofile(path: Path, top: int = 25) -> dict[str, Any]:
                 best = (nc, cc, tt, ct)
         if best is not None:
             picked.append({"what": label, "calls": best[0], "tottime_s": best[2], "cumtime_s": best[3]})
+    # confluent-kafka's C methods (e.g. "<method 'produce' of 'cimpl.Producer' objects>")
+    c_calls = [
+        {"what": f"{fn} (C)", "calls": nc, "tottime_s": tt, "cumtime_s": ct}
+        for (filename, _line, fn), (cc, nc, tt, ct, _) in raw.items()
+        if filename == "~" and "cimpl." in fn
+    ]
+    picked += sorted(c_calls, key=lambda e: -e["tottime_s"])[:6]
     rows = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
     top_tottime = [
         {"function": f"{Path(f).name}:{ln}({fn})", "calls": v[1], "tottime_s": v[2], "cumtime_s": v[3]}
@@ -1345,14 +1998,46 @@ def summarize_cprofile(path: Path, top: int = 25) -> dict[str, Any]:
     return {"profile_file": str(path), "functions": picked, "top_by_tottime": top_tottime}
 
 
+CF_CONSUME = "confluent-kafka poll + consume (C), incl. waiting"
+CF_PRODUCE = "confluent-kafka produce (C)"
+CF_FLUSH = "confluent-kafka flush (waiting for acks)"
+CF_SERVE = "confluent-kafka poll(0) (delivery reports)"
+
+
+def _source_line(path: str, lineno: int | None) -> str:
+    """The text of line ``lineno`` of the file a py-spy frame names (relative to the repository
+    or absolute); ``""`` when it cannot be read."""
+    import linecache
+
+    if not lineno:
+        return ""
+    for cand in (Path(path), ROOT / path):
+        if cand.is_file():
+            return linecache.getline(str(cand), lineno)
+    return ""
+
+
+def _frame_line(text: str) -> int | None:
+    m = re.search(r":(\d+)\)$", text.strip())
+    return int(m.group(1)) if m else None
+
+
 def library_category(frames: Sequence[str]) -> str:
-    """The coarse category of a py-spy stack, the same for the worker and the pipe.
+    """The coarse category of a py-spy stack, the same for the worker and the pipe of a client.
+
+    librdkafka's calls are C, so under py-spy the Python line that makes them is the leaf; for the
+    confluent-kafka pipe (one loop in ``bench/pipe.py``) and the edge's ``send`` closure the leaf's
+    source line tells which call it is.
 
     >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker.py:1)",
     ...                   "KafkaProducer.send (kafka/producer/kafka.py:9)"])
     'kafka-python KafkaProducer.send'
     >>> library_category(["<module> (x.py:1)", "consume_produce (bench/pipe.py:1)", "f (y.py:2)"])
     'own code (everything else)'
+    >>> library_category(["Worker.run (stream_perceptron/worker.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)",
+    ...                   "ConfluentEdge._consume (stream_perceptron/kafka_confluent.py:3)"])
+    'confluent-kafka poll + consume (C), incl. waiting'
     """
     parsed = [_frame(f) for f in frames]
     if parsed and parsed[0][1].endswith("threading.py"):
@@ -1364,11 +2049,28 @@ def library_category(frames: Sequence[str]) -> str:
         return "kafka-python KafkaConsumer.poll (incl. waiting)"
     if "KafkaProducer.flush" in names:
         return "kafka-python KafkaProducer.flush (waiting for acks)"
-    if "ConfluentEdge.send" in names:  # librdkafka's produce() is C: the edge method is the leaf
-        return "confluent-kafka send (ConfluentEdge.send incl. produce)"
+    leaf_fn, leaf_path = parsed[-1] if parsed else ("", "")
+    leaf_text = _source_line(leaf_path, _frame_line(frames[-1])) if frames else ""
+    if "ConfluentEdge._consume" in names:
+        return CF_CONSUME
+    if "ConfluentEdge._flush_once" in names or "ConfluentEdge.flush" in names:
+        return CF_FLUSH
+    if "ConfluentEdge.send" in names:
+        if leaf_fn.endswith("attempt"):  # the closure that calls produce (and waits out a full queue)
+            return CF_PRODUCE
+        return "ConfluentEdge.send: Python around produce (closure, f-string, retry wrapper, counter)"
     if "ConfluentEdge.poll" in names:
-        return "confluent-kafka poll (ConfluentEdge.poll incl. consume, waiting)"
-    if "Worker.run" in names or "consume_produce" in names:
+        return "ConfluentEdge.poll: Python around consume (InRecord copies, highwater)"
+    if leaf_fn == "confluent_pipe":
+        if "consume_first(" in leaf_text or "consume_batch(" in leaf_text:
+            return CF_CONSUME
+        if "produce(" in leaf_text:
+            return CF_PRODUCE
+        if ".flush(" in leaf_text:
+            return CF_FLUSH
+        if "serve(" in leaf_text:
+            return CF_SERVE
+    if "Worker.run" in names or "consume_produce" in names or "confluent_pipe" in names:
         return "own code (everything else)"
     return "start-up, imports, other"
 
@@ -1415,7 +2117,7 @@ def summarize_pyspy(
     def table(counts: dict[str, int]) -> list[dict[str, Any]]:
         adj = dict(counts)
         for key in adj:
-            if "poll" in key.lower() and join:
+            if "incl. waiting" in key and join:  # the one category per table that waits in poll
                 adj[key] = max(0, adj[key] - join)
         processing = sum(v for k, v in adj.items() if not k.startswith(("background", "start-up")))
         rows = []
@@ -1484,7 +2186,15 @@ def machine_info(bootstrap: str | None, embedded: bool) -> dict[str, Any]:
             from stream_perceptron.broker import broker_binary
 
             broker = "embedded tansu: " + Path(broker_binary()).name
+    cf_version = librdkafka = None
+    with contextlib.suppress(ImportError):
+        import confluent_kafka
+
+        cf_version = getattr(confluent_kafka, "__version__", None)
+        librdkafka = confluent_kafka.libversion()[0]
     return {
+        "confluent_kafka": cf_version,
+        "librdkafka": librdkafka,
         "cpu_model": cpu,
         "logical_cores": os.cpu_count(),
         "usable_cores": usable,
@@ -1520,17 +2230,41 @@ def git_state() -> dict[str, Any]:
 
 
 def kafka_client_settings() -> dict[str, Any]:
+    """The client settings every contender uses, and whether the confluent-kafka edge passes the
+    worker's ``fetch_max_wait_ms`` on as ``fetch.wait.max.ms`` (checked by building its config)."""
     from stream_perceptron.settings import KafkaSettings
 
     k = KafkaSettings()
-    return {
+    out: dict[str, Any] = {
         "max_poll_records": k.max_poll_records,
         "poll_timeout_ms": k.poll_timeout_ms,
+        "fetch_max_wait_ms": k.fetch_max_wait_ms,
         "linger_ms": k.linger_ms,
         "batch_size": k.batch_size,
         "acks": "all",
         "source": "stream_perceptron.settings.KafkaSettings defaults; acks as kafka_io builds its producer",
     }
+    if confluent_available():
+        from bench.pipe import confluent_configs
+
+        consumer, producer = confluent_configs("127.0.0.1:9092", "g")
+        safe = {"bootstrap.servers", "group.id", "client.id"}
+        out["confluent_consumer"] = {k2: v for k2, v in consumer.items() if k2 not in safe}
+        out["confluent_producer"] = {k2: v for k2, v in producer.items() if k2 not in safe}
+        out["confluent_edge_fetch_wait_max_ms"] = confluent_edge_fetch_wait(10)
+        out["confluent_edge_honours_fetch_max_wait_ms"] = confluent_edge_fetch_wait(10) == 10
+    return out
+
+
+def confluent_edge_fetch_wait(fetch_max_wait_ms: int) -> Any:
+    """The ``fetch.wait.max.ms`` the confluent-kafka edge gives librdkafka when the worker's
+    ``kafka.fetch_max_wait_ms`` is ``fetch_max_wait_ms``."""
+    from stream_perceptron.kafka_confluent import ConfluentEdge
+    from stream_perceptron.settings import KafkaSettings
+
+    kafka = KafkaSettings(bootstrap_servers="127.0.0.1:9092", fetch_max_wait_ms=fetch_max_wait_ms)
+    edge = ConfluentEdge(kafka, "t", lambda _p: None, lambda _p: None)
+    return edge._consumer_config().get("fetch.wait.max.ms")
 
 
 # ============================================================================ report
@@ -1538,18 +2272,22 @@ def _fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+THROUGHPUT_ALIGN = "lrrrrrrrrrrrl"
+
+
 def throughput_table(tp: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     s = tp["summary"]
-    lim = s[LIMIT]["median_rate"]
-    peer = s[PEER]["median_rate"]
+    contenders = tp.get("contenders") or list(s)
+    peer = (s.get(PEER) or {}).get("median_rate")
     headers = [
         "contender",
         "records",
         "median rec/s",
         "spread",
         "runs",
-        "x limit",
+        "x own pipe",
         "x peer",
+        "incl. flush",
         "cores",
         "CPU us/rec",
         "broker cores",
@@ -1557,9 +2295,12 @@ def throughput_table(tp: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "measured by",
     ]
     rows = []
-    for c in CONTENDERS:
-        e = s[c]
-        method = "stats records" if c == WORKER_NONE else "output CreateTime"
+    for c in contenders:
+        e, spec = s[c], SPECS[c]
+        own = (s.get(PIPE_OF[spec.backend]) or {}).get("median_rate")
+        method = (
+            "stats records" if spec.kind == "worker" and spec.predictions == "none" else "output CreateTime"
+        )
         rows.append(
             [
                 c,
@@ -1567,8 +2308,9 @@ def throughput_table(tp: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                 fmt_rate(e["median_rate"]),
                 f"{e.get('spread', 0):.0%}",
                 e["runs"],
-                fmt_ratio(e["median_rate"], lim),
+                fmt_ratio(e["median_rate"], own),
                 fmt_ratio(e["median_rate"], peer),
+                fmt_rate(e.get("median_rate_incl_flush")) if spec.kind != "worker" else "",
                 _fmt(e.get("median_cpu_cores"), ".2f"),
                 _fmt(e.get("median_cpu_us_per_record"), ".1f"),
                 _fmt(e.get("median_broker_cpu_cores"), ".2f"),
@@ -1579,11 +2321,161 @@ def throughput_table(tp: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return headers, rows
 
 
+def ratio_lines(tp: dict[str, Any]) -> list[str]:
+    """Per backend: worker / its own client's pipe and worker / peer (the headline ratios)."""
+    s, out = tp["summary"], []
+    for b, r in (tp.get("ratios") or throughput_ratios(s)).items():
+        stats_rate = (s.get(WORKER_OF[b]) or {}).get("median_rate_stats_method")
+        line = (
+            f"{b}: worker / own pipe = {_fmt(r['worker_over_own_pipe'], '.2f')}x, "
+            f"worker / peer = {_fmt(r['worker_over_peer'], '.2f')}x, "
+            f"worker predictions=none / own pipe = {_fmt(r['worker_none_over_own_pipe'], '.2f')}x; "
+            f"worker by the stats method {fmt_rate(stats_rate)} rec/s"
+        )
+        if b != KP and r.get("pipe_over_kafka_python_pipe") is not None:
+            line += f"; this pipe = {r['pipe_over_kafka_python_pipe']:.1f}x the kafka-python pipe"
+        out.append(line)
+    return out
+
+
+def memory_table(mem: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    runs = mem.get("runs") or {}
+    backends = [b for b in BACKENDS if b in runs]
+    headers = ["worker memory, predictions=all"] + [f"{b} MB" for b in backends]
+    rows: list[list[Any]] = [
+        ["VmRSS after the first statistics record (~5k records)"]
+        + [_fmt(runs[b]["rss_after_first_batches_mb"], ",.0f") for b in backends]
+    ]
+    milestones = sorted({pt["records"] for b in backends for pt in runs[b]["milestones"]})
+    for key, what in (("rss_mb", "VmRSS (median of +-0.5 s)"), ("hwm_mb", "VmHWM (peak so far)")):
+        for m in milestones:
+            row: list[Any] = [f"{what} after {m:,} records"]
+            for b in backends:
+                pt = next((x for x in runs[b]["milestones"] if x["records"] == m), None)
+                row.append(_fmt(pt.get(key), ",.0f") if pt else "n/a")
+            rows.append(row)
+        if 100_000 in milestones and 1_000_000 in milestones:
+            row = [f"{what}: 1M vs 100k"]
+            for b in backends:
+                pts = {x["records"]: x.get(key) for x in runs[b]["milestones"]}
+                a, z = pts.get(100_000), pts.get(1_000_000)
+                row.append(f"{z / a - 1:+.1%}" if a and z else "n/a")
+            rows.append(row)
+    rows.append(["VmHWM at the end of the run"] + [_fmt(runs[b]["vm_hwm_mb"], ",.0f") for b in backends])
+    if any(runs[b].get("rss_from_100k") for b in backends):
+        row = ["VmRSS from 100k to the end: min-max; trend per 100k records"]
+        for b in backends:
+            t = runs[b].get("rss_from_100k") or {}
+            row.append(
+                f"{_fmt(t.get('min_mb'), '.0f')}-{_fmt(t.get('max_mb'), '.0f')}; "
+                f"{_fmt(t.get('slope_mb_per_100k_records'), '+.1f')} MB"
+                if t.get("points")
+                else "n/a"
+            )
+        rows.append(row)
+    return headers, rows
+
+
+def _span(values: Sequence[float] | None) -> str:
+    if not values:
+        return "n/a"
+    return f"{fmt_rate(min(values))}-{fmt_rate(max(values))}"
+
+
+def long_run_table(mem: dict[str, Any]) -> tuple[list[str], list[list[Any]]] | None:
+    """Worker and pipe rates on the memory section's long input (one run each)."""
+    runs, pipes = mem.get("runs") or {}, mem.get("pipes_long_run") or {}
+    rows = []
+    for b in BACKENDS:
+        if b in runs and b in pipes:
+            w, p = runs[b]["run"]["rate"], pipes[b]["rate"]
+            rows.append(
+                [
+                    b,
+                    f"{pipes[b]['records']:,}",
+                    fmt_rate(p),
+                    fmt_rate(pipes[b].get("own_rate_first_poll_to_flush")),
+                    _span(pipes[b].get("rates_per_100k_records")),
+                    _fmt(pipes[b].get("cpu_cores_in_window"), ".2f"),
+                    _fmt(pipes[b].get("broker_cpu_cores_in_window"), ".2f"),
+                    fmt_rate(w),
+                    _span(runs[b]["run"].get("rates_per_100k_records")),
+                    _fmt(runs[b]["run"].get("cpu_cores_in_window"), ".2f"),
+                    fmt_ratio(w, p),
+                ]
+            )
+    if not rows:
+        return None
+    headers = [
+        "client",
+        "records",
+        "pipe rec/s",
+        "pipe incl. flush",
+        "pipe per 100k: min-max",
+        "pipe cores",
+        "broker cores",
+        "worker rec/s",
+        "worker per 100k: min-max",
+        "worker cores",
+        "worker / pipe",
+    ]
+    return headers, rows
+
+
+def latency_table(lat: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    entries = lat.get("summary") or lat["runs"]
+    headers = [
+        "contender",
+        "runs",
+        "target rec/s",
+        "input rec/s",
+        "records",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "p99 range ms",
+        "cores",
+    ]
+    rows = []
+    for r in entries:
+        la = r["latency"]
+        spread = (
+            f"{r['p99_min_ms']:.0f}-{r['p99_max_ms']:.0f}"
+            if r.get("repeats", 1) > 1 and r.get("p99_min_ms") is not None
+            else ""
+        )
+        rows.append(
+            [
+                r["name"],
+                r.get("repeats", 1),
+                fmt_rate(r["rate"]),
+                fmt_rate(r["achieved_input_rate"]),
+                f"{la['matched']:,}",
+            ]
+            + [f"{la.get(k, 0):.0f}" for k in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")]
+            + [spread, _fmt(r.get("contender_cpu_cores"), ".2f")]
+        )
+    return headers, rows
+
+
+def latency_text(lat: dict[str, Any], markdown: bool = False) -> str:
+    rates = ", ".join(f"{b} {fmt_rate(v)} rec/s" for b, v in lat["target_rates"].items())
+    reps = lat.get("repeats", 1)
+    head = f"LATENCY at half of each worker's maximum ({rates}), {lat['seconds']:g} s each" + (
+        f"; medians of {reps} interleaved runs" if reps > 1 else ""
+    )
+    headers, rows = latency_table(lat)
+    table = (markdown_table if markdown else format_table)(headers, rows)
+    return head + ("\n\n" if markdown else "\n") + table
+
+
 def sizes_table(sz: dict[str, Any], contenders: Sequence[str]) -> tuple[list[str], list[list[Any]]]:
-    short = {LIMIT: "limit", PEER: "peer", WORKER_ALL: "worker"}
-    headers = ["input", "records", "bytes/rec"] + [f"{short[c]} rec/s" for c in contenders]
+    short = {PIPE_KP: "pipe", PEER: "peer", WORKER_KP: "worker", PIPE_CF: "cf pipe", WORKER_CF: "cf worker"}
+    headers = ["input", "records", "bytes/rec"] + [f"{short.get(c, c)} rec/s" for c in contenders]
     if WORKER_ALL in contenders and LIMIT in contenders:
-        headers.append("worker/limit")
+        headers.append("worker/pipe")
     if WORKER_ALL in contenders and PEER in contenders:
         headers.append("worker/peer")
     if WORKER_ALL in contenders:
@@ -1604,23 +2496,6 @@ def sizes_table(sz: dict[str, Any], contenders: Sequence[str]) -> tuple[list[str
     return headers, rows
 
 
-def latency_text(lat: dict[str, Any], markdown: bool = False) -> str:
-    def line(name: str, r: dict[str, Any]) -> list[Any]:
-        la = r["latency"]
-        return [name, fmt_rate(r["achieved_input_rate"]), f"{la['matched']:,}"] + [
-            f"{la.get(k, 0):.0f}" for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")
-        ]
-
-    head = (
-        f"LATENCY at a steady input rate of {fmt_rate(lat['target_rate'])} rec/s (half the worker's maximum)"
-    )
-    rows = [line("worker, predictions=all", lat["worker"]), line("limit: bare pipe", lat["pipe"])]
-    table = (markdown_table if markdown else format_table)(
-        ["contender", "input rec/s", "records", "p50 ms", "p90 ms", "p99 ms", "max ms"], rows
-    )
-    return head + ("\n\n" if markdown else "\n") + table
-
-
 def _profile_rows(rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
     return [
         [
@@ -1633,28 +2508,26 @@ def _profile_rows(rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
     ]
 
 
-def profile_text(prof: dict[str, Any], markdown: bool = False) -> str:
-    """The py-spy summary: the worker by its own steps, then worker and pipe side by side."""
+def profile_text(entry: dict[str, Any], records: int, markdown: bool = False) -> str:
+    """One backend's py-spy summary: the worker by its own steps, then worker and pipe side by side."""
     table = markdown_table if markdown else format_table
-    ps, pipe = prof["pyspy"], prof.get("pyspy_pipe")
-    n = prof["records"]
+    ps, pipe = entry["pyspy"], entry.get("pyspy_pipe")
+    b = entry.get("backend", KP)
     head = ["category", "seconds", "us/record", "share of processing"]
     parts = [
-        f"PROFILE: py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where it "
-        f"happens), worker main thread, {n:,} records, predictions=all; the group join "
-        f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; run rate {fmt_rate(ps_rate(prof))} rec/s "
-        "while sampled",
+        f"PROFILE ({b}): py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where "
+        f"it happens), worker main thread, {records:,} records, predictions=all; the group join "
+        f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; run rate "
+        f"{fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled",
         table(head, _profile_rows(ps["categories"])),
         "",
-        "client-library calls per record, worker vs the bare kafka-python pipe "
-        "(same records, same client settings)"
-        + (f"; pipe rate {fmt_rate(pipe['rate'])} rec/s while sampled" if pipe else ""),
+        f"client-library calls per record, worker vs the bare {b} pipe (same records, same client "
+        "settings)" + (f"; pipe rate {fmt_rate(pipe['rate'])} rec/s while sampled" if pipe else ""),
     ]
     wl = {r["category"]: r for r in ps["library"]}
     pl = {r["category"]: r for r in pipe["library"]} if pipe else {}
-    cats = list(dict.fromkeys([*wl, *pl]))
     rows = []
-    for c in cats:
+    for c in dict.fromkeys([*wl, *pl]):
         w, p = wl.get(c), pl.get(c)
         rows.append(
             [
@@ -1664,15 +2537,10 @@ def profile_text(prof: dict[str, Any], markdown: bool = False) -> str:
             ]
         )
     parts.append(table(["category", "worker us/record", "pipe us/record"], rows))
-    inside = ", ".join(f"{e['callee']} {e['share_of_send']:.0%}" for e in ps["inside_producer_send"][:5])
-    parts += ["", f"inside KafkaProducer.send (worker): {inside}"]
+    if ps.get("inside_producer_send"):
+        inside = ", ".join(f"{e['callee']} {e['share_of_send']:.0%}" for e in ps["inside_producer_send"][:5])
+        parts += ["", f"inside KafkaProducer.send (worker): {inside}"]
     return "\n".join(parts)
-
-
-def ps_rate(prof: dict[str, Any]) -> float | None:
-    run = prof["pyspy"].get("run") or {}
-    rate: float | None = run.get("rate")
-    return rate
 
 
 def cprofile_rows(cp: dict[str, Any]) -> list[list[Any]]:
@@ -1682,69 +2550,86 @@ def cprofile_rows(cp: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    """The report's tables in Markdown (for docs/performance.md)."""
-    m = report["machine"]
-    out = [
+def _profile_entries(prof: dict[str, Any]) -> list[dict[str, Any]]:
+    return [prof["backends"][b] for b in BACKENDS if b in (prof.get("backends") or {})]
+
+
+def targets_text(targets: Sequence[dict[str, Any]], markdown: bool = False) -> str:
+    if markdown:
+        rows = []
+        for t in targets:
+            line = target_line(t)
+            verdict, _, rest = line.partition(" ")
+            rows.append([f"**{verdict.strip()}**" if t["met"] is False else verdict.strip(), rest.strip()])
+        return markdown_table(["verdict", "target"], rows, "ll")
+    return "\n".join(target_line(t) for t in targets)
+
+
+def machine_line(report: dict[str, Any]) -> str:
+    m, src = report["machine"], report.get("source") or {}
+    return (
         f"Machine: {m['cpu_model']}, {m['logical_cores']} logical cores ({m['usable_cores']} usable), "
         f"{m['memory_gb']} GB; {m['platform']}; Python {m['python']}; kafka-python {m['kafka_python']} "
-        f"(crc32c {'installed' if m['crc32c_installed'] else 'not installed'}); river {m['river']}; "
+        f"(crc32c {'installed' if m['crc32c_installed'] else 'not installed'}); confluent-kafka "
+        f"{m.get('confluent_kafka')} (librdkafka {m.get('librdkafka')}); river {m['river']}; "
         f"numpy {m['numpy']}; orjson {m['orjson']}; broker: {m['broker']}. Load average at start "
         f"{m['loadavg_at_start']}, at end {report.get('loadavg_at_end')}; wall time "
-        f"{report.get('wall_seconds', 0):.0f} s.",
-    ]
+        f"{report.get('wall_seconds', 0):.0f} s; commit {(src.get('commit') or '?')[:10]}"
+        f" ({src.get('changed_files')} changed files in the tree)."
+    )
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report's tables in Markdown (for docs/performance.md)."""
+    out = [machine_line(report)]
     tp = report.get("throughput")
     if tp:
         headers, rows = throughput_table(tp)
-        out += ["", markdown_table(headers, rows, "lrrrrrrrrrrl")]
+        out += ["", markdown_table(headers, rows, THROUGHPUT_ALIGN), ""]
+        out += [f"* {line}" for line in ratio_lines(tp)]
     mem = report.get("memory")
-    if mem:
-        rows = [
-            [f"{p['records']:,}", f"{p['stats_seen']:,}", f"{p['rss_mb']:,.0f}"] for p in mem["milestones"]
-        ]
-        rows.insert(
-            0,
-            [
-                f"~{mem['first_stats_seen']:,} (first statistics record)",
-                f"{mem['first_stats_seen']:,}",
-                f"{mem['rss_after_first_batches_mb'] or 0:,.0f}",
-            ],
-        )
-        rows.append(["peak over the run (VmHWM)", "", f"{mem['vm_hwm_mb'] or 0:,.0f}"])
-        out += ["", markdown_table(["after records", "statistics record at seen", "VmRSS MB"], rows)]
+    if mem and mem.get("runs"):
+        headers, rows = memory_table(mem)
+        out += ["", markdown_table(headers, rows)]
+        long_run = long_run_table(mem)
+        if long_run:
+            out += ["", markdown_table(*long_run)]
     lat = report.get("latency")
-    if lat:
+    if lat and lat.get("runs"):
         out += ["", latency_text(lat, markdown=True)]
     sz = report.get("sizes")
     if sz:
         headers, rows = sizes_table(sz, report["params"]["size_contenders"])
         out += ["", markdown_table(headers, rows)]
-    prof = report.get("profile")
-    if prof and "pyspy" in prof and "categories" in prof["pyspy"]:
-        out += ["", profile_text(prof, markdown=True)]
-    if prof and "cprofile" in prof:
-        cp = prof["cprofile"]
-        out += [
-            "",
-            f"cProfile (main thread, {prof['records']:,} records; run rate under the profiler "
-            f"{fmt_rate(cp['run']['rate'])} rec/s)",
-            "",
-            markdown_table(["function", "calls", "tottime s", "cumtime s"], cprofile_rows(cp)),
-        ]
+    prof = report.get("profile") or {}
+    for entry in _profile_entries(prof):
+        if "pyspy" in entry and "categories" in entry["pyspy"]:
+            out += ["", profile_text(entry, prof["records"], markdown=True)]
+        if "cprofile" in entry:
+            cp = entry["cprofile"]
+            out += [
+                "",
+                f"cProfile ({entry['backend']}, main thread, {prof['records']:,} records; run rate under "
+                f"the profiler {fmt_rate(cp['run']['rate'])} rec/s)",
+                "",
+                markdown_table(["function", "calls", "tottime s", "cumtime s"], cprofile_rows(cp)),
+            ]
+    if report.get("targets"):
+        out += ["", targets_text(report["targets"], markdown=True)]
     return "\n".join(out) + "\n"
 
 
 def print_report(report: dict[str, Any], say: Say) -> None:
-    m = report["machine"]
     say("")
-    say(
-        f"machine: {m['cpu_model']} | {m['logical_cores']} logical cores ({m['usable_cores']} usable) | "
-        f"{m['memory_gb']} GB | Python {m['python']} | kafka-python {m['kafka_python']} "
-        f"(crc32c {'yes' if m['crc32c_installed'] else 'no'}) | river {m['river']} | {m['broker']}"
-    )
-    say(f"load average at start {m['loadavg_at_start']}, at end {report.get('loadavg_at_end')}")
+    say(machine_line(report))
     if report["params"].get("quick"):
         say("--quick: small sizes, one run each: a smoke test of the benchmark, not a measurement")
+    cs = report.get("client_settings") or {}
+    if cs.get("confluent_edge_honours_fetch_max_wait_ms") is False:
+        say(
+            "NOTE: the confluent-kafka edge does not pass SP_KAFKA__FETCH_MAX_WAIT_MS on: its "
+            f"fetch.wait.max.ms is {cs.get('confluent_edge_fetch_wait_max_ms')} ms whatever the setting"
+        )
     tp = report.get("throughput")
     if tp:
         say("")
@@ -1754,52 +2639,72 @@ def print_report(report: dict[str, Any], say: Say) -> None:
             f"median of {report['params']['repeats']} interleaved runs"
         )
         headers, rows = throughput_table(tp)
-        say(format_table(headers, rows, "lrrrrrrrrrrl"))
-        s = tp["summary"]
-        ws = s[WORKER_ALL].get("median_rate_stats_method")
-        say(
-            f"worker/limit = {fmt_ratio(s[WORKER_ALL]['median_rate'], s[LIMIT]['median_rate'])}, "
-            f"worker/peer = {fmt_ratio(s[WORKER_ALL]['median_rate'], s[PEER]['median_rate'])} "
-            f"(predictions=all); worker predictions=all by the stats method: {fmt_rate(ws)} rec/s"
-        )
+        say(format_table(headers, rows, THROUGHPUT_ALIGN))
+        for line in ratio_lines(tp):
+            say(line)
     mem = report.get("memory")
-    if mem:
+    if mem and mem.get("runs"):
         say("")
-        pts = ", ".join(
-            f"after {p['records']:,}: {p['rss_mb']:,.0f} MB"
-            for p in mem["milestones"]
-            if p["rss_mb"] is not None
-        )
-        say(
-            f"MEMORY (worker VmRSS, predictions=all): after the first ~{mem['first_stats_seen']:,} records "
-            f"{mem['rss_after_first_batches_mb'] or 0:,.0f} MB; {pts}; "
-            f"peak {mem['peak_rss_mb'] or 0:,.0f} MB "
-            f"(run rate {fmt_rate(mem['run']['rate'])} rec/s)"
-        )
+        say("MEMORY (worker VmRSS, predictions=all, one run per backend on the same records)")
+        headers, rows = memory_table(mem)
+        say(format_table(headers, rows))
+        long_run = long_run_table(mem)
+        if long_run:
+            say("")
+            say("LONG RUN: worker (the memory run) and pipe on the same records, one run each")
+            say(format_table(*long_run))
     lat = report.get("latency")
-    if lat:
+    if lat and lat.get("runs"):
         say("")
         say(latency_text(lat))
     sz = report.get("sizes")
     if sz:
         say("")
-        say("COST AGAINST SIZE (predictions=all; median of runs)")
+        say("COST AGAINST SIZE (kafka-python, predictions=all; median of runs)")
         headers, rows = sizes_table(sz, report["params"]["size_contenders"])
         say(format_table(headers, rows))
-    prof = report.get("profile")
-    if prof:
+    prof = report.get("profile") or {}
+    for entry in _profile_entries(prof):
         say("")
-        if "pyspy" in prof and "categories" in prof["pyspy"]:
-            say(profile_text(prof))
-        if "cprofile" in prof:
-            cp = prof["cprofile"]
+        if "pyspy" in entry and "categories" in entry["pyspy"]:
+            say(profile_text(entry, prof["records"]))
+        if "cprofile" in entry:
             say("")
-            say("PROFILE (cProfile, main thread; times inflated by the profiler's per-call cost)")
-            rows = cprofile_rows(cp)
-            say(format_table(["function", "calls", "tottime s", "cumtime s"], rows))
+            say(
+                f"PROFILE ({entry['backend']}, cProfile, main thread; times inflated by the profiler's "
+                f"per-call cost; {fmt_rate(entry['cprofile']['run']['rate'])} rec/s under it)"
+            )
+            say(
+                format_table(
+                    ["function", "calls", "tottime s", "cumtime s"], cprofile_rows(entry["cprofile"])
+                )
+            )
+    if report.get("targets"):
+        say("")
+        say("TARGETS")
+        say(targets_text(report["targets"]))
 
 
 # ============================================================================ main
+def parse_rates(text: str | None) -> dict[str, float]:
+    """``--latency-rate``: one rate for every backend (key ``*``), or ``backend=rate`` pairs.
+
+    >>> parse_rates("5000"), parse_rates("kafka-python=12000,confluent-kafka=44000"), parse_rates(None)
+    ({'*': 5000.0}, {'kafka-python': 12000.0, 'confluent-kafka': 44000.0}, {})
+    """
+    if not text:
+        return {}
+    if "=" not in text:
+        return {"*": float(text)}
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if name.strip() not in BACKENDS:
+            raise ValueError(f"unknown backend {name.strip()!r}")
+        out[name.strip()] = float(value)
+    return out
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.bench_worker", description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -1830,9 +2735,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-seconds", type=float, default=None, help="steady-rate phase (20; --quick 2)")
     p.add_argument(
         "--latency-rate",
-        type=float,
         default=None,
-        help="input rate for the latency run (default: half the worker's measured maximum)",
+        help="input rate of the latency runs: one number for every backend, or per backend as "
+        "kafka-python=N,confluent-kafka=M (default: half of each worker's measured maximum)",
+    )
+    p.add_argument(
+        "--latency-repeats",
+        type=int,
+        default=None,
+        help="runs of each latency contender, interleaved (3; --quick 1)",
     )
     p.add_argument(
         "--session-timeout-ms",
@@ -1850,6 +2761,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="SP_NAME=VALUE",
         help="an extra setting for every worker run (repeatable), e.g. SP_KAFKA__BACKEND=confluent-kafka",
+    )
+    p.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help="comma-separated client backends to measure (worker and its own pipe): "
+        f"{', '.join(BACKENDS)} (default: both; confluent-kafka is skipped when not installed)",
+    )
+    p.add_argument(
+        "--latency-extra-fetch-wait-ms",
+        type=int,
+        default=LATENCY_EXTRA_FETCH_WAIT_MS,
+        help="one extra latency run of each worker with SP_KAFKA__FETCH_MAX_WAIT_MS at this "
+        f"value ({LATENCY_EXTRA_FETCH_WAIT_MS}; -1: none)",
     )
     p.add_argument("--markdown", type=Path, default=None, help="also write the tables as Markdown")
     p.add_argument("--from-json", type=Path, default=None, help="run nothing: re-print a saved report")
@@ -1876,6 +2800,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             p.error(f"--worker-env wants SP_NAME=VALUE, got {item!r}")
     if args.records < 10 or args.repeats < 1:
         p.error("--records must be >= 10 and --repeats >= 1")
+    try:
+        args.latency_rates = parse_rates(args.latency_rate)
+    except ValueError as exc:
+        p.error(f"--latency-rate: {exc}")
+    if args.latency_repeats is None:
+        args.latency_repeats = 1 if args.quick else 3
+    if args.latency_repeats < 1:
+        p.error("--latency-repeats must be >= 1")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or set(backends) - set(BACKENDS):
+        p.error(f"--backends wants some of {', '.join(BACKENDS)}, got {args.backends!r}")
+    args.backends = [b for b in BACKENDS if b in backends]
+    if args.latency_extra_fetch_wait_ms < 0:
+        args.latency_extra_fetch_wait_ms = None
     return args
 
 
@@ -1889,6 +2827,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             args.markdown.write_text(render_markdown(saved), encoding="utf-8")
         return saved
     t_all = time.perf_counter()
+    if CF in args.backends and not confluent_available():
+        say("confluent-kafka is not installed: measuring kafka-python only")
+        args.backends = [b for b in args.backends if b != CF]
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-"))
     prefix = f"bw{int(time.time()) % 10**6}{os.getpid() % 1000}"
     report: dict[str, Any] = {
@@ -1905,10 +2846,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "sections": sorted(args.sections),
             "session_timeout_ms": args.session_timeout_ms,
             "latency_seconds": args.latency_seconds,
+            "latency_repeats": args.latency_repeats,
             "profile": args.profile,
             "profile_records": args.profile_records,
-            "size_contenders": [LIMIT, PEER, WORKER_ALL],
+            "size_contenders": [PIPE_KP, PEER, WORKER_KP],
             "worker_env": args.worker_env,
+            "backends": args.backends,
+            "latency_extra_fetch_wait_ms": args.latency_extra_fetch_wait_ms,
+            "targets": {
+                "worker_over_own_pipe": TARGET_WORKER_OVER_PIPE,
+                "worker_over_peer": TARGET_WORKER_OVER_PEER,
+                "memory_growth_100k_to_1M": TARGET_MEMORY_GROWTH,
+                "p99_ms_at_half_load": TARGET_P99_MS,
+            },
         },
         "source": git_state(),
         "client_settings": kafka_client_settings(),
@@ -1919,9 +2869,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "worker_predictions_none": "no output per record: (seen_last-seen_first)/(ts_last-ts_first) "
             "over the worker's statistics records (first periodic one, ~5k records in, to the shutdown "
             "one); the same computed for predictions=all as a cross-check",
-            "contenders": "each a separate process; pipe and peer use assign() (no group); the worker "
-            "runs `python -m stream_perceptron.cli run --until-caught-up` with a fresh group, fresh "
-            "output topics and checkpoint directory, SP_OBSERVE__ENABLED=false, other settings default",
+            "contenders": "each a separate process; pipes and peer use assign() (no group); the worker "
+            "runs `python -m stream_perceptron.cli run --until-caught-up` with SP_KAFKA__BACKEND set to "
+            "its client, a fresh group, fresh output topics and checkpoint directory, "
+            "SP_OBSERVE__ENABLED=false, other settings default; each pipe uses the client settings of "
+            "the worker's edge for the same client (bench/pipe.py)",
             "interleaving": "each repeat runs every contender once, order rotated by one per repeat",
             "statistic": "median over repeats; spread = (max-min)/median",
             "input": "pre-produced once per size into a fresh one-partition topic, read by every run",
@@ -1945,42 +2897,78 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
         ctx = Ctx(bootstrap, prefix, workdir, args.session_timeout_ms, broker.pid if broker else None)
         ctx.worker_env = dict(item.split("=", 1) for item in args.worker_env)
-        worker_max: float | None = None
+        backends = args.backends
+        worker_max: dict[str, float] = {}
         if "throughput" in args.sections:
+            contenders = contenders_for(backends)
             say(
                 f"throughput: {args.records:,} records x {args.repeats} repeats "
-                f"x {len(CONTENDERS)} contenders"
+                f"x {len(contenders)} contenders"
             )
-            report["throughput"] = section_throughput(ctx, args.records, args.repeats, args.seed, say)
-            worker_max = report["throughput"]["summary"][WORKER_ALL]["median_rate"]
+            report["throughput"] = section_throughput(
+                ctx, args.records, args.repeats, args.seed, say, contenders
+            )
+            for b in backends:
+                rate = report["throughput"]["summary"][WORKER_OF[b]]["median_rate"]
+                if rate:
+                    worker_max[b] = rate
         if "memory" in args.sections:
             ms = MEMORY_MILESTONES_QUICK if args.quick else MEMORY_MILESTONES_FULL
-            say(f"memory: one worker run on {max(ms):,} records")
-            report["memory"] = section_memory(ctx, ms, args.seed, say)
-            worker_max = worker_max or report["memory"]["run"]["rate"]
+            say(f"memory: one worker run per backend on {max(ms):,} records")
+            report["memory"] = section_memory(ctx, ms, args.seed, say, backends)
+            for b, r in report["memory"]["runs"].items():
+                if b not in worker_max and r["run"].get("rate"):
+                    worker_max[b] = r["run"]["rate"]
         if "latency" in args.sections:
-            rate = args.latency_rate or (worker_max / 2 if worker_max else 5000.0)
-            say(f"latency: steady input at {rate:,.0f} rec/s for {args.latency_seconds:g} s")
-            report["latency"] = section_latency(ctx, rate, args.latency_seconds, args.seed, say)
+            given = args.latency_rates
+            rates = {
+                b: given.get(b) or given.get("*") or (worker_max[b] / 2 if b in worker_max else 5000.0)
+                for b in backends
+            }
+            cf_pipe_wait = None
+            cs = report["client_settings"]
+            if CF in backends and cs.get("confluent_edge_honours_fetch_max_wait_ms") is False:
+                cf_pipe_wait = cs["fetch_max_wait_ms"]  # what the edge would use if it honoured it
+            say(
+                "latency: steady input at "
+                + ", ".join(f"{fmt_rate(r)} rec/s ({b})" for b, r in rates.items())
+                + f" for {args.latency_seconds:g} s each"
+            )
+            report["latency"] = section_latency(
+                ctx,
+                rates,
+                args.latency_seconds,
+                args.seed,
+                say,
+                extra_fetch_wait_ms=args.latency_extra_fetch_wait_ms,
+                cf_pipe_fetch_wait_ms=cf_pipe_wait,
+                cf_honours_fetch_wait=cs.get("confluent_edge_honours_fetch_max_wait_ms") is not False,
+                repeats=args.latency_repeats,
+            )
         if "sizes" in args.sections:
-            say("sizes: worker records/s against the input's size (plus the limit and the peer)")
+            say("sizes: kafka-python worker records/s against the input's size (plus its pipe and the peer)")
             report["sizes"] = section_sizes(
-                ctx, args.records, args.sizes_repeats, args.quick, args.seed, [LIMIT, PEER, WORKER_ALL], say
+                ctx, args.records, args.sizes_repeats, args.quick, args.seed, [PIPE_KP, PEER, WORKER_KP], say
             )
         if "profile" in args.sections:
             tools = ("cprofile", "pyspy") if args.profile == "both" else (args.profile,)
-            say(f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}")
-            report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say)
+            say(
+                f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}, "
+                "per backend"
+            )
+            report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say, backends)
         if args.bootstrap is not None:
             delete_topics(bootstrap, ctx.topics)
     finally:
         if broker is not None:
             broker.stop()
         report["loadavg_at_end"] = loadavg()
+        report["source_at_end"] = git_state()  # HEAD may move while a long run is going
         report["wall_seconds"] = time.perf_counter() - t_all
         report["workdir"] = str(workdir) if args.keep_workdir or "profile" in args.sections else None
         if not (args.keep_workdir or "profile" in args.sections):
             shutil.rmtree(workdir, ignore_errors=True)
+    report["targets"] = evaluate_targets(report)
     if "machine" in report:
         print_report(report, say)
     say(f"\ntotal wall time {report['wall_seconds']:.0f} s")

@@ -1,14 +1,27 @@
-"""The limit: a bare kafka-python consume → produce pipe, one process, values forwarded unchanged.
+"""The limit: a bare consume → produce pipe, one process, values forwarded unchanged, on either
+of the worker's two client libraries.
 
 Run from the repository root::
 
     .venv/bin/python -m bench.pipe --bootstrap 127.0.0.1:9092 --input IN --output OUT --records N
+    .venv/bin/python -m bench.pipe --client confluent-kafka --bootstrap HOST:PORT --input IN ...
 
 It reads partition 0 of ``IN`` from its beginning with ``assign()`` (no group, so no group join),
 sends every record's key and value unchanged to ``OUT``, and stops after ``N`` records and a
-flush. The clients use the worker's settings (``stream_perceptron.settings.KafkaSettings``
-defaults, ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds its
-producer), so the only difference from the worker is everything the worker does per record.
+flush. The clients use the worker's settings, so the only difference from the worker is
+everything the worker does per record:
+
+* ``--client kafka-python`` (default): ``stream_perceptron.settings.KafkaSettings`` defaults
+  (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``linger_ms``,
+  ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
+  its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch.
+* ``--client confluent-kafka``: the librdkafka properties that
+  ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
+  from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
+  ``Consumer.poll(poll_timeout)`` for a first message, then ``Consumer.consume(max_poll_records −
+  1, timeout=0)`` for whatever is already fetched; ``Producer.produce`` per record (a full local
+  queue is waited out with ``poll(0.05)``) and ``Producer.poll(0)`` once per batch to serve
+  delivery reports.
 
 The last line on stdout is ``BENCH_RESULT {json}`` with the process's own timings (wall clock,
 ``time.time()``): ``t_first_polled`` (first poll that returned records), ``t_last_sent``,
@@ -23,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +44,7 @@ from typing import Any
 
 RESULT_PREFIX = "BENCH_RESULT "
 PRODUCER_ACKS = "all"  # stream_perceptron.kafka_io.KafkaEdge._new_producer hard-codes acks="all"
+CLIENTS = ("kafka-python", "confluent-kafka")
 
 
 def kafka_settings(bootstrap: str) -> Any:
@@ -50,6 +65,7 @@ def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "max_poll_records": kafka.max_poll_records,
+        "fetch_max_wait_ms": kafka.fetch_max_wait_ms,  # as kafka_io.KafkaEdge passes it
     }
 
 
@@ -73,7 +89,9 @@ def poll_params(bootstrap: str) -> tuple[int, int]:
     return kafka.poll_timeout_ms, kafka.max_poll_records
 
 
-def assigned_consumer(bootstrap: str, topic: str, partition: int = 0) -> Any:
+def assigned_consumer(
+    bootstrap: str, topic: str, partition: int = 0, *, fetch_max_wait_ms: int | None = None
+) -> Any:
     """A consumer assigned to ``topic``/``partition``, positioned at offset 0.
 
     The benchmark's topics are fresh, so offset 0 is their beginning; an explicit seek avoids a
@@ -81,7 +99,10 @@ def assigned_consumer(bootstrap: str, topic: str, partition: int = 0) -> Any:
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(**consumer_kwargs(bootstrap))
+    kwargs = consumer_kwargs(bootstrap)
+    if fetch_max_wait_ms is not None:
+        kwargs["fetch_max_wait_ms"] = fetch_max_wait_ms
+    consumer = KafkaConsumer(**kwargs)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek(tp, 0)
@@ -95,13 +116,15 @@ def consume_produce(
     handle_batch: Callable[[list[Any], Any], None],
     *,
     timeout_s: float = 600.0,
+    fetch_max_wait_ms: int | None = None,
 ) -> dict[str, Any]:
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch(recs, producer)``,
-    then flush. Returns the process's own timings; shared by the pipe and the river peer."""
+    then flush. Returns the process's own timings; shared by the kafka-python pipe and the river
+    peer."""
     from kafka import KafkaProducer
 
     t_start = time.time()
-    consumer = assigned_consumer(bootstrap, input_topic)
+    consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
     producer = KafkaProducer(**producer_kwargs(bootstrap))
     poll_ms, max_records = poll_params(bootstrap)
     t_ready = time.time()
@@ -137,15 +160,131 @@ def consume_produce(
     }
 
 
-def pipe(bootstrap: str, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
-    """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged."""
+def pipe(
+    bootstrap: str, input_topic: str, output_topic: str, records: int, *, fetch_max_wait_ms: int | None = None
+) -> dict[str, Any]:
+    """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged
+    (kafka-python)."""
 
     def forward(recs: list[Any], producer: Any) -> None:
         send = producer.send
         for r in recs:
             send(output_topic, value=r.value, key=r.key)
 
-    return consume_produce(bootstrap, input_topic, records, forward)
+    result = consume_produce(bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms)
+    return result
+
+
+def _ignore(*_args: Any) -> None:
+    return None
+
+
+def confluent_configs(
+    bootstrap: str, group: str, *, fetch_wait_max_ms: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(consumer, producer) librdkafka properties exactly as ``ConfluentEdge`` builds them for
+    ``KafkaSettings(bootstrap_servers=bootstrap)`` defaults, minus its Python callbacks (logger,
+    error and delivery callbacks, which the caller sets). ``group`` is only the consumer's
+    ``group.id`` (librdkafka wants one even with ``assign()``; no group is joined).
+    ``fetch_wait_max_ms`` overrides ``fetch.wait.max.ms`` (an experiment, not the edge's setting).
+    """
+    from stream_perceptron.kafka_confluent import ConfluentEdge
+    from stream_perceptron.settings import KafkaSettings
+
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, group_id=group, client_id=group)
+    edge = ConfluentEdge(kafka, "(unused)", _ignore, _ignore)  # builds nothing until start()
+    consumer = edge._consumer_config()
+    producer = edge._producer_config()
+    for cfg in (consumer, producer):
+        for name in ("logger", "error_cb", "on_delivery"):
+            cfg.pop(name, None)
+    if fetch_wait_max_ms is not None:
+        consumer["fetch.wait.max.ms"] = fetch_wait_max_ms
+    return consumer, producer
+
+
+def confluent_pipe(
+    bootstrap: str,
+    input_topic: str,
+    output_topic: str,
+    records: int,
+    *,
+    fetch_wait_max_ms: int | None = None,
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
+    """Forward ``records`` records of ``input_topic`` to ``output_topic`` with confluent-kafka,
+    consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    errors: list[str] = []
+    failed: list[str] = []
+
+    def on_error(err: Any) -> None:
+        errors.append(str(err))
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    t_start = time.time()
+    c_cfg, p_cfg = confluent_configs(
+        bootstrap, f"bench-pipe-{os.getpid()}-{int(t_start)}", fetch_wait_max_ms=fetch_wait_max_ms
+    )
+    consumer = Consumer({**c_cfg, "error_cb": on_error})
+    consumer.assign([TopicPartition(input_topic, 0, 0)])  # fresh topic: offset 0 is its beginning
+    producer = Producer({**p_cfg, "error_cb": on_error, "on_delivery": on_delivery})
+    poll_ms, max_records = poll_params(bootstrap)
+    poll_s = poll_ms / 1000
+    t_ready = time.time()
+    consumed = skipped = 0
+    t_first: float | None = None
+    deadline = time.monotonic() + timeout_s
+    consume_first, consume_batch = consumer.poll, consumer.consume
+    produce, serve = producer.produce, producer.poll
+    try:
+        while consumed < records:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {consumed} of {records} records in {timeout_s} s")
+            first = consume_first(poll_s)
+            if first is None:
+                continue
+            msgs = [first, *consume_batch(max_records - 1, 0)]
+            if t_first is None:
+                t_first = time.time()
+            for m in msgs:
+                if m.error() is not None:
+                    skipped += 1
+                    continue
+                while True:
+                    try:
+                        produce(output_topic, value=m.value(), key=m.key())
+                        break
+                    except BufferError:
+                        serve(0.05)
+                consumed += 1
+            serve(0)
+        t_last_sent = time.time()
+        remaining = producer.flush(60)
+        t_flushed = time.time()
+    finally:
+        consumer.close()
+    if remaining or failed:
+        raise RuntimeError(f"{remaining} records unacknowledged, {len(failed)} failed: {failed[:3]}")
+    return {
+        "records": consumed,
+        "client": "confluent-kafka",
+        "skipped_error_messages": skipped,
+        "client_errors": errors[:10],
+        "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
+        "t_start": t_start,
+        "t_ready": t_ready,
+        "t_first_polled": t_first,
+        "t_last_sent": t_last_sent,
+        "t_flushed": t_flushed,
+        "own_rate_first_poll_to_flush": (
+            (consumed / (t_flushed - t_first)) if t_first is not None and t_flushed > t_first else None
+        ),
+    }
 
 
 def emit_result(result: dict[str, Any]) -> None:
@@ -163,12 +302,23 @@ def parse_result(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def contender_args(prog: str, description: str, argv: Sequence[str] | None) -> argparse.Namespace:
+def contender_args(
+    prog: str, description: str, argv: Sequence[str] | None, *, with_client: bool = False
+) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--bootstrap", required=True, help="host:port of the broker")
     p.add_argument("--input", required=True, help="input topic (partition 0 is read)")
     p.add_argument("--output", required=True, help="output topic")
     p.add_argument("--records", type=int, required=True, help="records to forward, then stop")
+    if with_client:
+        p.add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="the client library")
+        p.add_argument(
+            "--fetch-wait-ms",
+            type=int,
+            default=None,
+            help="override the consumer's fetch wait (fetch_max_wait_ms / fetch.wait.max.ms); "
+            "default: what the worker's edge of the same client uses",
+        )
     args = p.parse_args(argv)
     if args.records < 1:
         p.error("--records must be positive")
@@ -176,8 +326,18 @@ def contender_args(prog: str, description: str, argv: Sequence[str] | None) -> a
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = contender_args("python -m bench.pipe", "A bare consume -> produce pipe (the limit).", argv)
-    result = pipe(args.bootstrap, args.input, args.output, args.records)
+    args = contender_args(
+        "python -m bench.pipe", "A bare consume -> produce pipe (the limit).", argv, with_client=True
+    )
+    if args.client == "confluent-kafka":
+        result = confluent_pipe(
+            args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms
+        )
+    else:
+        result = pipe(
+            args.bootstrap, args.input, args.output, args.records, fetch_max_wait_ms=args.fetch_wait_ms
+        )
+        result["client"] = "kafka-python"
     result["contender"] = "pipe"
     emit_result(result)
     return result

@@ -25,8 +25,13 @@ def test_the_module_doctests_pass() -> None:
 
 @pytest.mark.parametrize(
     ("values", "q", "expected"),
-    [([3, 1, 2], 50, 2.0), ([1, 2, 3, 4], 0, 1.0), ([1, 2, 3, 4], 100, 4.0), (list(range(101)), 99, 99.0),
-     ([10, 20], 25, 12.5)],
+    [
+        ([3, 1, 2], 50, 2.0),
+        ([1, 2, 3, 4], 0, 1.0),
+        ([1, 2, 3, 4], 100, 4.0),
+        (list(range(101)), 99, 99.0),
+        ([10, 20], 25, 12.5),
+    ],
 )
 def test_percentile_interpolates_like_numpy(values: list[float], q: float, expected: float) -> None:
     assert bw.percentile(values, q) == pytest.approx(expected)
@@ -134,17 +139,26 @@ def test_stack_categories() -> None:
     main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:172)"]
     process = [*main, "Worker.process (stream_perceptron/worker.py:294)"]
     publish = [*process, "Worker._learn_and_publish (stream_perceptron/worker.py:328)"]
-    send = [*publish, "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
-            "KafkaEdge._retrying (stream_perceptron/kafka_io.py:593)",
-            "KafkaProducer.send (kafka/producer/kafka.py:963)"]
-    stats = [*main, "Worker.publish_stats (stream_perceptron/worker.py:360)",
-             "encode (stream_perceptron/records.py:210)"]
-    assert bw.categorize_stack(send).startswith("KafkaEdge.send")
+    send = [
+        *publish,
+        "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
+        "KafkaEdge._retrying (stream_perceptron/kafka_io.py:593)",
+        "KafkaProducer.send (kafka/producer/kafka.py:963)",
+    ]
+    stats = [
+        *main,
+        "Worker.publish_stats (stream_perceptron/worker.py:360)",
+        "encode (stream_perceptron/records.py:210)",
+    ]
+    assert bw.categorize_stack(send).startswith("edge send")
     assert bw.library_category(send) == "kafka-python KafkaProducer.send"
     assert bw.categorize_stack([*publish, "encode (stream_perceptron/records.py:210)"]).startswith("encode")
     assert bw.categorize_stack(stats) == "statistics records"  # not prediction encoding
-    learn = [*process, "Learner.step (stream_perceptron/learner.py:40)",
-             "Perceptron.learn_many (stream_perceptron/perceptron.py:300)"]
+    learn = [
+        *process,
+        "Learner.step (stream_perceptron/learner.py:40)",
+        "Perceptron.learn_many (stream_perceptron/perceptron.py:300)",
+    ]
     assert bw.categorize_stack(learn) == "learn_many"
     assert bw.library_category(publish) == "own code (everything else)"
     assert bw.library_category(["<module> (x.py:1)", "import_module (y.py:2)"]) == "start-up, imports, other"
@@ -152,26 +166,60 @@ def test_stack_categories() -> None:
 
 def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path) -> None:
     main = "_run_module_as_main (<frozen runpy>:198);Worker.run (stream_perceptron/worker.py:172)"
-    poll = ";".join([main, "KafkaEdge.poll (stream_perceptron/kafka_io.py:423)",
-                     "KafkaConsumer.poll (kafka/consumer/group.py:827)"])
-    send = ";".join([main, "Worker.process (stream_perceptron/worker.py:294)",
-                     "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
-                     "KafkaProducer.send (kafka/producer/kafka.py:963)",
-                     "KafkaProducer._partition (kafka/producer/kafka.py:1)"])
-    idle = ";".join(["Thread._bootstrap (threading.py:1002)", "Thread.run (threading.py:982)",
-                     "EpollSelector.select (selectors.py:468)"])
+    poll = ";".join(
+        [
+            main,
+            "KafkaEdge.poll (stream_perceptron/kafka_io.py:423)",
+            "KafkaConsumer.poll (kafka/consumer/group.py:827)",
+        ]
+    )
+    send = ";".join(
+        [
+            main,
+            "Worker.process (stream_perceptron/worker.py:294)",
+            "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
+            "KafkaProducer.send (kafka/producer/kafka.py:963)",
+            "KafkaProducer._partition (kafka/producer/kafka.py:1)",
+        ]
+    )
+    idle = ";".join(
+        [
+            "Thread._bootstrap (threading.py:1002)",
+            "Thread.run (threading.py:982)",
+            "EpollSelector.select (selectors.py:468)",
+        ]
+    )
     raw = tmp_path / "raw.txt"
     raw.write_text(f"{poll} 300\n{send} 100\n{idle} 400\n<module> (x.py:1) 0\n", encoding="utf-8")
     # 400 main-thread samples over 4 s: 100 Hz effective; a 2 s join = 200 poll samples removed
     s = bw.summarize_pyspy(raw, 250, 1000, wall_s=4.0, join_s=2.0)
     assert s["effective_hz_main_thread"] == pytest.approx(100.0)
     by = {r["category"]: r for r in s["categories"]}
-    assert by["poll (consumer.poll + InRecord), incl. waiting"]["samples"] == 100
-    assert by["poll (consumer.poll + InRecord), incl. waiting"]["share_of_processing"] == pytest.approx(0.5)
-    send_row = by["KafkaEdge.send (producer.send + errback + retry wrapper)"]
+    poll_row = by["edge poll (client poll + InRecord copies), incl. waiting"]
+    assert poll_row["samples"] == 100 and poll_row["share_of_processing"] == pytest.approx(0.5)
+    send_row = by["edge send (client send + retry wrapper)"]
     assert send_row["seconds"] == pytest.approx(1.0) and send_row["us_per_record"] == pytest.approx(1000.0)
     assert by["background threads: idle (select, wait)"]["share_of_processing"] is None
     assert s["inside_producer_send"][0]["callee"] == "KafkaProducer._partition"
+    # the join comes out of the one poll category that waits, in each table
+    lib = {r["category"]: r for r in s["library"]}
+    assert lib["kafka-python KafkaConsumer.poll (incl. waiting)"]["samples"] == 100
+
+
+def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path: Path) -> None:
+    main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:204)"]
+    edge = "stream_perceptron/kafka_confluent.py"
+    consume = [*main, f"ConfluentEdge.poll ({edge}:1)", f"ConfluentEdge._consume ({edge}:2)"]
+    around = [*main, f"ConfluentEdge.poll ({edge}:3)"]
+    assert bw.library_category(consume) == bw.CF_CONSUME
+    assert bw.categorize_stack(consume).startswith("edge poll")
+    assert bw.library_category(around).startswith("ConfluentEdge.poll: Python around")
+    # the pipe: one function, its leaf line names the call (read from the source file)
+    src = tmp_path / "pipe.py"
+    src.write_text("first = consume_first(poll_s)\nproduce(t, value=v, key=k)\nserve(0)\nx = 1\n")
+    top = ["<module> (x.py:1)", "main (bench/pipe.py:1)"]
+    cat = [bw.library_category([*top, f"confluent_pipe ({src}:{n})"]) for n in (1, 2, 3, 4)]
+    assert cat == [bw.CF_CONSUME, bw.CF_PRODUCE, bw.CF_SERVE, "own code (everything else)"]
 
 
 def test_generated_dense_records_are_separable_with_the_stated_noise() -> None:
@@ -217,6 +265,98 @@ def test_contender_result_line_round_trips() -> None:
     assert parse_result("nothing here") is None
 
 
+def test_contenders_cover_both_backends_and_the_peer_once() -> None:
+    both = bw.contenders_for(bw.BACKENDS)
+    assert both[-1] == bw.PEER and len(both) == len(set(both)) == 7
+    assert {bw.SPECS[c].backend for c in both} == set(bw.BACKENDS)
+    assert bw.contenders_for(["kafka-python"]) == [bw.PIPE_KP, bw.WORKER_KP, bw.WORKER_KP_NONE, bw.PEER]
+
+
+def _fake_report() -> dict:
+    summary = {
+        bw.PIPE_KP: {"median_rate": 40_000.0},
+        bw.WORKER_KP: {"median_rate": 30_000.0},
+        bw.PIPE_CF: {"median_rate": 500_000.0},
+        bw.WORKER_CF: {"median_rate": 100_000.0},
+        bw.PEER: {"median_rate": 20_000.0},
+    }
+    milestones = [
+        {"records": 100_000, "rss_mb": 100.0, "hwm_mb": 100.0},
+        {"records": 1_000_000, "rss_mb": 105.0, "hwm_mb": 120.0},
+    ]
+    lat = {"p50_ms": 40.0, "p99_ms": 250.0}
+    return {
+        "throughput": {"summary": summary},
+        "memory": {"runs": {"kafka-python": {"milestones": milestones}}},
+        "latency": {
+            "runs": [
+                {
+                    "kind": "worker",
+                    "backend": "confluent-kafka",
+                    "extra_env": {},
+                    "latency": lat,
+                    "achieved_input_rate": 50_000.0,
+                },
+                {
+                    "kind": "worker",
+                    "backend": "kafka-python",
+                    "latency": lat,
+                    "achieved_input_rate": 1.0,
+                    "extra_env": {"SP_KAFKA__FETCH_MAX_WAIT_MS": "10"},
+                },  # not the default: no target
+                {
+                    "kind": "pipe",
+                    "backend": "kafka-python",
+                    "extra_env": {},
+                    "latency": lat,
+                    "achieved_input_rate": 1.0,
+                },
+            ]
+        },
+    }
+
+
+def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
+    got = {
+        (t["backend"], t["target"].split()[2] if t["target"].startswith("worker") else t["target"][:3]): t
+        for t in bw.evaluate_targets(_fake_report())
+    }
+    pipe_kp = got[("kafka-python", "0.9")]
+    assert pipe_kp["value"] == pytest.approx(0.75) and pipe_kp["met"] is False
+    assert pipe_kp["missed_by"] == pytest.approx(1 / 6) and pipe_kp["factor_needed"] == pytest.approx(1.2)
+    assert got[("confluent-kafka", "0.9")]["value"] == pytest.approx(0.2)
+    assert got[("kafka-python", "3")]["value"] == pytest.approx(1.5)
+    assert got[("confluent-kafka", "3")]["met"] is True
+    mem = got[("kafka-python", "VmR")]
+    assert mem["met"] is True and mem["value"] == pytest.approx(0.05)
+    hwm = got[("kafka-python", "VmH")]  # the peak so far is judged too
+    assert hwm["met"] is False and hwm["value"] == pytest.approx(0.2) and "+20.0%" in hwm["detail"]
+    p99 = [t for t in bw.evaluate_targets(_fake_report()) if "latency" in t["target"]]
+    assert [t["backend"] for t in p99] == ["confluent-kafka"]  # only default-setting worker runs
+    assert p99[0]["met"] is False and p99[0]["factor_needed"] == pytest.approx(2.5)
+    assert "NOT MET" in bw.target_line(p99[0]) and "250 ms" in bw.target_line(p99[0])
+
+
+def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
+    r = bw.throughput_ratios(_fake_report()["throughput"]["summary"])
+    assert r["kafka-python"]["worker_over_own_pipe"] == pytest.approx(0.75)
+    assert r["confluent-kafka"]["worker_over_own_pipe"] == pytest.approx(0.2)
+    assert r["confluent-kafka"]["worker_over_peer"] == pytest.approx(5.0)
+    assert r["confluent-kafka"]["pipe_over_kafka_python_pipe"] == pytest.approx(12.5)
+    assert r["kafka-python"]["worker_none_over_own_pipe"] is None  # not measured
+
+
+def test_the_confluent_pipe_uses_the_edges_librdkafka_settings() -> None:
+    pytest.importorskip("confluent_kafka")
+    from bench.pipe import confluent_configs
+
+    consumer, producer = confluent_configs("127.0.0.1:9092", "g")
+    assert producer["acks"] == "all" and producer["linger.ms"] == 20 and producer["batch.size"] == 262_144
+    assert consumer["enable.auto.commit"] is False and consumer["isolation.level"] == "read_uncommitted"
+    assert not {"logger", "error_cb", "on_delivery"} & (set(consumer) | set(producer))
+    assert confluent_configs("127.0.0.1:9092", "g", fetch_wait_max_ms=7)[0]["fetch.wait.max.ms"] == 7
+
+
 def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
     quick = bw.parse_args(["--quick"])
     assert quick.records == bw.QUICK_RECORDS and quick.repeats == 1 and quick.latency_seconds <= 5
@@ -228,3 +368,54 @@ def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
     assert prof.sections == {"profile"} and prof.profile == "pyspy"
     with pytest.raises(SystemExit):
         bw.parse_args(["--only", "nonsense"])
+    assert full.backends == ["kafka-python", "confluent-kafka"]
+    assert full.latency_repeats == 3 and quick.latency_repeats == 1
+    rates = bw.parse_args(["--latency-rate", "kafka-python=100,confluent-kafka=200"]).latency_rates
+    assert rates == {"kafka-python": 100.0, "confluent-kafka": 200.0}
+    with pytest.raises(SystemExit):
+        bw.parse_args(["--latency-rate", "nope=1"])
+    assert bw.parse_args(["--backends", "confluent-kafka,kafka-python"]).backends == list(bw.BACKENDS)
+    assert bw.parse_args(["--latency-extra-fetch-wait-ms", "-1"]).latency_extra_fetch_wait_ms is None
+    with pytest.raises(SystemExit):
+        bw.parse_args(["--backends", "librdkafka"])
+
+
+def test_memory_and_long_run_tables_compare_the_backends() -> None:
+    def run(rss100: float, rss1m: float, rate: float) -> dict:
+        return {
+            "rss_after_first_batches_mb": 90.0,
+            "vm_hwm_mb": 130.0,
+            "milestones": [
+                {"records": 100_000, "rss_mb": rss100, "hwm_mb": rss100},
+                {"records": 1_000_000, "rss_mb": rss1m, "hwm_mb": rss1m},
+            ],
+            "rss_from_100k": {
+                "points": 2,
+                "min_mb": rss100,
+                "max_mb": rss1m,
+                "slope_mb_per_100k_records": 1.0,
+            },
+            "run": {"rate": rate, "cpu_cores_in_window": 1.0, "rates_per_100k_records": [rate, rate]},
+        }
+
+    mem = {
+        "runs": {"kafka-python": run(100.0, 113.0, 25_000.0), "confluent-kafka": run(120.0, 125.0, 90_000.0)},
+        "pipes_long_run": {
+            b: {
+                "records": 1_050_000,
+                "rate": r,
+                "own_rate_first_poll_to_flush": r,
+                "rates_per_100k_records": [r],
+            }
+            for b, r in (("kafka-python", 50_000.0), ("confluent-kafka", 150_000.0))
+        },
+    }
+    headers, rows = bw.memory_table(mem)
+    assert headers == ["worker memory, predictions=all", "kafka-python MB", "confluent-kafka MB"]
+    growth = [r for r in rows if r[0].startswith("VmRSS (median") and r[0].endswith("1M vs 100k")]
+    assert growth == [["VmRSS (median of +-0.5 s): 1M vs 100k", "+13.0%", "+4.2%"]]
+    table = bw.long_run_table(mem)
+    assert table is not None
+    by = {r[0]: r for r in table[1]}
+    assert by["kafka-python"][-1] == "0.50x" and by["confluent-kafka"][-1] == "0.60x"
+    assert bw.long_run_table({"runs": {}}) is None
