@@ -247,6 +247,7 @@ def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float 
             consumer = KafkaConsumer(
                 **client_config(kafka),
                 allow_auto_create_topics=False,
+                enable_auto_commit=False,  # no group: nothing to commit (and no warning)
                 bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
             )
         except KafkaError as exc:
