@@ -2540,7 +2540,9 @@ def profile_text(entry: dict[str, Any], records: int, markdown: bool = False) ->
     if ps.get("inside_producer_send"):
         inside = ", ".join(f"{e['callee']} {e['share_of_send']:.0%}" for e in ps["inside_producer_send"][:5])
         parts += ["", f"inside KafkaProducer.send (worker): {inside}"]
-    return "\n".join(parts)
+    if markdown:  # a table needs a blank line before it
+        parts = [part for item in parts for part in (item, "") if item] or parts
+    return "\n".join(parts).rstrip("\n")
 
 
 def cprofile_rows(cp: dict[str, Any]) -> list[list[Any]]:
