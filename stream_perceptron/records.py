@@ -14,8 +14,11 @@ Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
 * ``id`` (optional): a string or number, copied to the outputs.
 
 Anything else raises :class:`DecodeError` with the reason the dead-letter record carries.
-The formats of the output records are in :func:`prediction_record`, :func:`dead_letter_record`
-and the README.
+:func:`decode_example` is the reference decoder, one record at a time; :class:`BatchDecoder` is
+the worker's fast path to the same result (a typed msgspec decoder validates in C and falls back to
+:func:`decode_example` for anything it does not take). The formats of the output records are in
+:func:`prediction_record`, :func:`dead_letter_record` and the README; :func:`encode_predictions`
+encodes a batch of prediction records.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from stream_perceptron.errors import DecodeError
@@ -122,6 +126,87 @@ def _features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
     return x  # type: ignore[no-any-return]
 
 
+@dataclass(slots=True)
+class Decoded:
+    """A batch of decoded inputs, column-wise: ``rows[k]`` is the position in the batch of the
+    k-th accepted record; ``rejected`` maps the others' positions to their reasons."""
+
+    xs: list[list[float] | dict[str, float]] = field(default_factory=list)
+    ys: list[int] = field(default_factory=list)
+    ids: list[Scalar] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    rejected: dict[int, str] = field(default_factory=dict)
+
+
+# Ids outside int64 are left to the reference decoder (orjson keeps uint64, reads larger as floats).
+_ID_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class BatchDecoder:
+    """Decodes a batch of input record values to the same result as :func:`decode_example`.
+
+    A typed msgspec decoder checks the schema and the limits in C. It has the last word only on
+    what it accepts: a value it refuses goes through :func:`decode_example`, which gives the
+    reason (or, where the two readers of JSON differ at an edge, accepts it). Dense features come
+    out as floats where :func:`decode_example` keeps JSON integers as ints; both make the same
+    float64 row.
+
+    >>> d = BatchDecoder(Limits()).decode_many([b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None])
+    >>> d.xs, d.ys, d.ids, d.rows, d.rejected
+    ([[1.0, 2.5]], [-1], [7], [0], {1: 'x is empty', 2: 'record has no value'})
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        bound = limits.max_abs_value
+        value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
+        size = msgspec.Meta(min_length=1, max_length=limits.max_features)
+        features = Annotated[list[value], size] | Annotated[dict[str, value], size]
+        schema = msgspec.defstruct(
+            "InputRecord",
+            [
+                ("x", features),
+                ("y", bool | int | float | str | None, None),
+                ("id", _ID_INT | float | str | None, None),
+            ],
+        )
+        self._decode = msgspec.json.Decoder(schema).decode
+        labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
+        if limits.negative_class is not None:
+            labels[limits.negative_class] = -1
+        if limits.positive_class is not None:
+            labels[limits.positive_class] = 1
+        self._labels = labels
+
+    def decode_many(self, values: Sequence[bytes | None]) -> Decoded:
+        """Decode ``values`` (one poll batch); see :class:`Decoded`."""
+        out = Decoded()
+        xs, ys, ids, rows = out.xs, out.ys, out.ids, out.rows
+        decode, labels, max_bytes = self._decode, self._labels, self.limits.max_record_bytes
+        for i, value in enumerate(values):
+            try:
+                if value is None or len(value) > max_bytes:
+                    raise ValueError
+                rec: Any = decode(value)
+                y = labels[rec.y]
+            except Exception:  # anything at all: the reference decoder decides and explains
+                try:
+                    example = decode_example(value, self.limits)
+                except DecodeError as exc:
+                    out.rejected[i] = exc.reason
+                    continue
+                xs.append(example.x)
+                ys.append(example.y)
+                ids.append(example.id)
+                rows.append(i)
+                continue
+            xs.append(rec.x)
+            ys.append(y)
+            ids.append(rec.id)
+            rows.append(i)
+        return out
+
+
 def decode_label(y: Any, limits: Limits) -> int:
     """The label as −1/+1, or 0 when absent (``None``).
 
@@ -199,6 +284,52 @@ def prediction_record(
         "margin": margin if labeled and not math.isnan(margin) else None,
         "updates": updates,
     }
+
+
+def encode_predictions(
+    *,
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    keys: Sequence[bytes | None],
+    ids: Sequence[Scalar],
+    predictions: Sequence[int],
+    scores: Sequence[float],
+    labels: Sequence[int],
+    mistakes: Sequence[bool],
+    margins: Sequence[float],
+    updates: Sequence[int],
+) -> list[bytes]:
+    """The encoded :func:`prediction_record` of each row of a batch from one partition, byte for
+    byte what ``encode(prediction_record(...))`` gives, without the per-record calls.
+
+    >>> encode_predictions(topic="in", partition=0, offsets=[4], keys=[b"k"], ids=[None],
+    ...                    predictions=[1], scores=[0.5], labels=[0], mistakes=[False],
+    ...                    margins=[float("nan")], updates=[3])
+    [b'{"topic":"in","partition":0,"offset":4,"key":"k","id":null,"prediction":1,"score":0.5,\
+"label":null,"mistake":null,"margin":null,"updates":3}']
+    """
+    dumps = orjson.dumps
+    return [
+        dumps(
+            {
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "key": None if key is None else key.decode("utf-8", errors="backslashreplace"),
+                "id": rid,
+                "prediction": prediction,
+                "score": score,
+                "label": label or None,
+                "mistake": mistake if label else None,
+                "margin": margin if label and margin == margin else None,  # NaN != NaN
+                "updates": update,
+            }
+        )
+        for offset, key, rid, prediction, score, label, mistake, margin, update in zip(
+            offsets, keys, ids, predictions, scores, labels, mistakes, margins, updates, strict=True
+        )
+    ]
 
 
 def dead_letter_record(

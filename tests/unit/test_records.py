@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 from stream_perceptron.errors import DecodeError
 from stream_perceptron.records import (
+    BatchDecoder,
     Example,
     Limits,
     dead_letter_record,
     decode,
     decode_example,
     encode,
+    encode_predictions,
     input_record,
     prediction_record,
 )
@@ -112,6 +114,150 @@ def test_arbitrary_json_objects_are_decoded_or_refused_with_a_reason(obj):
     else:
         values = ex.x.values() if isinstance(ex.x, dict) else ex.x
         assert all(type(v) in (int, float) and abs(v) <= 1e6 for v in values)
+
+
+def reference(values, limits):
+    """What decode_example makes of each value: ``(x, y, id)`` or the refusal's reason."""
+    out = []
+    for v in values:
+        try:
+            ex = decode_example(v, limits)
+        except DecodeError as exc:
+            out.append(exc.reason)
+        else:
+            out.append((ex.x, ex.y, ex.id))
+    return out
+
+
+def fast(values, limits):
+    d = BatchDecoder(limits).decode_many(values)
+    out = [d.rejected.get(i) for i in range(len(values))]
+    for k, i in enumerate(d.rows):
+        assert out[i] is None, "a row both accepted and rejected"
+        out[i] = (d.xs[k], d.ys[k], d.ids[k])
+    return out
+
+
+def same(a, b):
+    """Equal results, with ``1 == 1.0`` in features but not ``True == 1`` anywhere."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    (xa, ya, ia), (xb, yb, ib) = a, b
+
+    def values(x):
+        return list(x.values()) if isinstance(x, dict) else x
+
+    return (
+        type(xa) is type(xb)
+        and (list(xa) if isinstance(xa, dict) else 0) == (list(xb) if isinstance(xb, dict) else 0)
+        and [float(v) for v in values(xa)] == [float(v) for v in values(xb)]
+        and ya == yb
+        and type(ia) is type(ib) and ia == ib
+    )
+
+
+numbers = st.integers(-(10**7), 10**7) | st.floats(-2e6, 2e6) | st.integers() | st.floats()
+near_numbers = numbers | st.booleans() | st.none() | st.text(max_size=2) | st.lists(numbers, max_size=1)
+features = (
+    st.lists(near_numbers, max_size=7)
+    | st.dictionaries(st.text(max_size=3), near_numbers, max_size=7)
+    | json_values
+)
+labels = st.sampled_from(
+    [None, -1, 0, 1, 1.0, -1.0, 0.0, -0.0, 2, 0.5, True, False, "spam", "ham", "eggs", ""]
+)
+ids = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4) | json_values
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {}, optional={"x": features, "y": labels | json_values, "id": ids, "z": json_values}
+        ),
+        max_size=6,
+    ),
+    st.sampled_from([LIMITS, Limits(), Limits(max_features=1, max_abs_value=0.5, negative_class="ham")]),
+)
+def test_the_batch_decoder_agrees_with_the_reference_decoder(objs, limits):
+    values = [json.dumps(o).encode() for o in objs]  # stdlib: integers of any size, Infinity
+    for want, got in zip(reference(values, limits), fast(values, limits), strict=True):
+        assert same(want, got), (want, got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6) | st.integers(-5, 5), min_size=1, max_size=5)
+    | st.dictionaries(st.text(max_size=3), st.floats(-1e6, 1e6), min_size=1, max_size=5),
+    labels,
+    ids,
+)
+def test_the_batch_decoder_agrees_on_labels_and_ids_of_valid_features(x, y, rid):
+    values = [json.dumps({"x": x, "y": y, "id": rid}).encode()]
+    for limits in (LIMITS, Limits(positive_class="eggs")):
+        assert same(reference(values, limits)[0], fast(values, limits)[0])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        b"",
+        b"\xff\xfe",
+        b'\xef\xbb\xbf{"x": [1]}',
+        b'{"x": [1], "x": [2, 3]}',
+        b'{"x": {"a": 1, "a": 2}}',
+        b'{"x": [1], "id": 18446744073709551615}',
+        b'{"x": [1], "id": 184467440737095516150}',
+        b'{"x": [1], "id": -9223372036854775809}',
+        b'{"x": [123456789012345678901234567890]}',
+        b'{"x": [1], "y": -0.0}',
+        b'{"x": [1], "y": 1e400}',
+        b'{"x": [NaN]}',
+        b'{"x": [1, 2, 3, 4, 5]} ',
+        b'{"x": [1, 2, 3, 4, 5, 6]}',
+        b'{"x": [1], "pad": "' + b"a" * 1000 + b'"}',
+        b'{"x": ' + b"[" * 2000 + b"}",
+        '{"x": [1], "id": "\ud800"}'.encode("utf-8", "surrogatepass"),
+    ],
+)
+def test_the_batch_decoder_agrees_at_the_edges(value):
+    assert same(reference([value], LIMITS)[0], fast([value], LIMITS)[0])
+
+
+def test_the_batch_decoder_keeps_batch_positions():
+    values = [b'{"x": [1]}', b"{nope", b'{"x": [2], "y": "spam"}', None, b'{"x": [3], "y": 0}']
+    d = BatchDecoder(LIMITS).decode_many(values)
+    assert d.rows == [0, 2, 4]
+    assert d.xs == [[1.0], [2.0], [3.0]] and d.ys == [0, 1, -1] and d.ids == [None, None, None]
+    assert set(d.rejected) == {1, 3} and "not valid JSON" in d.rejected[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**62), st.none() | st.binary(max_size=6),
+            st.none() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=4),
+            st.sampled_from([-1, 1]), st.floats(), st.sampled_from([-1, 0, 1]), st.booleans(),
+            st.floats(), st.integers(0, 2**40),
+        ),
+        max_size=5,
+    )
+)
+def test_encode_predictions_is_prediction_record_byte_for_byte(rows):
+    columns = list(zip(*rows, strict=True)) or [[]] * 9
+    got = encode_predictions(
+        topic="in", partition=3, offsets=columns[0], keys=columns[1], ids=columns[2],
+        predictions=columns[3], scores=columns[4], labels=columns[5], mistakes=columns[6],
+        margins=columns[7], updates=columns[8],
+    )
+    want = [
+        encode(prediction_record(topic="in", partition=3, offset=o, key=k, id=i, prediction=p,
+                                 score=s, label=lab, mistake=m, margin=g, updates=u))
+        for o, k, i, p, s, lab, m, g, u in rows
+    ]
+    assert got == want
 
 
 @settings(max_examples=100, deadline=None)
