@@ -547,13 +547,13 @@ def categorize_stack(frames: Sequence[str]) -> str:
 
     >>> categorize_stack(["<module> (cli.py:1)", "run (stream_perceptron/worker.py:150)",
     ...                   "process (stream_perceptron/worker.py:240)",
-    ...                   "decode_example (stream_perceptron/records.py:80)", "loads (x.py:1)"])
-    'decode_example (orjson + validation)'
+    ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)"])
+    'decode_many (msgspec, validated)'
     >>> categorize_stack(["_bootstrap (threading.py:1)", "run (kafka/x.py:2)"])
     'background threads (kafka-python I/O)'
     >>> categorize_stack(["Worker.run (stream_perceptron/worker.py:1)",
     ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)"])
-    'edge poll (client poll + InRecord copies), incl. waiting'
+    'edge poll (client poll + column copies), incl. waiting'
     """
     parsed = [_frame(f) for f in frames]
     if parsed and parsed[0][1].endswith("threading.py"):
@@ -576,14 +576,17 @@ _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
     (("publish_stats", "worker.py"), "statistics records"),
     (("_shutdown", "worker.py"), "shutdown"),
-    (("poll", "kafka_io.py"), "edge poll (client poll + InRecord copies), incl. waiting"),
-    (("decode_example", "records.py"), "decode_example (orjson + validation)"),
+    (("poll", "kafka_io.py"), "edge poll (client poll + column copies), incl. waiting"),
+    (("decode_example", "records.py"), "decode_example (fallback: reference decoder)"),
+    (("decode_many", "records.py"), "decode_many (msgspec, validated)"),
     (("vectorize_many", "perceptron.py"), "vectorize_many (lists -> matrix)"),
     (("learn_many", "perceptron.py"), "learn_many"),
     (("step", "learner.py"), "statistics update (margins, norms, update_many)"),
     (("prediction_record", "records.py"), "prediction_record (build dict)"),
     (("encode", "records.py"), "encode (orjson.dumps)"),
-    (("send", "kafka_io.py"), "edge send (client send + retry wrapper)"),
+    (("encode_predictions", "records.py"), "encode_predictions (dicts + orjson.dumps)"),
+    (("send", "kafka_io.py"), "edge send (client send + loop)"),
+    (("send_many", "kafka_io.py"), "edge send (client send + loop)"),
     (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),
     (("process", "worker.py"), "batch loop: other (decode loop, bookkeeping)"),
     (("run", "worker.py"), "run loop: other (policies, caught_up)"),
@@ -1942,7 +1945,8 @@ _CPROFILE_FUNCS = [
     ("worker.py", "run", "Worker.run (everything after start-up)"),
     ("worker.py", "process", "Worker.process (per batch)"),
     ("kafka_io.py", "poll", "KafkaEdge.poll (incl. waiting, group join)"),
-    ("records.py", "decode_example", "decode_example"),
+    ("records.py", "decode_many", "BatchDecoder.decode_many"),
+    ("records.py", "decode_example", "decode_example (fallback)"),
     ("perceptron.py", "vectorize_many", "vectorize_many"),
     ("learner.py", "step", "Learner.step (learn_many + statistics)"),
     ("perceptron.py", "learn_many", "learn_many"),
@@ -1950,13 +1954,14 @@ _CPROFILE_FUNCS = [
     ("worker.py", "_learn_and_publish", "_learn_and_publish"),
     ("records.py", "prediction_record", "prediction_record"),
     ("records.py", "encode", "encode (orjson.dumps)"),
-    ("kafka_io.py", "send", "KafkaEdge.send"),
+    ("records.py", "encode_predictions", "encode_predictions"),
+    ("kafka_io.py", "send_many", "KafkaEdge.send_many"),
     ("kafka.py", "send", "KafkaProducer.send"),
     ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
     ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
-    ("kafka_confluent.py", "send", "ConfluentEdge.send"),
+    ("kafka_confluent.py", "send_many", "ConfluentEdge.send_many"),
     ("kafka_confluent.py", "_retrying", "ConfluentEdge._retrying"),
-    ("kafka_confluent.py", "attempt", "ConfluentEdge.send.attempt (produce)"),
+    ("kafka_confluent.py", "attempt", "ConfluentEdge._send_retrying.attempt (produce, slow path)"),
     ("kafka_confluent.py", "flush", "ConfluentEdge.flush"),
     ("future.py", "add_errback", "Future.add_errback"),
     ("kafka_io.py", "_retrying", "KafkaEdge._retrying"),
@@ -2055,12 +2060,16 @@ def library_category(frames: Sequence[str]) -> str:
         return CF_CONSUME
     if "ConfluentEdge._flush_once" in names or "ConfluentEdge.flush" in names:
         return CF_FLUSH
-    if "ConfluentEdge.send" in names:
-        if leaf_fn.endswith("attempt"):  # the closure that calls produce (and waits out a full queue)
+    if "ConfluentEdge.send_many" in names:
+        if leaf_fn.endswith("attempt"):  # the slow path's closure: produce, waiting out a full queue
             return CF_PRODUCE
-        return "ConfluentEdge.send: Python around produce (closure, f-string, retry wrapper, counter)"
+        if leaf_fn.endswith("send_many") and "produce(" in leaf_text:
+            return CF_PRODUCE
+        if leaf_fn.endswith("send_many") and ".poll(0)" in leaf_text:
+            return CF_SERVE
+        return "ConfluentEdge.send_many: Python around produce (loop, counter)"
     if "ConfluentEdge.poll" in names:
-        return "ConfluentEdge.poll: Python around consume (InRecord copies, highwater)"
+        return "ConfluentEdge.poll: Python around consume (column copies, highwater)"
     if leaf_fn == "confluent_pipe":
         if "consume_first(" in leaf_text or "consume_batch(" in leaf_text:
             return CF_CONSUME

@@ -23,6 +23,9 @@ everything the worker does per record:
   queue is waited out with ``poll(0.05)``) and ``Producer.poll(0)`` once per batch to serve
   delivery reports.
 
+Both pipes set the cycle collector up as the worker does once it has started
+(``stream_perceptron.worker.tune_gc``): the limit is not held back by a default the worker changes.
+
 The last line on stdout is ``BENCH_RESULT {json}`` with the process's own timings (wall clock,
 ``time.time()``): ``t_first_polled`` (first poll that returned records), ``t_last_sent``,
 ``t_flushed``. ``bench.bench_worker`` runs this as a subprocess and measures its rate from the
@@ -117,15 +120,20 @@ def consume_produce(
     *,
     timeout_s: float = 600.0,
     fetch_max_wait_ms: int | None = None,
+    tune_gc: bool = False,
 ) -> dict[str, Any]:
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch(recs, producer)``,
     then flush. Returns the process's own timings; shared by the kafka-python pipe and the river
-    peer."""
+    peer. ``tune_gc``: set the cycle collector up as the worker does, once the clients exist."""
     from kafka import KafkaProducer
+
+    from stream_perceptron.worker import tune_gc as worker_gc
 
     t_start = time.time()
     consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
     producer = KafkaProducer(**producer_kwargs(bootstrap))
+    if tune_gc:
+        worker_gc()
     poll_ms, max_records = poll_params(bootstrap)
     t_ready = time.time()
     consumed = 0
@@ -171,7 +179,9 @@ def pipe(
         for r in recs:
             send(output_topic, value=r.value, key=r.key)
 
-    result = consume_produce(bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms)
+    result = consume_produce(
+        bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms, tune_gc=True
+    )
     return result
 
 
@@ -216,6 +226,8 @@ def confluent_pipe(
     consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
+    from stream_perceptron.worker import tune_gc
+
     errors: list[str] = []
     failed: list[str] = []
 
@@ -233,6 +245,7 @@ def confluent_pipe(
     consumer = Consumer({**c_cfg, "error_cb": on_error})
     consumer.assign([TopicPartition(input_topic, 0, 0)])  # fresh topic: offset 0 is its beginning
     producer = Producer({**p_cfg, "error_cb": on_error, "on_delivery": on_delivery})
+    tune_gc()
     poll_ms, max_records = poll_params(bootstrap)
     poll_s = poll_ms / 1000
     t_ready = time.time()

@@ -69,7 +69,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -85,7 +85,7 @@ from confluent_kafka import (
 from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import (
     PRODUCER_MAX_BLOCK_MS,
-    InRecord,
+    Batch,
     Partition,
     PartitionsCallback,
     Retry,
@@ -533,8 +533,8 @@ class ConfluentEdge:
 
     # -- consuming -------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: int, max_records: int) -> list[list[InRecord]]:
-        """Records fetched within ``timeout_ms``: one list per partition, in offset order.
+    def poll(self, timeout_ms: int, max_records: int) -> list[Batch]:
+        """Records fetched within ``timeout_ms``: one :class:`~.kafka_io.Batch` per partition.
 
         Returns as soon as records are there (up to ``max_records``, whatever librdkafka
         has fetched), like kafka-python. Partitions are sorted by ``(topic, partition)``.
@@ -554,7 +554,7 @@ class ConfluentEdge:
                 return []
             raise KafkaEdgeError(f"poll failed: {_describe(exc)}") from None
         self._raise_callback_error(messages)
-        batches: dict[Partition, list[InRecord]] = {}
+        batches: dict[Partition, Batch] = {}
         for m in messages:
             err = m.error()
             if err is not None:
@@ -563,8 +563,11 @@ class ConfluentEdge:
             topic, partition = m.topic(), m.partition()
             batch = batches.get((topic, partition))
             if batch is None:
-                batch = batches[(topic, partition)] = []
-            batch.append(InRecord(topic, partition, m.offset(), m.key(), m.value(), m.timestamp()[1]))
+                batch = batches[(topic, partition)] = Batch(topic, partition, [], [], [], [])
+            batch.offsets.append(m.offset())
+            batch.keys.append(m.key())
+            batch.values.append(m.value())
+            batch.timestamps_ms.append(m.timestamp()[1])
         for key in batches:
             self._unconfirmed.pop(key, None)  # fetched since the assignment: highwater is fresh
         self._read_highwater(consumer)
@@ -746,8 +749,23 @@ class ConfluentEdge:
         producer's local queue is full; retries with backoff, then raises
         :class:`KafkaEdgeError`.
         """
-        producer = self._require(self._producer)
+        self.send_many(topic, (key,), (value,))
 
+    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
+        """:meth:`send` each ``(key, value)`` pair, in order, in one loop (the slow path, with its
+        waits and retries, only for a record that ``produce`` refuses)."""
+        producer = self._require(self._producer)
+        produce = producer.produce
+        for key, value in zip(keys, values, strict=True):
+            try:
+                produce(topic, value=value, key=key)
+            except (BufferError, KafkaException):
+                self._send_retrying(producer, topic, key, value)
+        before, self._sends = self._sends, self._sends + len(values)
+        if before // _PRODUCER_POLL_EVERY != self._sends // _PRODUCER_POLL_EVERY:
+            producer.poll(0)  # serve delivery reports now and then
+
+    def _send_retrying(self, producer: Producer, topic: str, key: bytes | None, value: bytes) -> None:
         def attempt() -> None:
             deadline = time.monotonic() + PRODUCER_MAX_BLOCK_MS / 1000
             while True:
@@ -762,9 +780,6 @@ class ConfluentEdge:
                     producer.poll(0.05)  # serve delivery reports: frees queue space
 
         self._retrying(f"sending to {topic}", attempt)
-        self._sends += 1
-        if self._sends % _PRODUCER_POLL_EVERY == 0:
-            producer.poll(0)
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         """Delivery report (only failures are reported), served by flush() / poll()."""

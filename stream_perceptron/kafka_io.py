@@ -28,7 +28,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -86,13 +86,55 @@ class InRecord:
     timestamp_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One partition's records from one poll, in offset order, held column by column: the
+    worker decodes, scores and answers a whole batch without an object per record.
+
+    >>> b = Batch.of([InRecord("in", 0, 7, b"k", b"{}", 1), InRecord("in", 0, 9, None, None, 2)])
+    >>> len(b), b.offsets, b.record(1)
+    (2, [7, 9], InRecord(topic='in', partition=0, offset=9, key=None, value=None, timestamp_ms=2))
+    """
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps_ms: list[int]
+
+    @classmethod
+    def of(cls, records: Sequence[InRecord]) -> Batch:
+        """The batch of ``records`` (all of one partition, in offset order)."""
+        topic, partition = (records[0].topic, records[0].partition) if records else ("", 0)
+        if any((r.topic, r.partition) != (topic, partition) for r in records):
+            raise ValueError("a batch holds the records of one partition")
+        return cls(
+            topic, partition, [r.offset for r in records], [r.key for r in records],
+            [r.value for r in records], [r.timestamp_ms for r in records],
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[InRecord]:
+        return (self.record(i) for i in range(len(self.offsets)))
+
+    def record(self, i: int) -> InRecord:
+        """The ``i``-th record (position in the batch, not offset)."""
+        return InRecord(
+            self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i], self.timestamps_ms[i]
+        )
+
+
 class Edge(Protocol):
     """What the worker needs of a Kafka client: :class:`KafkaEdge` and
     :class:`stream_perceptron.kafka_confluent.ConfluentEdge` both provide it."""
 
     def start(self) -> None: ...
-    def poll(self, timeout_ms: int, max_records: int) -> list[list[InRecord]]: ...
+    def poll(self, timeout_ms: int, max_records: int) -> list[Batch]: ...
     def send(self, topic: str, key: bytes | None, value: bytes) -> None: ...
+    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None: ...
     def flush(self) -> None: ...
     def commit(self, offsets: Mapping[Partition, int]) -> None: ...
     def seek(self, topic: str, partition: int, offset: int) -> None: ...
@@ -499,8 +541,8 @@ class KafkaEdge:
 
     # -- consuming -------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: int, max_records: int) -> list[list[InRecord]]:
-        """Records fetched within ``timeout_ms``: one list per partition, in offset order.
+    def poll(self, timeout_ms: int, max_records: int) -> list[Batch]:
+        """Records fetched within ``timeout_ms``: one :class:`Batch` per partition.
 
         Partitions are sorted by ``(topic, partition)``. Returns ``[]`` while the broker is
         unreachable (the client reconnects by itself). Rebalance callbacks run inside this
@@ -517,12 +559,12 @@ class KafkaEdge:
                 return []
             raise KafkaEdgeError(f"poll failed: {_describe(exc)}") from None
         return [
-            [
-                InRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
-                for r in batches[tp]
-            ]
-            for tp in sorted(batches)
-            if batches[tp]
+            Batch(
+                tp.topic, tp.partition, [r.offset for r in recs], [r.key for r in recs],
+                [r.value for r in recs], [r.timestamp for r in recs],
+            )
+            for tp, recs in sorted(batches.items())
+            if recs
         ]
 
     def _poll_through_joins(self, consumer: Any, timeout_ms: int, max_records: int) -> Any:
@@ -621,11 +663,36 @@ class KafkaEdge:
         buffer is full or the topic's metadata is unknown; retries with backoff, then
         raises :class:`KafkaEdgeError`.
         """
+        self.send_many(topic, (key,), (value,))
+
+    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
+        """:meth:`send` each ``(key, value)`` pair, in order, in one loop.
+
+        To a topic of one partition records are sent to partition 0 explicitly: where the
+        partition is known, kafka-python skips hashing the key (murmur2, in Python).
+        """
         producer = self._require(self._producer)
-        future = self._retrying(
-            f"sending to {topic}", lambda: producer.send(topic, value=value, key=key)
-        )
-        future.add_errback(self._record_unsent, topic, key, value)
+        partition = self._only_partition(producer, topic)
+        send, unsent = producer.send, self._record_unsent
+        for key, value in zip(keys, values, strict=True):
+            try:
+                future = send(topic, value=value, key=key, partition=partition)
+            except KafkaError:
+                future = self._send_retrying(producer, topic, key, value)
+            future.add_errback(unsent, topic, key, value)
+
+    def _send_retrying(self, producer: Any, topic: str, key: bytes | None, value: bytes) -> Any:
+        return self._retrying(f"sending to {topic}", lambda: producer.send(topic, value=value, key=key))
+
+    @staticmethod
+    def _only_partition(producer: Any, topic: str) -> int | None:
+        """0 if ``topic`` is known to have exactly one partition, else None (the partitioner's
+        choice). Never blocks: an unknown topic is left to ``send``."""
+        try:
+            partitions = producer._metadata.partitions_for_topic(topic)
+        except Exception:  # kafka-python internals; the partitioner is always right
+            return None
+        return 0 if partitions == {0} else None
 
     def _record_unsent(self, topic: str, key: bytes | None, value: bytes, exc: Any) -> None:
         retriable = bool(getattr(exc, "retriable", False))
@@ -768,6 +835,7 @@ def _offset(found: Any) -> int | None:
 
 __all__ = [
     "PRODUCER_MAX_BLOCK_MS",
+    "Batch",
     "InRecord",
     "KafkaEdge",
     "Partition",

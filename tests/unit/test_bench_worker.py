@@ -195,9 +195,9 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
     s = bw.summarize_pyspy(raw, 250, 1000, wall_s=4.0, join_s=2.0)
     assert s["effective_hz_main_thread"] == pytest.approx(100.0)
     by = {r["category"]: r for r in s["categories"]}
-    poll_row = by["edge poll (client poll + InRecord copies), incl. waiting"]
+    poll_row = by["edge poll (client poll + column copies), incl. waiting"]
     assert poll_row["samples"] == 100 and poll_row["share_of_processing"] == pytest.approx(0.5)
-    send_row = by["edge send (client send + retry wrapper)"]
+    send_row = by["edge send (client send + loop)"]
     assert send_row["seconds"] == pytest.approx(1.0) and send_row["us_per_record"] == pytest.approx(1000.0)
     assert by["background threads: idle (select, wait)"]["share_of_processing"] is None
     assert s["inside_producer_send"][0]["callee"] == "KafkaProducer._partition"
@@ -220,6 +220,12 @@ def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path
     top = ["<module> (x.py:1)", "main (bench/pipe.py:1)"]
     cat = [bw.library_category([*top, f"confluent_pipe ({src}:{n})"]) for n in (1, 2, 3, 4)]
     assert cat == [bw.CF_CONSUME, bw.CF_PRODUCE, bw.CF_SERVE, "own code (everything else)"]
+    # the edge's send_many: produce, serving reports, or the loop around them
+    loop = tmp_path / "send_many.py"
+    loop.write_text("produce(topic, value=value, key=key)\nproducer.poll(0)\nfor k in keys:\n")
+    sends = [bw.library_category([*main, f"ConfluentEdge.send_many ({loop}:{n})"]) for n in (1, 2, 3)]
+    assert sends[:2] == [bw.CF_PRODUCE, bw.CF_SERVE]
+    assert sends[2].startswith("ConfluentEdge.send_many: Python around produce")
 
 
 def test_generated_dense_records_are_separable_with_the_stated_noise() -> None:

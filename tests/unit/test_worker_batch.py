@@ -7,7 +7,7 @@ import orjson
 
 import stream_perceptron.worker as worker_module
 from stream_perceptron import Perceptron
-from stream_perceptron.kafka_io import InRecord
+from stream_perceptron.kafka_io import Batch, InRecord
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker import Worker
@@ -19,6 +19,10 @@ class MemoryEdge:
 
     def send(self, topic, key, value):
         self.sent.append((topic, key, orjson.loads(value)))
+
+    def send_many(self, topic, keys, values):
+        for key, value in zip(keys, values, strict=True):
+            self.send(topic, key, value)
 
     def assignment(self):
         return []
@@ -47,7 +51,7 @@ def test_wide_named_features_are_learned_in_chunks_exactly(tmp_path, monkeypatch
     records.insert(10, InRecord("in", 0, 999, None, b'{"x": {"a": "b"}}', 0))
     w, edge = _worker(tmp_path)
     for start in range(0, len(records), 100):
-        w.process(records[start : start + 100])
+        w.process(Batch.of(records[start : start + 100]))
     ref = Perceptron()
     flags = [ref.learn_one(x, y) for x, y in rows]
     model = w.learner.model
