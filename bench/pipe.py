@@ -14,7 +14,8 @@ everything the worker does per record:
 * ``--client kafka-python`` (default): ``stream_perceptron.settings.KafkaSettings`` defaults
   (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``linger_ms``,
   ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
-  its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch.
+  its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch; like the worker's
+  ``send_many``, it names partition 0 of a one-partition output topic (no key hashing).
 * ``--client confluent-kafka``: the librdkafka properties that
   ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
   from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
@@ -174,10 +175,13 @@ def pipe(
     """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged
     (kafka-python)."""
 
+    from stream_perceptron.kafka_io import KafkaEdge
+
     def forward(recs: list[Any], producer: Any) -> None:
         send = producer.send
+        partition = KafkaEdge._only_partition(producer, output_topic)  # as the worker's send_many
         for r in recs:
-            send(output_topic, value=r.value, key=r.key)
+            send(output_topic, value=r.value, key=r.key, partition=partition)
 
     result = consume_produce(
         bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms, tune_gc=True
