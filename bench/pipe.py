@@ -24,8 +24,9 @@ everything the worker does per record:
   queue is waited out with ``poll(0.05)``) and ``Producer.poll(0)`` once per batch to serve
   delivery reports.
 
-Both pipes set the cycle collector up as the worker does once it has started
-(``stream_perceptron.worker.tune_gc``): the limit is not held back by a default the worker changes.
+Both pipes tune the process as the worker does (``stream_perceptron.runtime``: two malloc arenas
+before any client starts, the cycle collector once they have): the limit is not held back by a
+default the worker changes.
 
 The last line on stdout is ``BENCH_RESULT {json}`` with the process's own timings (wall clock,
 ``time.time()``): ``t_first_polled`` (first poll that returned records), ``t_last_sent``,
@@ -128,7 +129,7 @@ def consume_produce(
     peer. ``tune_gc``: set the cycle collector up as the worker does, once the clients exist."""
     from kafka import KafkaProducer
 
-    from stream_perceptron.worker import tune_gc as worker_gc
+    from stream_perceptron.runtime import tune_gc as worker_gc
 
     t_start = time.time()
     consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
@@ -230,7 +231,7 @@ def confluent_pipe(
     consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from stream_perceptron.worker import tune_gc
+    from stream_perceptron.runtime import tune_gc
 
     errors: list[str] = []
     failed: list[str] = []
@@ -346,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = contender_args(
         "python -m bench.pipe", "A bare consume -> produce pipe (the limit).", argv, with_client=True
     )
+    from stream_perceptron.runtime import limit_malloc_arenas
+
+    limit_malloc_arenas()  # as the worker's `run` command does, before any client thread
     if args.client == "confluent-kafka":
         result = confluent_pipe(
             args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms

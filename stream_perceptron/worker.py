@@ -15,7 +15,6 @@ Guarantees (README, "Guarantees"):
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -46,6 +45,7 @@ from stream_perceptron.records import (
     encode,
     encode_predictions,
 )
+from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import KafkaSettings, Settings, redacted
 from stream_perceptron.stats import RunningStats
 
@@ -75,24 +75,6 @@ def open_edge(
         edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)
         return edge
     return KafkaEdge(kafka, input_topic, on_assigned, on_revoked)
-
-
-# Young-generation threshold of the cycle collector while the loop runs (Python's default: 700).
-GC_GEN0_THRESHOLD = 50_000
-
-
-def tune_gc() -> None:
-    """Set the cycle collector up for the loop (called once start-up is done).
-
-    Everything alive at that point (imported modules, the clients, the model) lives as long as
-    the process: ``gc.freeze()`` keeps it out of every later scan. A poll batch allocates
-    thousands of short-lived, acyclic objects that reference counting frees; with the default
-    threshold of 700 they set off a young collection every few hundred records.
-    ``bench/bench_worker.py`` measured the collector at about 5 µs per record with the defaults.
-    """
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 @dataclass
