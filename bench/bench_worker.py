@@ -2570,8 +2570,9 @@ def targets_text(targets: Sequence[dict[str, Any]], markdown: bool = False) -> s
         rows = []
         for t in targets:
             line = target_line(t)
-            verdict, _, rest = line.partition(" ")
-            rows.append([f"**{verdict.strip()}**" if t["met"] is False else verdict.strip(), rest.strip()])
+            verdict = {True: "MET", False: "NOT MET", None: "n/a"}[t["met"]]
+            rest = line[len(verdict) :].strip()
+            rows.append([f"**{verdict}**" if t["met"] is False else verdict, rest])
         return markdown_table(["verdict", "target"], rows, "ll")
     return "\n".join(target_line(t) for t in targets)
 

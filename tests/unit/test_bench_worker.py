@@ -341,6 +341,9 @@ def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
     assert [t["backend"] for t in p99] == ["confluent-kafka"]  # only default-setting worker runs
     assert p99[0]["met"] is False and p99[0]["factor_needed"] == pytest.approx(2.5)
     assert "NOT MET" in bw.target_line(p99[0]) and "250 ms" in bw.target_line(p99[0])
+    md = bw.targets_text(bw.evaluate_targets(_fake_report()), markdown=True).splitlines()
+    assert any(row.startswith("| **NOT MET** | kafka-python ") for row in md)
+    assert any(row.startswith("| MET | confluent-kafka ") for row in md)
 
 
 def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
