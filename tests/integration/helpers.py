@@ -1,4 +1,5 @@
-"""Shared pieces for the worker tests: input streams, a worker in a thread or a process, reads."""
+"""Shared pieces for the integration tests: input streams, a worker in a thread or a process,
+reads; and for the edge tests, either backend's edge with recording callbacks and bounded polls."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from kafka import KafkaProducer
 
 from stream_perceptron import Perceptron
 from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.kafka_io import Edge, InRecord, KafkaEdge, Partition, Retry, client_config
 from stream_perceptron.reader import read_topic
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import KafkaSettings, Settings
@@ -139,12 +141,14 @@ def predictions_by_offset(kafka: KafkaSettings, topic: str) -> dict[tuple[int, i
     return out
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.1) -> float:
+    """Wait for ``condition``; returns the seconds it took."""
+    started = time.monotonic()
     while not condition():
-        if time.monotonic() > deadline:
+        if time.monotonic() - started > timeout_s:
             raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(every_s)
+    return time.monotonic() - started
 
 
 def core_reference(stream: list[tuple[Any, int]], labels: list[int]) -> tuple[Perceptron, Any]:
@@ -152,3 +156,115 @@ def core_reference(stream: list[tuple[Any, int]], labels: list[int]) -> tuple[Pe
     model = Perceptron()
     X = np.array([x for x, _ in stream], dtype=np.float64)
     return model, model.learn_many(X, np.array(labels, dtype=np.int8))
+
+
+# -- either backend's edge (SP_KAFKA__BACKEND), driven directly --------------------------------
+
+JOIN_TIMEOUT_S = 30.0
+
+EDGE_STARTED = {
+    "kafka-python": "kafka edge started",
+    "confluent-kafka": "kafka edge (confluent-kafka) started",
+}
+"""The log line each backend's edge writes once it has connected."""
+
+
+def edge_class(backend: str) -> type[Edge]:
+    """The edge class of ``backend`` (confluent-kafka is imported only when asked for)."""
+    if backend == "confluent-kafka":
+        from stream_perceptron.kafka_confluent import ConfluentEdge
+
+        return ConfluentEdge
+    return KafkaEdge
+
+
+class Recorder:
+    """Rebalance callbacks that record what they saw and when (and can act inside the callback)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, list[Partition]]] = []
+        self.times: list[float] = []
+        self.on_assigned_action: Callable[[list[Partition]], None] | None = None
+        self.on_revoked_action: Callable[[list[Partition]], None] | None = None
+
+    def on_assigned(self, partitions: list[Partition]) -> None:
+        self.events.append(("assigned", partitions))
+        self.times.append(time.monotonic())
+        if self.on_assigned_action is not None:
+            self.on_assigned_action(partitions)
+
+    def on_revoked(self, partitions: list[Partition]) -> None:
+        self.events.append(("revoked", partitions))
+        self.times.append(time.monotonic())
+        if self.on_revoked_action is not None:
+            self.on_revoked_action(partitions)
+
+
+def new_edge(kafka: KafkaSettings, topic: str, recorder: Recorder | None = None,
+             retry: Retry | None = None) -> Edge:
+    """An edge of ``kafka.backend`` consuming ``topic``, not started."""
+    rec = recorder or Recorder()
+    cls: Any = edge_class(kafka.backend)  # both take (kafka, topic, on_assigned, on_revoked, *, retry)
+    edge: Edge = cls(kafka, topic, rec.on_assigned, rec.on_revoked, retry=retry)
+    return edge
+
+
+@contextmanager
+def started(kafka: KafkaSettings, topic: str, recorder: Recorder | None = None,
+            retry: Retry | None = None) -> Iterator[Edge]:
+    """A started edge of ``kafka.backend``, closed on the way out."""
+    edge = new_edge(kafka, topic, recorder, retry)
+    edge.start()
+    try:
+        yield edge
+    finally:
+        edge.close()
+
+
+def poll_until(edges: list[Edge], done: Callable[[list[InRecord]], bool],
+               timeout_s: float = JOIN_TIMEOUT_S) -> list[InRecord]:
+    """Poll every edge in turn until ``done(records so far)`` or the deadline."""
+    records: list[InRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while not done(records):
+        assert time.monotonic() < deadline, f"timed out; got {len(records)} records"
+        for edge in edges:
+            for batch in edge.poll(timeout_ms=200, max_records=500):
+                records.extend(batch)
+    return records
+
+
+@contextmanager
+def polling(edge: Edge) -> Iterator[None]:
+    """Poll ``edge`` on a background thread for the duration of the block."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            while not stop.is_set():
+                edge.poll(timeout_ms=100, max_records=500)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=loop, name="test-poller", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=JOIN_TIMEOUT_S)
+    assert not thread.is_alive() and not errors, errors
+
+
+def produce(edge: Edge, topic: str, n: int, start: int = 0) -> None:
+    """Send ``k{i}``/``v{i}`` for i in [start, start + n) through ``edge`` and flush."""
+    for i in range(start, start + n):
+        edge.send(topic, f"k{i}".encode(), f"v{i}".encode())
+    edge.flush()
+
+
+def fill_partitions(kafka: KafkaSettings, topic: str, counts: dict[int, int]) -> None:
+    """Write ``p{partition}-{i}`` records straight to each partition (kafka-python producer)."""
+    for partition, n in counts.items():
+        send_all(kafka, topic, [f"p{partition}-{i}".encode() for i in range(n)], partition=partition)

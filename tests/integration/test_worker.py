@@ -1,8 +1,14 @@
-"""The worker end to end on a real broker: predictions, learning, statistics, dead letters."""
+"""The worker end to end on a real broker: predictions, learning, statistics, dead letters.
+
+The end-to-end test runs once per Kafka backend (``SP_KAFKA__BACKEND``). The settings tests
+after it exercise the worker's decoding and output choices, which do not depend on the edge:
+they run on the default backend (kafka-python).
+"""
 
 from __future__ import annotations
 
 import base64
+import time
 
 import numpy as np
 
@@ -12,6 +18,7 @@ from stream_perceptron.records import input_record
 
 from .helpers import (
     core_reference,
+    edge_class,
     encode_stream,
     noisy_stream,
     predictions_by_offset,
@@ -35,9 +42,9 @@ BAD_RECORDS = [
 
 
 def test_end_to_end_predictions_learning_statistics_and_dead_letters(
-    kafka_settings, new_topic, tmp_path
+    backend, kafka_settings, new_topic, tmp_path
 ):
-    kafka = kafka_settings()
+    kafka = kafka_settings(backend=backend)
     topics = topics_for(new_topic)
     stream = noisy_stream(3000)
     values = encode_stream(stream, unlabeled_every=10)
@@ -52,7 +59,12 @@ def test_end_to_end_predictions_learning_statistics_and_dead_letters(
     send_all(kafka, topics["input"], values)
 
     settings = worker_settings(kafka, topics, tmp_path / "ckpt", limits={"max_record_bytes": 4096})
+    assert settings.kafka.backend == backend
+    started = time.monotonic()
     worker = run_until_caught_up(settings, len(values))
+    print(f"\n{backend} worker: {len(values)} records caught up in {time.monotonic() - started:.1f} s"
+          " (including the group join)")
+    assert isinstance(worker.edge, edge_class(backend))  # the edge that ran is the backend's
 
     # every valid offset has exactly one prediction; it equals the core's result on the same rows
     model, ref = core_reference(stream, labels)
