@@ -347,9 +347,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = contender_args(
         "python -m bench.pipe", "A bare consume -> produce pipe (the limit).", argv, with_client=True
     )
-    from stream_perceptron.runtime import tune_allocator
+    from stream_perceptron.runtime import limit_malloc_arenas
 
-    tune_allocator()  # as the worker's `run` command does, before any client thread
+    limit_malloc_arenas()  # as the worker's `run` command does, before any client thread
     if args.client == "confluent-kafka":
         result = confluent_pipe(
             args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms

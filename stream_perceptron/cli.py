@@ -120,10 +120,10 @@ def fit(
 def run(ctx: click.Context, until_caught_up: bool) -> None:
     """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
     from stream_perceptron.errors import CheckpointError, KafkaAuthError
-    from stream_perceptron.runtime import tune_allocator
+    from stream_perceptron.runtime import limit_malloc_arenas
     from stream_perceptron.worker import Worker
 
-    tune_allocator()  # before any thread: the Kafka clients' threads start in worker.run
+    limit_malloc_arenas()  # before any thread: the Kafka clients' threads start in worker.run
     settings = cluster_settings_from(ctx)
     worker = Worker(settings)
     try:

@@ -1,15 +1,15 @@
-"""Process tuning: the allocator is set up where glibc is there; so is the collector."""
+"""Process tuning: the allocator's arenas are capped where glibc is there; the collector is set up."""
 
 from __future__ import annotations
 
 import gc
 import platform
 
-from stream_perceptron.runtime import GC_GEN0_THRESHOLD, tune_allocator, tune_gc
+from stream_perceptron.runtime import GC_GEN0_THRESHOLD, limit_malloc_arenas, tune_gc
 
 
-def test_the_allocator_is_tuned_on_glibc_and_left_alone_elsewhere():
-    assert tune_allocator() is (platform.libc_ver()[0] == "glibc")
+def test_malloc_arenas_are_capped_on_glibc_and_left_alone_elsewhere():
+    assert limit_malloc_arenas() is (platform.libc_ver()[0] == "glibc")
 
 
 def test_tune_gc_freezes_what_is_alive_and_raises_the_young_threshold():
