@@ -5,14 +5,14 @@ Both are measured by ``bench/bench_worker.py`` (see ``docs/performance.md``):
 * **Allocator arenas.** glibc gives each thread that contends for the heap an arena of its own
   (up to 8 per core). The Kafka clients' I/O threads allocate network buffers that the main
   thread frees, and memory freed in one arena is not reused by the others: with kafka-python
-  the worker's resident memory crept up over a run (+12–17% from 100k to 1M records) while its
-  live Python objects did not. With two arenas it levels off (106–111 MB from 250k records on).
+  the worker's resident memory crept up over a run (+7–14% from 100k to 1M records, a trend of
+  ~1 MB per 100k) while its live Python objects did not. With two arenas the trend is +0.4 MB
+  per 100k records.
   Fixing glibc's mmap and trim thresholds as well flattened it further but made wide inputs
   19–61% slower (every large numpy block mmapped afresh), so they keep their defaults.
 * **The cycle collector.** A poll batch allocates thousands of short-lived, acyclic objects that
   reference counting frees; with Python's default young-generation threshold (700) they set
-  off a collection every few hundred records, each scanning everything alive: about 5 µs per
-  record with the defaults.
+  off a collection every few hundred records, each scanning everything alive.
 """
 
 from __future__ import annotations
