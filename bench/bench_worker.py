@@ -559,7 +559,7 @@ def categorize_stack(frames: Sequence[str]) -> str:
     if parsed and parsed[0][1].endswith("threading.py"):
         return "background threads (kafka-python I/O)"
     # py-spy names methods ``Class.method``; nested functions ``f.<locals>.g``
-    # both Kafka edges (kafka_io.KafkaEdge, kafka_confluent.ConfluentEdge) count as the edge
+    # both Kafka edges (KafkaEdge, ConfluentEdge and their base, edge.EdgeBase) count as the edge
     names = {
         (fn.rsplit(".", 1)[-1], _EDGE_FILES.get(path.rsplit("/", 1)[-1], path.rsplit("/", 1)[-1]))
         for fn, path in parsed
@@ -570,7 +570,7 @@ def categorize_stack(frames: Sequence[str]) -> str:
     return "start-up, imports, other"
 
 
-_EDGE_FILES = {"kafka_confluent.py": "kafka_io.py"}
+_EDGE_FILES = {"kafka_confluent.py": "kafka_io.py", "edge.py": "kafka_io.py"}
 
 _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
@@ -1960,13 +1960,11 @@ _CPROFILE_FUNCS = [
     ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
     ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
     ("kafka_confluent.py", "send_many", "ConfluentEdge.send_many"),
-    ("kafka_confluent.py", "_retrying", "ConfluentEdge._retrying"),
+    ("edge.py", "_retrying", "EdgeBase._retrying (either edge)"),
     ("kafka_confluent.py", "attempt", "ConfluentEdge._send_retrying.attempt (produce, slow path)"),
-    ("kafka_confluent.py", "flush", "ConfluentEdge.flush"),
+    ("edge.py", "flush", "EdgeBase.flush (either edge)"),
     ("future.py", "add_errback", "Future.add_errback"),
-    ("kafka_io.py", "_retrying", "KafkaEdge._retrying"),
     ("worker.py", "checkpoint", "Worker.checkpoint"),
-    ("kafka_io.py", "flush", "KafkaEdge.flush"),
     ("checkpoint.py", "save", "CheckpointStore.save"),
     ("worker.py", "publish_stats", "Worker.publish_stats"),
 ]

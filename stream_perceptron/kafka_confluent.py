@@ -69,8 +69,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import (
@@ -82,18 +81,17 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.kafka_io import (
+from stream_perceptron.edge import (
     PRODUCER_MAX_BLOCK_MS,
     Batch,
+    EdgeBase,
     Partition,
     PartitionsCallback,
     Retry,
-    _path,
-    _reveal,
-    _servers,
-    check_reachable,
+    Unsent,
 )
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.kafka_io import _path, _reveal, _servers, check_reachable
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -278,24 +276,14 @@ class _LogBridge:
         log.log(level, "librdkafka %s %s: %s%s", name, facility, text, suffix)
 
 
-@dataclass(frozen=True, slots=True)
-class _Unsent:
-    """A record whose delivery failed and that may be sent again."""
-
-    topic: str
-    key: bytes | None
-    value: bytes
-    retriable: bool
-    error: str
-    code: int
-
-
-class ConfluentEdge:
+class ConfluentEdge(EdgeBase):
     """One group consumer of ``input_topic`` plus one producer, both raw bytes (librdkafka).
 
     ``on_assigned`` / ``on_revoked`` receive sorted ``(topic, partition)`` lists; see the
     module docstring for what they may call. Offsets are committed only by :meth:`commit`.
     """
+
+    _log = log
 
     def __init__(
         self,
@@ -306,25 +294,14 @@ class ConfluentEdge:
         *,
         retry: Retry | None = None,
     ) -> None:
-        self._kafka = kafka
-        self._input_topic = input_topic
-        self._callbacks: dict[str, PartitionsCallback] = {
-            "on_assigned": on_assigned,
-            "on_revoked": on_revoked,
-        }
-        self._retry = retry or Retry()
-        self._timeout_ms = kafka.request_timeout_ms
+        super().__init__(kafka, input_topic, on_assigned, on_revoked, retry=retry)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._throttle = _Throttle()
-        # Deliveries that failed (the producer's delivery callback, on the flushing thread).
-        self._unsent: list[_Unsent] = []
         self._sends = 0
         self._fatal: str | None = None  # a fatal consumer error, raised by the next poll
         self._producer_fatal: str | None = None
-        # Set while a rebalance callback runs (on the polling thread).
-        self._callback_thread: int | None = None
-        self._callback_lost = False
+        self._callback_lost = False  # while a rebalance callback runs (on the polling thread)
         self._assigning: list[Partition] | None = None  # the partitions being assigned
         # What this edge assigned last (librdkafka's assignment changes only through the
         # assign()/unassign() calls the rebalance callbacks make).
@@ -336,7 +313,6 @@ class ConfluentEdge:
         self._seeks: dict[Partition, int] = {}
         self._callback_committed: dict[Partition, int | None] | None = None
         self._callback_error: Exception | None = None
-        self._closing = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -470,16 +446,6 @@ class ConfluentEdge:
         if close is not None:
             close()
 
-    def _flush_quietly(self) -> bool:
-        """One flush attempt (close must stay bounded while the broker is away)."""
-        try:
-            problem = self._flush_once()
-        except KafkaEdgeError as exc:
-            problem = str(exc)
-        if problem is not None:
-            log.error("closing with unacknowledged records: %s", problem)
-        return problem is None
-
     # -- rebalance callbacks (librdkafka calls them inside consume() and close()) ----------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -534,7 +500,7 @@ class ConfluentEdge:
     # -- consuming -------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int, max_records: int) -> list[Batch]:
-        """Records fetched within ``timeout_ms``: one :class:`~.kafka_io.Batch` per partition.
+        """Records fetched within ``timeout_ms``: one :class:`~.edge.Batch` per partition.
 
         Returns as soon as records are there (up to ``max_records``, whatever librdkafka
         has fetched), like kafka-python. Partitions are sorted by ``(topic, partition)``.
@@ -742,15 +708,6 @@ class ConfluentEdge:
 
     # -- producing -------------------------------------------------------------------------
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        """Queue a record; delivery is confirmed by :meth:`flush`.
-
-        Blocks at most :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt while the
-        producer's local queue is full; retries with backoff, then raises
-        :class:`KafkaEdgeError`.
-        """
-        self.send_many(topic, (key,), (value,))
-
     def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
         """:meth:`send` each ``(key, value)`` pair, in order, in one loop (the slow path, with its
         waits and retries, only for a record that ``produce`` refuses)."""
@@ -787,7 +744,7 @@ class ConfluentEdge:
             return
         value = msg.value()
         self._unsent.append(
-            _Unsent(
+            Unsent(
                 msg.topic(),
                 msg.key(),
                 b"" if value is None else value,
@@ -796,25 +753,6 @@ class ConfluentEdge:
                 err.code(),
             )
         )
-
-    def flush(self) -> None:
-        """Block until every record sent so far is acknowledged (acks=all).
-
-        Records whose delivery failed with a transient error are sent again. Raises
-        :class:`KafkaEdgeError` after the retries, or at once for a permanent error
-        (the records concerned are then given up).
-        """
-        self._require(self._producer)
-        delays = iter(self._retry.delays())
-        while True:
-            problem = self._flush_once()
-            if problem is None:
-                return
-            delay = next(delays, None)
-            if delay is None:
-                raise KafkaEdgeError(f"flush failed after {self._retry.attempts} attempts: {problem}")
-            log.warning("flush: %s; retrying in %.2f s", problem, delay)
-            time.sleep(delay)
 
     def _flush_once(self) -> str | None:
         """One flush round; a description of what is still unacknowledged, or None."""
@@ -826,19 +764,7 @@ class ConfluentEdge:
             raise KafkaEdgeError(f"the producer failed: {fatal}")
         if remaining > 0:
             return f"{remaining} records not acknowledged within {self._timeout_ms} ms"
-        failed, self._unsent = self._unsent, []
-        if not failed:
-            return None
-        permanent = [u for u in failed if not u.retriable]
-        if permanent:
-            self._replace_producer()
-            raise KafkaEdgeError(
-                f"{len(permanent)} records could not be delivered, e.g. to "
-                f"{permanent[0].topic}: {permanent[0].error}"
-            )
-        for unsent in failed:
-            self.send(unsent.topic, unsent.key, unsent.value)
-        return f"{len(failed)} records failed ({failed[0].error}) and were resent"
+        return self._settle_unsent()
 
     # -- client errors ---------------------------------------------------------------------
 
@@ -874,32 +800,12 @@ class ConfluentEdge:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _retrying(self, what: str, operation: Callable[[], _T]) -> _T:
-        """Run ``operation``, retrying transient Kafka errors with bounded backoff."""
-        delays = iter(self._retry.delays())
-        while True:
-            try:
-                return operation()
-            except (KafkaException, _QueueFull) as exc:
-                retriable = isinstance(exc, _QueueFull) or _transient(_error_of(exc))
-                delay = next(delays, None) if retriable else None
-                if delay is None:
-                    raise KafkaEdgeError(f"{what} failed: {_describe(exc)}") from None
-                log.warning("%s failed (%s); retrying in %.2f s", what, _describe(exc), delay)
-                time.sleep(delay)
+    def _retriable(self, exc: Exception) -> bool | None:
+        if isinstance(exc, _QueueFull):
+            return True
+        return _transient(_error_of(exc)) if isinstance(exc, KafkaException) else None
 
-    @staticmethod
-    def _require(client: _T | None) -> _T:
-        if client is None:
-            raise KafkaEdgeError("the Kafka edge is not started (or already closed)")
-        return client
-
-    def _in_callback(self) -> bool:
-        return self._callback_thread == threading.get_ident()
-
-    def _refuse_in_callback(self, what: str) -> None:
-        if self._in_callback():
-            raise KafkaEdgeError(f"{what}() cannot be called from a rebalance callback")
+    _describe = staticmethod(_describe)
 
 
 __all__ = ["ConfluentEdge", "confluent_config"]

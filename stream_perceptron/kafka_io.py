@@ -1,7 +1,10 @@
-"""The Kafka edge: one consumer in a group, one producer, raw bytes in and out.
+"""The Kafka edge on kafka-python: one consumer in a group, one producer, raw bytes in and out.
 
-This module knows no model: it moves :class:`InRecord` values in and ``bytes`` out, commits
-the offsets it is given and reports partition assignment changes to two callbacks.
+This module knows no model: it moves :class:`~stream_perceptron.edge.Batch` values in and
+``bytes`` out, commits the offsets it is given and reports partition assignment changes to two
+callbacks. The contract and the scaffolding it shares with the confluent-kafka edge are in
+:mod:`stream_perceptron.edge`; the kafka-python client settings (:func:`client_config`) and the
+topic checks the worker makes at start (:func:`missing_topics`, :func:`ensure_topics`) are here.
 
 Threading (kafka-python 3.x): the client runs its network I/O on a background thread and
 calls rebalance listeners *on that thread* while :meth:`KafkaEdge.poll` (or
@@ -28,9 +31,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
@@ -48,19 +50,21 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
+from stream_perceptron.edge import (
+    PRODUCER_MAX_BLOCK_MS,
+    Batch,
+    Edge,
+    EdgeBase,
+    InRecord,
+    Partition,
+    PartitionsCallback,
+    Retry,
+    Unsent,
+)
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
-
-Partition = tuple[str, int]
-"""A ``(topic, partition)`` pair."""
-
-PartitionsCallback = Callable[[list[Partition]], None]
-
-# Producer calls block at most this long for metadata or buffer space before they fail
-# (and are retried by this module); kafka-python's default is 60 s per call.
-PRODUCER_MAX_BLOCK_MS = 5_000
 
 # Membership changed under us: the partitions are (being) reassigned, a retry cannot
 # succeed and the next poll rejoins the group.
@@ -72,96 +76,6 @@ _MEMBERSHIP_ERRORS = (
 )
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class InRecord:
-    """One consumed record, as raw bytes."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One partition's records from one poll, in offset order, held column by column: the
-    worker decodes, scores and answers a whole batch without an object per record.
-
-    >>> b = Batch.of([InRecord("in", 0, 7, b"k", b"{}", 1), InRecord("in", 0, 9, None, None, 2)])
-    >>> len(b), b.offsets, b.record(1)
-    (2, [7, 9], InRecord(topic='in', partition=0, offset=9, key=None, value=None, timestamp_ms=2))
-    """
-
-    topic: str
-    partition: int
-    offsets: list[int]
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    timestamps_ms: list[int]
-
-    @classmethod
-    def of(cls, records: Sequence[InRecord]) -> Batch:
-        """The batch of ``records`` (all of one partition, in offset order)."""
-        topic, partition = (records[0].topic, records[0].partition) if records else ("", 0)
-        if any((r.topic, r.partition) != (topic, partition) for r in records):
-            raise ValueError("a batch holds the records of one partition")
-        return cls(
-            topic, partition, [r.offset for r in records], [r.key for r in records],
-            [r.value for r in records], [r.timestamp_ms for r in records],
-        )
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def __iter__(self) -> Iterator[InRecord]:
-        return (self.record(i) for i in range(len(self.offsets)))
-
-    def record(self, i: int) -> InRecord:
-        """The ``i``-th record (position in the batch, not offset)."""
-        return InRecord(
-            self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i], self.timestamps_ms[i]
-        )
-
-
-class Edge(Protocol):
-    """What the worker needs of a Kafka client: :class:`KafkaEdge` and
-    :class:`stream_perceptron.kafka_confluent.ConfluentEdge` both provide it."""
-
-    def start(self) -> None: ...
-    def poll(self, timeout_ms: int, max_records: int) -> list[Batch]: ...
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None: ...
-    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None: ...
-    def flush(self) -> None: ...
-    def commit(self, offsets: Mapping[Partition, int]) -> None: ...
-    def seek(self, topic: str, partition: int, offset: int) -> None: ...
-    def committed(self, topic: str, partition: int) -> int | None: ...
-    def assignment(self) -> list[Partition]: ...
-    def highwater(self, topic: str, partition: int) -> int | None: ...
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """Bounded exponential backoff for flush, commit, committed and send.
-
-    >>> list(Retry(attempts=4, backoff_s=0.5, max_backoff_s=1.5).delays())
-    [0.5, 1.0, 1.5]
-    """
-
-    attempts: int = 5
-    backoff_s: float = 0.25
-    max_backoff_s: float = 4.0
-
-    def delays(self) -> Iterable[float]:
-        """The sleeps between attempts (one fewer than ``attempts``)."""
-        delay = self.backoff_s
-        for _ in range(self.attempts - 1):
-            yield min(delay, self.max_backoff_s)
-            delay *= 2
 
 
 def client_config(kafka: KafkaSettings) -> dict[str, Any]:
@@ -373,23 +287,14 @@ class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
         await self._edge._run_callback("on_revoked", lost, lost=True)
 
 
-@dataclass(frozen=True, slots=True)
-class _Unsent:
-    """A record whose delivery failed and that may be sent again."""
-
-    topic: str
-    key: bytes | None
-    value: bytes
-    retriable: bool
-    error: str  # described, not kept: an exception's traceback would pin sockets and frames
-
-
-class KafkaEdge:
+class KafkaEdge(EdgeBase):
     """One group consumer of ``input_topic`` plus one producer, both raw bytes.
 
     ``on_assigned`` / ``on_revoked`` receive sorted ``(topic, partition)`` lists; see the
     module docstring for what they may call. Offsets are committed only by :meth:`commit`.
     """
+
+    _log = log
 
     def __init__(
         self,
@@ -400,24 +305,12 @@ class KafkaEdge:
         *,
         retry: Retry | None = None,
     ) -> None:
-        self._kafka = kafka
-        self._input_topic = input_topic
-        self._callbacks: dict[str, PartitionsCallback] = {
-            "on_assigned": on_assigned,
-            "on_revoked": on_revoked,
-        }
-        self._retry = retry or Retry()
-        self._timeout_ms = kafka.request_timeout_ms
+        super().__init__(kafka, input_topic, on_assigned, on_revoked, retry=retry)
         self._consumer: Any = None
         self._producer: Any = None
-        # Deliveries that failed, appended by the producer's I/O thread.
-        self._unsent: list[_Unsent] = []
-        # Set while a rebalance callback runs (on the consumer's I/O thread).
-        self._callback_thread: int | None = None
         self._callback_committed: dict[Partition, int | None] = {}
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
         self._callback_error: BaseException | None = None
-        self._closing = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -528,16 +421,6 @@ class KafkaEdge:
         log.warning("dropping unacknowledged records to close the producer")
         producer._sender.force_close()
         producer.close(timeout=timeout_s)
-
-    def _flush_quietly(self) -> bool:
-        """One flush attempt (close must stay bounded while the broker is away)."""
-        try:
-            problem = self._flush_once(self._producer)
-        except KafkaEdgeError as exc:
-            problem = str(exc)
-        if problem is not None:
-            log.error("closing with unacknowledged records: %s", problem)
-        return problem is None
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -656,15 +539,6 @@ class KafkaEdge:
 
     # -- producing -------------------------------------------------------------------------
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        """Queue a record; delivery is confirmed by :meth:`flush`.
-
-        Blocks at most :data:`PRODUCER_MAX_BLOCK_MS` per attempt when the producer's
-        buffer is full or the topic's metadata is unknown; retries with backoff, then
-        raises :class:`KafkaEdgeError`.
-        """
-        self.send_many(topic, (key,), (value,))
-
     def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
         """:meth:`send` each ``(key, value)`` pair, in order, in one loop.
 
@@ -696,76 +570,23 @@ class KafkaEdge:
 
     def _record_unsent(self, topic: str, key: bytes | None, value: bytes, exc: Any) -> None:
         retriable = bool(getattr(exc, "retriable", False))
-        self._unsent.append(_Unsent(topic, key, value, retriable, _describe(exc)))
+        self._unsent.append(Unsent(topic, key, value, retriable, _describe(exc)))
 
-    def flush(self) -> None:
-        """Block until every record sent so far is acknowledged (acks=all).
-
-        Records whose delivery failed with a transient error are sent again. Raises
-        :class:`KafkaEdgeError` after the retries, or at once for a permanent error
-        (the records concerned are then given up).
-        """
-        producer = self._require(self._producer)
-        delays = iter(self._retry.delays())
-        while True:
-            problem = self._flush_once(producer)
-            if problem is None:
-                return
-            delay = next(delays, None)
-            if delay is None:
-                raise KafkaEdgeError(
-                    f"flush failed after {self._retry.attempts} attempts: {problem}"
-                )
-            log.warning("flush: %s; retrying in %.2f s", problem, delay)
-            time.sleep(delay)
-
-    def _flush_once(self, producer: Any) -> str | None:
+    def _flush_once(self) -> str | None:
         """One flush round; a description of what is still unacknowledged, or None."""
+        producer = self._require(self._producer)
         try:
             producer.flush(timeout=self._timeout_ms / 1000)
         except KafkaTimeoutError:
             return f"records not acknowledged within {self._timeout_ms} ms"
-        failed, self._unsent = self._unsent, []
-        if not failed:
-            return None
-        permanent = [u for u in failed if not u.retriable]
-        if permanent:
-            self._replace_producer()
-            raise KafkaEdgeError(
-                f"{len(permanent)} records could not be delivered, e.g. to "
-                f"{permanent[0].topic}: {permanent[0].error}"
-            )
-        for unsent in failed:
-            self.send(unsent.topic, unsent.key, unsent.value)
-        return f"{len(failed)} records failed ({failed[0].error}) and were resent"
+        return self._settle_unsent()
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _retrying(self, what: str, operation: Callable[[], _T]) -> _T:
-        """Run ``operation``, retrying transient Kafka errors with bounded backoff."""
-        delays = iter(self._retry.delays())
-        while True:
-            try:
-                return operation()
-            except KafkaError as exc:
-                delay = next(delays, None) if exc.retriable else None
-                if delay is None:
-                    raise KafkaEdgeError(f"{what} failed: {_describe(exc)}") from None
-                log.warning("%s failed (%s); retrying in %.2f s", what, _describe(exc), delay)
-                time.sleep(delay)
+    def _retriable(self, exc: Exception) -> bool | None:
+        return bool(exc.retriable) if isinstance(exc, KafkaError) else None
 
-    @staticmethod
-    def _require(client: _T | None) -> _T:
-        if client is None:
-            raise KafkaEdgeError("the Kafka edge is not started (or already closed)")
-        return client
-
-    def _in_callback(self) -> bool:
-        return self._callback_thread == threading.get_ident()
-
-    def _refuse_in_callback(self, what: str) -> None:
-        if self._in_callback():
-            raise KafkaEdgeError(f"{what}() cannot be called from a rebalance callback")
+    _describe = staticmethod(_describe)
 
     def _raise_callback_error(self) -> None:
         error, self._callback_error = self._callback_error, None
@@ -833,9 +654,10 @@ def _offset(found: Any) -> int | None:
     return offset
 
 
-__all__ = [
+__all__ = [  # the contract's names (stream_perceptron.edge) are re-exported for old imports
     "PRODUCER_MAX_BLOCK_MS",
     "Batch",
+    "Edge",
     "InRecord",
     "KafkaEdge",
     "Partition",

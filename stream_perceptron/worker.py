@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
+from stream_perceptron.edge import Batch, Edge
 from stream_perceptron.errors import (
     CheckpointError,
     KafkaAuthError,
     KafkaEdgeError,
     SettingsError,
 )
-from stream_perceptron.kafka_io import Batch, Edge, KafkaEdge, ensure_topics, missing_topics
+from stream_perceptron.kafka_io import KafkaEdge, ensure_topics, missing_topics
 from stream_perceptron.learner import Learner
 from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron

@@ -17,8 +17,9 @@ import numpy as np
 from kafka import KafkaProducer
 
 from stream_perceptron import Perceptron
+from stream_perceptron.edge import Edge, InRecord, Partition, Retry
 from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.kafka_io import Edge, InRecord, KafkaEdge, Partition, Retry, client_config
+from stream_perceptron.kafka_io import KafkaEdge, client_config
 from stream_perceptron.reader import read_topic
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import KafkaSettings, Settings

@@ -17,8 +17,9 @@ import pytest
 from pydantic import SecretStr
 
 from stream_perceptron.broker import EmbeddedBroker
+from stream_perceptron.edge import Edge, Partition, Retry
 from stream_perceptron.errors import BrokerError, KafkaEdgeError
-from stream_perceptron.kafka_io import Edge, Partition, Retry, ensure_topics
+from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.settings import KafkaSettings
 
 from .helpers import (

@@ -7,7 +7,7 @@ import orjson
 
 import stream_perceptron.worker as worker_module
 from stream_perceptron import Perceptron
-from stream_perceptron.kafka_io import Batch, InRecord
+from stream_perceptron.edge import Batch, InRecord
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker import Worker
