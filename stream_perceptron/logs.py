@@ -27,9 +27,25 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+class SlowTaskNotices(logging.Filter):
+    """Shows kafka-python's "Task ... is blocking the event loop" warnings at DEBUG only.
+
+    kafka-python 3.x warns whenever a step of its I/O thread took over 100 ms. In this
+    process the main thread decodes and learns whole batches, and the I/O thread waits for the
+    GIL meanwhile: the warning is expected under load and names nothing an operator can act on.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "kafka.net.selector" and "blocking the event loop" in record.getMessage():
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger("kafka").isEnabledFor(logging.DEBUG)
+        return True
+
+
 def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     """Send logs to stderr, as text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(SlowTaskNotices())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -24,3 +24,18 @@ def test_effective_settings_log_line_masks_secrets(capsys, monkeypatch):
     logging.getLogger("stream_perceptron.worker").info("effective settings: %s", redacted(load_settings()))
     err = capsys.readouterr().err
     assert "effective settings" in err and "pa55-w0rd" not in err and "**********" in err
+
+
+def test_kafka_python_slow_task_notices_are_debug_only(capsys):
+    notice = "Task <t> ran for 0.126s (>0.100s threshold). It is blocking the event loop -- ..."
+    setup_logging("INFO", "text")
+    logging.getLogger("kafka.net.selector").warning(notice)
+    logging.getLogger("kafka.net.selector").warning("connection to broker lost")
+    err = capsys.readouterr().err
+    assert "blocking the event loop" not in err and "connection to broker lost" in err
+    logging.getLogger("kafka").setLevel(logging.DEBUG)  # kafka-python's own debugging asked for
+    try:
+        logging.getLogger("kafka.net.selector").warning(notice)
+    finally:
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+    assert "DEBUG   kafka.net.selector: Task <t> ran for" in capsys.readouterr().err
