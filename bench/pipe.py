@@ -159,14 +159,7 @@ def consume_produce(
         consumer.close()
     return {
         "records": consumed,
-        "t_start": t_start,
-        "t_ready": t_ready,
-        "t_first_polled": t_first,
-        "t_last_sent": t_last_sent,
-        "t_flushed": t_flushed,
-        "own_rate_first_poll_to_flush": (
-            (consumed / (t_flushed - t_first)) if t_first is not None and t_flushed > t_first else None
-        ),
+        **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
 
 
@@ -294,6 +287,16 @@ def confluent_pipe(
         "skipped_error_messages": skipped,
         "client_errors": errors[:10],
         "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
+        **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
+    }
+
+
+def timings(
+    consumed: int, t_start: float, t_ready: float, t_first: float | None, t_last_sent: float, t_flushed: float
+) -> dict[str, Any]:
+    """A contender's own clock readings (``time.time()``) and its rate from the first poll that
+    returned records to the end of the final flush."""
+    return {
         "t_start": t_start,
         "t_ready": t_ready,
         "t_first_polled": t_first,

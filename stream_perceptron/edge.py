@@ -134,9 +134,10 @@ class Unsent:
 
 
 class EdgeBase:
-    """What both edges share. A subclass builds the clients and provides :meth:`send_many`,
-    :meth:`_flush_once` (one flush round, ending with :meth:`_settle_unsent`),
-    :meth:`_replace_producer`, :meth:`_retriable` and :meth:`_describe`.
+    """What both edges share. A subclass sets its own state up in :meth:`_init_client_state`,
+    builds the clients and provides :meth:`send_many`, :meth:`_flush_once` (one flush round,
+    ending with :meth:`_settle_unsent`), :meth:`_replace_producer`, :meth:`_retriable` and
+    :meth:`_describe`.
     """
 
     _log = logging.getLogger(__name__)
@@ -163,6 +164,10 @@ class EdgeBase:
         # Set while a rebalance callback runs.
         self._callback_thread: int | None = None
         self._closing = False
+        self._init_client_state()
+
+    def _init_client_state(self) -> None:
+        """The subclass's own fields (its clients are built later, by ``start``)."""
 
     # -- producing -------------------------------------------------------------------------
 

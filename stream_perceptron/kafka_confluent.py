@@ -86,8 +86,6 @@ from stream_perceptron.edge import (
     Batch,
     EdgeBase,
     Partition,
-    PartitionsCallback,
-    Retry,
     Unsent,
 )
 from stream_perceptron.errors import KafkaEdgeError
@@ -285,16 +283,7 @@ class ConfluentEdge(EdgeBase):
 
     _log = log
 
-    def __init__(
-        self,
-        kafka: KafkaSettings,
-        input_topic: str,
-        on_assigned: PartitionsCallback,
-        on_revoked: PartitionsCallback,
-        *,
-        retry: Retry | None = None,
-    ) -> None:
-        super().__init__(kafka, input_topic, on_assigned, on_revoked, retry=retry)
+    def _init_client_state(self) -> None:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._throttle = _Throttle()

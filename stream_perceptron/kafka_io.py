@@ -296,16 +296,7 @@ class KafkaEdge(EdgeBase):
 
     _log = log
 
-    def __init__(
-        self,
-        kafka: KafkaSettings,
-        input_topic: str,
-        on_assigned: PartitionsCallback,
-        on_revoked: PartitionsCallback,
-        *,
-        retry: Retry | None = None,
-    ) -> None:
-        super().__init__(kafka, input_topic, on_assigned, on_revoked, retry=retry)
+    def _init_client_state(self) -> None:
         self._consumer: Any = None
         self._producer: Any = None
         self._callback_committed: dict[Partition, int | None] = {}
