@@ -333,9 +333,11 @@ class KafkaEdge(EdgeBase):
             )
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
-        except KafkaError as exc:
+        except (KafkaError, KafkaEdgeError) as exc:
             if consumer is not None:
                 consumer.close(autocommit=False)
+            if isinstance(exc, KafkaEdgeError):
+                raise
             raise KafkaEdgeError(
                 f"cannot connect to Kafka at {_servers(self._kafka)}: {_describe(exc)}"
             ) from None

@@ -50,6 +50,10 @@ class KafkaSettings(_Section):
     request_timeout_ms: int = Field(30_000, ge=1_000)
     linger_ms: int = Field(20, ge=0)
     batch_size: int = Field(262_144, ge=1)
+    producer_process: bool = Field(
+        False,
+        description="kafka-python only: produce from a second process, beside the worker (a second core)",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
@@ -64,6 +68,11 @@ class KafkaSettings(_Section):
     def _heartbeat_below_session(self) -> KafkaSettings:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        if self.producer_process and self.backend != "kafka-python":
+            raise ValueError(
+                "SP_KAFKA__PRODUCER_PROCESS applies to the kafka-python backend only"
+                " (SP_KAFKA__BACKEND is confluent-kafka, whose producer already runs in C threads)"
+            )
         return self
 
 

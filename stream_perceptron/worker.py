@@ -75,6 +75,10 @@ def open_edge(
             ) from None
         edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)
         return edge
+    if kafka.producer_process:
+        from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+
+        return SplitKafkaEdge(kafka, input_topic, on_assigned, on_revoked)
     return KafkaEdge(kafka, input_topic, on_assigned, on_revoked)
 
 

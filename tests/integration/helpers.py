@@ -166,6 +166,7 @@ JOIN_TIMEOUT_S = 30.0
 EDGE_STARTED = {
     "kafka-python": "kafka edge started",
     "confluent-kafka": "kafka edge (confluent-kafka) started",
+    "kafka-python+process": "producer process",
 }
 """The log line each backend's edge writes once it has connected."""
 
@@ -176,6 +177,10 @@ def edge_class(backend: str) -> type[Edge]:
         from stream_perceptron.kafka_confluent import ConfluentEdge
 
         return ConfluentEdge
+    if backend == "kafka-python+process":
+        from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+
+        return SplitKafkaEdge
     return KafkaEdge
 
 
@@ -205,7 +210,8 @@ def new_edge(kafka: KafkaSettings, topic: str, recorder: Recorder | None = None,
              retry: Retry | None = None) -> Edge:
     """An edge of ``kafka.backend`` consuming ``topic``, not started."""
     rec = recorder or Recorder()
-    cls: Any = edge_class(kafka.backend)  # both take (kafka, topic, on_assigned, on_revoked, *, retry)
+    # all take (kafka, topic, on_assigned, on_revoked, *, retry)
+    cls: Any = edge_class("kafka-python+process" if kafka.producer_process else kafka.backend)
     edge: Edge = cls(kafka, topic, rec.on_assigned, rec.on_revoked, retry=retry)
     return edge
 

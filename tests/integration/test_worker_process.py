@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.kafka_io import client_config
 
+from .conftest import EDGES
 from .helpers import (
     EDGE_STARTED,
     ThreadedWorker,
@@ -43,6 +45,7 @@ def _committed(kafka, topic) -> int | None:
         consumer.close()
 
 
+@pytest.mark.parametrize("backend", EDGES, indirect=True)
 def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(
     backend, kafka_settings, new_topic, tmp_path
 ):
@@ -89,6 +92,7 @@ def _seen(log: Path) -> int:
     return int(found[-1]) if found else 0
 
 
+@pytest.mark.parametrize("backend", EDGES, indirect=True)
 def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
     backend, kafka_settings, new_topic, tmp_path
 ):

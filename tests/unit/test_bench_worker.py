@@ -271,11 +271,29 @@ def test_contender_result_line_round_trips() -> None:
     assert parse_result("nothing here") is None
 
 
-def test_contenders_cover_both_backends_and_the_peer_once() -> None:
+def test_contenders_cover_every_backend_and_the_peer_once() -> None:
     both = bw.contenders_for(bw.BACKENDS)
-    assert both[-1] == bw.PEER and len(both) == len(set(both)) == 7
+    assert both[-1] == bw.PEER and len(both) == len(set(both)) == 10
     assert {bw.SPECS[c].backend for c in both} == set(bw.BACKENDS)
     assert bw.contenders_for(["kafka-python"]) == [bw.PIPE_KP, bw.WORKER_KP, bw.WORKER_KP_NONE, bw.PEER]
+    kpp = {"SP_KAFKA__BACKEND": "kafka-python", "SP_KAFKA__PRODUCER_PROCESS": "true"}
+    assert bw.backend_env(bw.KPP) == kpp
+
+
+def test_the_producer_process_worker_is_judged_against_both_kafka_python_pipes() -> None:
+    report = _fake_report()
+    report["throughput"]["summary"].update(
+        {bw.PIPE_KPP: {"median_rate": 60_000.0}, bw.WORKER_KPP: {"median_rate": 45_000.0}}
+    )
+    kpp = [t for t in bw.evaluate_targets(report) if t["backend"] == bw.KPP]
+    own, one_process, peer = kpp
+    assert "own client's bare pipe" in own["target"] and own["value"] == pytest.approx(0.75)
+    assert own["met"] is False
+    assert "one-process" in one_process["target"] and one_process["value"] == pytest.approx(45 / 40)
+    assert one_process["met"] is True and "two processes" in one_process["detail"]
+    assert peer["value"] == pytest.approx(2.25) and peer["met"] is False
+    r = bw.throughput_ratios(report["throughput"]["summary"])[bw.KPP]
+    assert r["worker_over_kafka_python_pipe"] == pytest.approx(45 / 40)
 
 
 def _fake_report() -> dict:
@@ -377,13 +395,13 @@ def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
     assert prof.sections == {"profile"} and prof.profile == "pyspy"
     with pytest.raises(SystemExit):
         bw.parse_args(["--only", "nonsense"])
-    assert full.backends == ["kafka-python", "confluent-kafka"]
+    assert full.backends == ["kafka-python", "kafka-python+process", "confluent-kafka"]
     assert full.latency_repeats == 3 and quick.latency_repeats == 1
     rates = bw.parse_args(["--latency-rate", "kafka-python=100,confluent-kafka=200"]).latency_rates
     assert rates == {"kafka-python": 100.0, "confluent-kafka": 200.0}
     with pytest.raises(SystemExit):
         bw.parse_args(["--latency-rate", "nope=1"])
-    assert bw.parse_args(["--backends", "confluent-kafka,kafka-python"]).backends == list(bw.BACKENDS)
+    assert bw.parse_args(["--backends", "confluent-kafka,kafka-python"]).backends == [bw.KP, bw.CF]
     assert bw.parse_args(["--latency-extra-fetch-wait-ms", "-1"]).latency_extra_fetch_wait_ms is None
     with pytest.raises(SystemExit):
         bw.parse_args(["--backends", "librdkafka"])

@@ -63,6 +63,16 @@ def test_bad_value_is_one_line_naming_the_setting(monkeypatch):
     assert "SP_KAFKA__SESSION_TIMEOUT_MS" in msg and "kafka.session_timeout_ms" in msg
 
 
+def test_a_producer_process_is_refused_with_confluent_kafka(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__BACKEND", "confluent-kafka")
+    monkeypatch.setenv("SP_KAFKA__PRODUCER_PROCESS", "true")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value).count("\n") == 0 and "SP_KAFKA__PRODUCER_PROCESS" in str(err.value)
+    monkeypatch.setenv("SP_KAFKA__BACKEND", "kafka-python")
+    assert load_settings().kafka.producer_process is True
+
+
 def test_unknown_setting_in_toml_is_named(tmp_path):
     cfg = tmp_path / "sp.toml"
     cfg.write_text("[topics]\ninptu = 'x'\n")

@@ -1,0 +1,307 @@
+"""The kafka-python edge with its producer in a second process (``SP_KAFKA__PRODUCER_PROCESS``).
+
+kafka-python is pure Python: its producer's ``send`` costs about as much as everything else the
+worker does per record, and both hold the one GIL. :class:`SplitKafkaEdge` keeps the consumer in
+the worker and moves the producer into a child process, so that decoding, learning and encoding
+run beside producing, on a second core.
+
+The edge's contract is unchanged (:mod:`stream_perceptron.edge`). The child runs a producer-only
+:class:`~stream_perceptron.kafka_io.KafkaEdge`, so records are sent, retried and reported exactly
+as in one process; only the place differs:
+
+* :meth:`SplitKafkaEdge.send_many` writes the batch to a pipe and returns. A full pipe blocks,
+  as a full producer buffer does in one process.
+* :meth:`SplitKafkaEdge.flush` asks the child to flush everything sent before it (the pipe keeps
+  order) and to hand back the records whose delivery failed; the parent then resends transient
+  failures and gives up permanent ones, as in one process. A checkpoint is written only after a
+  flush that returned, so its offsets never run ahead of acknowledged outputs.
+* A send the child could not queue even after its retries is reported at once; the parent raises
+  it from its next ``send_many`` or ``flush``, and every later call raises too: nothing sent after
+  a lost record can be checkpointed.
+* The child exits when the worker's end of the pipe closes, and checks its parent every
+  :data:`PARENT_CHECK_S`: a worker killed with SIGKILL leaves no producer behind. What the child
+  had not delivered then is replayed from the last checkpoint, as in one process.
+* The child is ``python -m stream_perceptron.kafka_producer_process FD``: it imports the edge and
+  kafka-python, not the model. Its settings, secrets included, come through the pipe, never
+  through its command line or environment.
+
+Messages on the pipe are msgpack arrays whose first element names them:
+
+===========================  ==========================  ==========================================
+parent → child               child → parent              meaning
+===========================  ==========================  ==========================================
+``["s", topic, keys, vals]`` (nothing)                   send these records
+``["f", timeout_s]``         ``["f", ok, unsent]``       flush; ``unsent``: failed deliveries
+``["r"]``                    ``["r"]``                   replace the producer (permanent error)
+``["c", graceful]``          ``["c"]``                   close the producer and exit
+``["start", settings, …]``   ``["ready"]`` / ``["e", …]`` the child's producer started / did not
+—                            ``["x", description]``      a send failed after its retries
+===========================  ==========================  ==========================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from kafka.errors import KafkaTimeoutError
+from pydantic import SecretStr
+
+from stream_perceptron.edge import Unsent
+from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
+from stream_perceptron.kafka_io import KafkaEdge
+from stream_perceptron.logs import JsonFormatter, setup_logging
+from stream_perceptron.runtime import limit_malloc_arenas, tune_gc
+from stream_perceptron.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the child's checks that the worker is still its parent.
+PARENT_CHECK_S = 0.5
+#: Seconds the child may take to import kafka-python and start its producer.
+START_TIMEOUT_S = 60.0
+#: Seconds a reply may take beyond the operation's own timeout.
+REPLY_MARGIN_S = 30.0
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder().decode
+
+
+class SplitKafkaEdge(KafkaEdge):
+    """:class:`~stream_perceptron.kafka_io.KafkaEdge` with its producer in a child process."""
+
+    _log = log
+
+    def _init_client_state(self) -> None:
+        super()._init_client_state()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._failure: str | None = None  # a send the child lost: sticky, see the module doc
+
+    @property
+    def producer_pid(self) -> int | None:
+        """The producer process's id while it runs."""
+        return self._child.pid if self._child is not None and self._child.poll() is None else None
+
+    # -- the child's lifecycle ---------------------------------------------------------------
+
+    def _new_producer(self) -> Connection:
+        """Start the child and wait until its producer is up; the pipe to it."""
+        ours, theirs = socket.socketpair()
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+            )
+        finally:
+            theirs.close()
+        conn = Connection(ours.detach())
+        self._child = child
+        root = logging.getLogger()
+        fmt = "json" if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers) else "text"
+        start = ["start", _revealed(self._kafka), self._input_topic, logging.getLevelName(root.level), fmt]
+        try:
+            try:
+                conn.send_bytes(_encode(start))
+            except OSError as exc:
+                raise KafkaEdgeError(f"starting the producer process: {exc}") from None
+            reply = self._reply(conn, START_TIMEOUT_S, "starting the producer process")
+        except KafkaEdgeError:
+            self._failure = None  # a start that failed is retried with a new child
+            self._end_child(conn)
+            raise
+        if reply[0] == "e":
+            self._end_child(conn)
+            error = KafkaAuthError if reply[1] == "auth" else KafkaEdgeError
+            raise error(reply[2])
+        log.info("producer process %d started", child.pid)
+        return conn
+
+    def _replace_producer(self) -> None:
+        conn = self._require(self._producer)
+        self._call(conn, ["r"], REPLY_MARGIN_S + self._timeout_ms / 1000, "replacing the producer")
+
+    def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
+        timeout_s = 2 * self._timeout_ms / 1000 + REPLY_MARGIN_S
+        try:
+            self._call(producer, ["c", graceful], timeout_s, "closing the producer")
+        except KafkaEdgeError as exc:
+            log.warning("%s", exc)
+        self._end_child(producer)
+
+    def _end_child(self, conn: Connection) -> None:
+        conn.close()
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            log.warning("producer process %d did not exit; killing it", child.pid)
+            child.kill()
+            child.wait(5)
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
+        """Hand the records to the producer process (in order; delivery is confirmed by flush)."""
+        conn = self._require(self._producer)
+        self._check_child(conn)
+        try:
+            conn.send_bytes(_encode(["s", topic, keys, values]))
+        except OSError as exc:
+            raise self._lost(f"the producer process is gone ({exc})") from None
+
+    def _flush_once(self) -> str | None:
+        conn = self._require(self._producer)
+        self._check_child(conn)
+        timeout_s = self._timeout_ms / 1000
+        _, ok, unsent = self._call(conn, ["f", timeout_s], timeout_s + REPLY_MARGIN_S, "flushing")
+        if self._failure is not None:  # reported while the flush ran
+            raise KafkaEdgeError(self._failure)
+        self._unsent += [Unsent(*u) for u in unsent]
+        if not ok:
+            return f"records not acknowledged within {self._timeout_ms} ms"
+        return self._settle_unsent()
+
+    # -- the pipe ----------------------------------------------------------------------------
+
+    def _call(self, conn: Connection, message: list[Any], timeout_s: float, what: str) -> list[Any]:
+        """Send ``message``; its reply (failure reports that arrive first are remembered)."""
+        try:
+            conn.send_bytes(_encode(message))
+        except OSError as exc:
+            raise self._lost(f"{what}: the producer process is gone ({exc})") from None
+        while True:
+            reply = self._reply(conn, timeout_s, what)
+            if reply[0] != "x":
+                return reply
+            self._lost(reply[1])
+
+    def _reply(self, conn: Connection, timeout_s: float, what: str) -> list[Any]:
+        try:
+            if not conn.poll(timeout_s):
+                raise self._lost(f"{what}: no answer from the producer process in {timeout_s:.0f} s")
+            reply: list[Any] = _decode(conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise self._lost(f"{what}: the producer process is gone ({exc or 'closed'})") from None
+        return reply
+
+    def _check_child(self, conn: Connection) -> None:
+        """Raise what the child reported lost, if anything (a poll that does not wait)."""
+        if self._failure is None:
+            try:
+                while conn.poll():
+                    reply = _decode(conn.recv_bytes())
+                    if reply[0] == "x":
+                        self._lost(reply[1])
+            except (EOFError, OSError) as exc:
+                self._lost(f"the producer process is gone ({exc or 'closed'})")
+        if self._failure is not None:
+            raise KafkaEdgeError(self._failure)
+
+    def _lost(self, description: str) -> KafkaEdgeError:
+        """Remember the first loss (every later send and flush raises it); the error to raise."""
+        if self._failure is None:
+            self._failure = description
+            log.error("producer process: %s", description)
+        return KafkaEdgeError(self._failure)
+
+
+def _revealed(kafka: KafkaSettings) -> dict[str, Any]:
+    """``kafka`` as plain values, secrets revealed: only for the pipe to the child."""
+    out: dict[str, Any] = {}
+    for name, value in kafka.model_dump().items():
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, Path):
+            value = str(value)
+        out[name] = value
+    return out
+
+
+class _Child:
+    """The producer process: a producer-only :class:`KafkaEdge` serving the pipe."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.failed = False  # a send was lost: later sends are dropped (the worker raises)
+        _, kafka, input_topic, level, fmt = _decode(conn.recv_bytes())
+        setup_logging(level, fmt)
+        limit_malloc_arenas()  # tuned as the worker is
+        self.edge = KafkaEdge(KafkaSettings.model_validate(kafka), input_topic, _ignore, _ignore)
+
+    def reply(self, *message: Any) -> None:
+        self.conn.send_bytes(_encode(list(message)))
+
+    def run(self) -> None:
+        edge, parent = self.edge, os.getppid()
+        try:
+            edge._producer = edge._new_producer()
+        except Exception as exc:  # reported to the worker, which raises it
+            kind = "auth" if isinstance(exc, KafkaAuthError) else "other"
+            self.reply("e", kind, f"cannot start the producer: {KafkaEdge._describe(exc)}")
+            return
+        tune_gc()
+        self.reply("ready")
+        while True:
+            try:
+                if not self.conn.poll(PARENT_CHECK_S):
+                    if os.getppid() != parent:
+                        break  # the worker died without closing the pipe
+                    continue
+                message = _decode(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                break  # the worker's end closed
+            if self.handle(message):
+                return
+        # the worker is gone: drop what is queued (it is replayed from the last checkpoint)
+        producer, edge._producer = edge._producer, None
+        edge._close_producer(producer, graceful=False)
+
+    def handle(self, message: list[Any]) -> bool:
+        """Serve one message; True once the producer is closed."""
+        edge, kind = self.edge, message[0]
+        if kind == "s":
+            if not self.failed:
+                try:
+                    edge.send_many(message[1], message[2], message[3])
+                except KafkaEdgeError as exc:
+                    self.failed = True
+                    self.reply("x", str(exc))
+        elif kind == "f":
+            ok = _flush(edge, message[1])
+            unsent, edge._unsent = edge._unsent, []
+            self.reply("f", ok, [[u.topic, u.key, u.value, u.retriable, u.error, u.code] for u in unsent])
+        elif kind == "r":
+            edge._replace_producer()
+            self.reply("r")
+        elif kind == "c":
+            producer, edge._producer = edge._producer, None
+            edge._close_producer(producer, graceful=message[1])
+            self.reply("c")
+            return True
+        return False
+
+
+def _flush(edge: KafkaEdge, timeout_s: float) -> bool:
+    """Flush the child's producer; False when not everything was acknowledged in time."""
+    try:
+        edge._require(edge._producer).flush(timeout=timeout_s)
+    except KafkaTimeoutError:
+        return False
+    return True
+
+
+def _ignore(_partitions: list[tuple[str, int]]) -> None:
+    return None
+
+
+if __name__ == "__main__":
+    _Child(Connection(int(sys.argv[1]))).run()
