@@ -85,13 +85,17 @@ RSS_INTERVAL_S = 0.05
 MIN_SIZE_RECORDS = 5_000  # records per size run: at least a few poll batches (2,000 each)
 
 KP = "kafka-python"
+KPP = "kafka-python+process"  # kafka-python, SP_KAFKA__PRODUCER_PROCESS=true
 CF = "confluent-kafka"
-BACKENDS = (KP, CF)
-SHORT = {KP: "kp", CF: "cf"}  # in topic and group names
+BACKENDS = (KP, KPP, CF)
+SHORT = {KP: "kp", KPP: "kpp", CF: "cf"}  # in topic and group names
 
 PIPE_KP = "pipe: bare kafka-python consume->produce"
 WORKER_KP = "worker (kafka-python), predictions=all"
 WORKER_KP_NONE = "worker (kafka-python), predictions=none"
+PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
+WORKER_KPP = "worker (kafka-python+process), predictions=all"
+WORKER_KPP_NONE = "worker (kafka-python+process), predictions=none"
 PIPE_CF = "pipe: bare confluent-kafka consume->produce"
 WORKER_CF = "worker (confluent-kafka), predictions=all"
 WORKER_CF_NONE = "worker (confluent-kafka), predictions=none"
@@ -113,15 +117,21 @@ SPECS: dict[str, Spec] = {
     PIPE_KP: Spec("pipe", KP),
     WORKER_KP: Spec("worker", KP, "all"),
     WORKER_KP_NONE: Spec("worker", KP, "none"),
+    PIPE_KPP: Spec("pipe", KPP),
+    WORKER_KPP: Spec("worker", KPP, "all"),
+    WORKER_KPP_NONE: Spec("worker", KPP, "none"),
     PIPE_CF: Spec("pipe", CF),
     WORKER_CF: Spec("worker", CF, "all"),
     WORKER_CF_NONE: Spec("worker", CF, "none"),
     PEER: Spec("peer", KP),
 }
-PIPE_OF = {KP: PIPE_KP, CF: PIPE_CF}
-WORKER_OF = {KP: WORKER_KP, CF: WORKER_CF}
-WORKER_NONE_OF = {KP: WORKER_KP_NONE, CF: WORKER_CF_NONE}
-CONTENDERS = (PIPE_KP, WORKER_KP, WORKER_KP_NONE, PIPE_CF, WORKER_CF, WORKER_CF_NONE, PEER)
+PIPE_OF = {KP: PIPE_KP, KPP: PIPE_KPP, CF: PIPE_CF}
+WORKER_OF = {KP: WORKER_KP, KPP: WORKER_KPP, CF: WORKER_CF}
+WORKER_NONE_OF = {KP: WORKER_KP_NONE, KPP: WORKER_KPP_NONE, CF: WORKER_CF_NONE}
+CONTENDERS = (
+    PIPE_KP, WORKER_KP, WORKER_KP_NONE, PIPE_KPP, WORKER_KPP, WORKER_KPP_NONE, PIPE_CF, WORKER_CF,
+    WORKER_CF_NONE, PEER,
+)
 SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
 
 # The targets (docs/performance.md)
@@ -391,7 +401,7 @@ def contenders_for(backends: Sequence[str]) -> list[str]:
     >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
     ['pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
     >>> len(contenders_for(BACKENDS))
-    7
+    10
     """
     out: list[str] = []
     for b in BACKENDS:
@@ -455,6 +465,20 @@ def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                         TARGET_WORKER_OVER_PIPE,
                     ),
                     "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s",
+                }
+            )
+        one_process = (tp.get(PIPE_KP) or {}).get("median_rate")
+        if b == KPP and w is not None and one_process:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PIPE:g} x the one-process kafka-python pipe",
+                        b,
+                        w / one_process,
+                        TARGET_WORKER_OVER_PIPE,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(one_process)} rec/s; the worker uses two "
+                    "processes, that pipe one",
                 }
             )
         if w is not None and peer:
@@ -823,7 +847,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 class RssSampler(threading.Thread):
     """Samples ``VmRSS``, ``VmHWM`` and CPU time (user + system) of a process every ``interval``
-    seconds until it exits (or :meth:`stop`)."""
+    seconds until it exits (or :meth:`stop`). Each sample is the sum over the process and its
+    child processes (the worker's producer process, with ``SP_KAFKA__PRODUCER_PROCESS``); a
+    child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the sum."""
 
     def __init__(self, pid: int, interval: float = RSS_INTERVAL_S) -> None:
         super().__init__(daemon=True)
@@ -831,22 +857,35 @@ class RssSampler(threading.Thread):
         self.interval = interval
         # (time.time(), VmRSS kB, VmHWM kB, CPU seconds so far)
         self.samples: list[tuple[float, int, int, float]] = []
+        self.max_processes = 1
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        status, stat = f"/proc/{self.pid}/status", f"/proc/{self.pid}/stat"
+        ticks_of: dict[int, int] = {}  # CPU ticks per process; a child that exited keeps its last
         while not self._stop_event.is_set():
             try:
-                with open(status, encoding="ascii", errors="replace") as fh:
-                    st = parse_status(fh.read())
-                with open(stat, encoding="ascii", errors="replace") as fh:
-                    ticks = parse_stat_cpu_ticks(fh.read())
-            except (OSError, ValueError, IndexError):
-                return
-            if "VmRSS" not in st:  # a zombie: exited, not yet reaped
-                return
-            self.samples.append((time.time(), st["VmRSS"], st.get("VmHWM", st["VmRSS"]), ticks / CLK_TCK))
+                rss, hwm, ticks_of[self.pid] = self._read(self.pid)
+            except (OSError, ValueError, IndexError, KeyError):
+                return  # exited (or a zombie: exited, not yet reaped)
+            children = _children(self.pid)
+            for child in children:
+                try:
+                    c_rss, c_hwm, ticks_of[child] = self._read(child)
+                except (OSError, ValueError, IndexError, KeyError):
+                    continue
+                rss, hwm = rss + c_rss, hwm + c_hwm
+            self.max_processes = max(self.max_processes, 1 + len(children))
+            self.samples.append((time.time(), rss, hwm, sum(ticks_of.values()) / CLK_TCK))
             self._stop_event.wait(self.interval)
+
+    @staticmethod
+    def _read(pid: int) -> tuple[int, int, int]:
+        """(VmRSS kB, VmHWM kB, CPU ticks) of ``pid``."""
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            st = parse_status(fh.read())
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            ticks = parse_stat_cpu_ticks(fh.read())
+        return st["VmRSS"], st.get("VmHWM", st["VmRSS"]), ticks
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -863,11 +902,28 @@ class RssSampler(threading.Thread):
             return {"samples": 0}
         return {
             "samples": len(self.samples),
+            "processes": self.max_processes,
             "peak_rss_mb": max(s[1] for s in self.samples) / 1024,
             "last_rss_mb": self.samples[-1][1] / 1024,
             "vm_hwm_mb": self.samples[-1][2] / 1024,
             "cpu_s_total": self.samples[-1][3],
         }
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc/PID/task/TID/children``)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                out += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def parse_stat_cpu_ticks(text: str) -> int:
@@ -1188,7 +1244,9 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
 
 
 def backend_env(backend: str) -> dict[str, str]:
-    """The worker's setting that picks its client library."""
+    """The worker's settings that pick its client library (and where its producer runs)."""
+    if backend == KPP:
+        return {"SP_KAFKA__BACKEND": KP, "SP_KAFKA__PRODUCER_PROCESS": "true"}
     return {"SP_KAFKA__BACKEND": backend}
 
 
@@ -1332,6 +1390,7 @@ def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | No
             "worker_over_peer": ratio(w, peer),
             "worker_none_over_own_pipe": ratio(wn, pipe),
             "pipe_over_kafka_python_pipe": ratio(pipe, rate(PIPE_KP)),
+            "worker_over_kafka_python_pipe": ratio(w, rate(PIPE_KP)),
         }
     return out
 
@@ -1657,7 +1716,7 @@ def latency_plan(
             continue
         base = {"backend": b, "rate": rates[b], "extra_env": {}, "fetch_wait_ms": None}
         plan += [{**base, "kind": "worker"}, {**base, "kind": "pipe"}]
-        if extra_fetch_wait_ms is not None and (b == KP or cf_honours_fetch_wait):
+        if extra_fetch_wait_ms is not None and (b == KP or (b == CF and cf_honours_fetch_wait)):
             plan.append(
                 {
                     **base,
@@ -2341,6 +2400,8 @@ def ratio_lines(tp: dict[str, Any]) -> list[str]:
         )
         if b != KP and r.get("pipe_over_kafka_python_pipe") is not None:
             line += f"; this pipe = {r['pipe_over_kafka_python_pipe']:.1f}x the kafka-python pipe"
+        if b == KPP and r.get("worker_over_kafka_python_pipe") is not None:
+            line += f"; worker / one-process kafka-python pipe = {r['worker_over_kafka_python_pipe']:.2f}x"
         out.append(line)
     return out
 
@@ -2776,7 +2837,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--backends",
         default=",".join(BACKENDS),
         help="comma-separated client backends to measure (worker and its own pipe): "
-        f"{', '.join(BACKENDS)} (default: both; confluent-kafka is skipped when not installed)",
+        f"{', '.join(BACKENDS)} (default: all; confluent-kafka is skipped when not installed)",
     )
     p.add_argument(
         "--latency-extra-fetch-wait-ms",
@@ -2966,7 +3027,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}, "
                 "per backend"
             )
-            report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say, backends)
+            # py-spy samples one process: the producer process's share would go unseen
+            profiled = [b for b in backends if b != KPP]
+            report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say, profiled)
         if args.bootstrap is not None:
             delete_topics(bootstrap, ctx.topics)
     finally:

@@ -16,6 +16,10 @@ everything the worker does per record:
   ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
   its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch; like the worker's
   ``send_many``, it names partition 0 of a one-partition output topic (no key hashing).
+* ``--client kafka-python+process``: the same consumer, and the producer in a second process
+  exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the process and pipe of
+  ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many`` per batch, one
+  ``flush`` at the end). The limit of that layout; the issue's limit stays the one-process pipe.
 * ``--client confluent-kafka``: the librdkafka properties that
   ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
   from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
@@ -49,7 +53,7 @@ from typing import Any
 
 RESULT_PREFIX = "BENCH_RESULT "
 PRODUCER_ACKS = "all"  # stream_perceptron.kafka_io.KafkaEdge._new_producer hard-codes acks="all"
-CLIENTS = ("kafka-python", "confluent-kafka")
+CLIENTS = ("kafka-python", "kafka-python+process", "confluent-kafka")
 
 
 def kafka_settings(bootstrap: str) -> Any:
@@ -181,6 +185,43 @@ def pipe(
         bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms, tune_gc=True
     )
     return result
+
+
+def split_pipe(
+    bootstrap: str, input_topic: str, output_topic: str, records: int, *, fetch_max_wait_ms: int | None = None
+) -> dict[str, Any]:
+    """Forward ``records`` records with the producer in a second process (the worker's
+    ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``)."""
+    from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+    from stream_perceptron.runtime import tune_gc
+
+    t_start = time.time()
+    kafka = kafka_settings(bootstrap).model_copy(update={"producer_process": True})
+    edge = SplitKafkaEdge(kafka, input_topic, _ignore, _ignore)
+    edge._producer = edge._new_producer()  # the producer only: this pipe has its own consumer
+    consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
+    tune_gc()
+    poll_ms, max_records = poll_params(bootstrap)
+    t_ready = time.time()
+    consumed, t_first = 0, None
+    deadline = time.monotonic() + 600.0
+    try:
+        while consumed < records:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {consumed} of {records} records in 600 s")
+            for recs in consumer.poll(timeout_ms=poll_ms, max_records=max_records).values():
+                if t_first is None and recs:
+                    t_first = time.time()
+                edge.send_many(output_topic, [r.key for r in recs], [r.value for r in recs])
+                consumed += len(recs)
+        t_last_sent = time.time()
+        edge.flush()
+        t_flushed = time.time()
+    finally:
+        producer, edge._producer = edge._producer, None
+        edge._close_producer(producer)
+        consumer.close()
+    return {"records": consumed, **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed)}
 
 
 def _ignore(*_args: Any) -> None:
@@ -357,6 +398,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         result = confluent_pipe(
             args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms
         )
+    elif args.client == "kafka-python+process":
+        result = split_pipe(
+            args.bootstrap, args.input, args.output, args.records, fetch_max_wait_ms=args.fetch_wait_ms
+        )
+        result["client"] = args.client
     else:
         result = pipe(
             args.bootstrap, args.input, args.output, args.records, fetch_max_wait_ms=args.fetch_wait_ms
