@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -491,23 +493,44 @@ def run_watch(
     deadline = None if duration_s is None else time.monotonic() + duration_s
     poll_ms = max(50, min(500, int(refresh_s * 1000)))
     batches = follow_stats(kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms)
+    interrupted = threading.Event()
+    restore = _stop_on_interrupt(interrupted)
     try:
         with Live(dashboard.render(), console=console, auto_refresh=False) as live:
             next_refresh = time.monotonic() + refresh_s
             for batch in batches:
                 dashboard.update(batch)
                 now = time.monotonic()
-                done = deadline is not None and now >= deadline
+                done = interrupted.is_set() or (deadline is not None and now >= deadline)
                 if now >= next_refresh or done:
                     live.update(dashboard.render(), refresh=True)
                     next_refresh = now + refresh_s
                 if done:
                     break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl+C, or one before the handler was installed
         log.debug("watch interrupted")
     finally:
+        restore()
         batches.close()
     return 0
+
+
+def _stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
+    """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
+    ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
+    the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
+    its locks held and hang the consumer's close, so the first one is never raised there. Off
+    the main thread (where handlers cannot be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handle(_signum: int, _frame: Any) -> None:
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, handle)
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 def run_plot(
