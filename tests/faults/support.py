@@ -5,7 +5,6 @@ Everything here waits with a deadline; nothing sleeps unboundedly.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import signal
@@ -24,36 +23,6 @@ from stream_perceptron.settings import KafkaSettings, Settings
 from tests.integration.helpers import worker_env, worker_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-
-TANSU_CLUSTER_ID = "tansu_cluster"
-
-
-@functools.lru_cache(maxsize=8)
-def cluster_id(bootstrap: str) -> str | None:
-    """The cluster id from a metadata response (tansu answers ``tansu_cluster``)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        consumer.topics()
-        return consumer._client.cluster.cluster_id  # type: ignore[no-any-return]
-    finally:
-        consumer.close()
-
-
-def is_tansu(bootstrap: str) -> bool:
-    return cluster_id(bootstrap) == TANSU_CLUSTER_ID
-
-
-def group_timeouts(bootstrap: str) -> dict[str, int]:
-    """The fastest group settings the broker takes.
-
-    tansu holds a join for session_timeout_ms / 2 and accepts 1 s, which makes a restart after
-    ``kill -9`` rejoin in ~1.5 s (measured; 6 s sessions: ~11 s). Apache Kafka refuses sessions
-    below group.min.session.timeout.ms (6 s by default).
-    """
-    if is_tansu(bootstrap):
-        return {"session_timeout_ms": 1_000, "heartbeat_interval_ms": 200}
-    return {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 1_000}
-
 
 def fault_settings(kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path,
                    log_level: str | None = None, **sections: Any) -> Settings:

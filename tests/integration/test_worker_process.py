@@ -47,9 +47,9 @@ def _committed(kafka, topic) -> int | None:
 
 @pytest.mark.parametrize("backend", EDGES, indirect=True)
 def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(
-    backend, kafka_settings, new_topic, tmp_path
+    backend, fast_kafka, new_topic, tmp_path
 ):
-    kafka = kafka_settings(backend=backend)
+    kafka = fast_kafka(backend=backend)
     topics = topics_for(new_topic)
     n = 4000
     send_all(kafka, topics["input"], encode_stream(noisy_stream(n)))
@@ -94,9 +94,10 @@ def _seen(log: Path) -> int:
 
 @pytest.mark.parametrize("backend", EDGES, indirect=True)
 def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
-    backend, kafka_settings, new_topic, tmp_path
+    backend, fast_kafka, new_topic, tmp_path
 ):
-    kafka = kafka_settings(backend=backend, max_poll_records=250)
+    # short group sessions: each restart after a kill -9 waits for the dead member's to expire
+    kafka = fast_kafka(backend=backend, max_poll_records=250)
     topics = topics_for(new_topic)
     n = 30_000
     stream = noisy_stream(n, d=8, noise=0.1, seed=11)
