@@ -1265,6 +1265,31 @@ def run_worker(
 Say = Callable[..., None]
 
 
+def cpu_counters() -> list[int] | None:
+    """The machine's aggregate CPU time counters (the ``cpu`` line of ``/proc/stat``, in ticks:
+    user nice system idle iowait irq softirq steal ...); None where there is no such file."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            return [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_share(before: Sequence[int] | None, after: Sequence[int] | None) -> float | None:
+    """The share of CPU time stolen by the hypervisor (given to other guests) between two
+    :func:`cpu_counters` readings: on a shared VM, the contenders ran slower by about that much.
+
+    >>> steal_share([100, 0, 50, 800, 0, 0, 0, 50], [200, 0, 100, 1500, 0, 0, 0, 200])
+    0.15
+    >>> steal_share(None, [1, 2, 3]) is None, steal_share([1, 2, 3], [1, 2, 3]) is None
+    (True, True)
+    """
+    if before is None or after is None or len(before) < 8 or len(after) < 8:
+        return None
+    total = sum(after[:8]) - sum(before[:8])  # guest time is already counted in user time
+    return None if total <= 0 else round((after[7] - before[7]) / total, 4)
+
+
 def loadavg() -> list[float] | None:
     try:
         return [round(v, 2) for v in os.getloadavg()]
@@ -2646,8 +2671,23 @@ def machine_line(report: dict[str, Any]) -> str:
         f"numpy {m['numpy']}; orjson {m['orjson']}; broker: {m['broker']}. Load average at start "
         f"{m['loadavg_at_start']}, at end {report.get('loadavg_at_end')}; wall time "
         f"{report.get('wall_seconds', 0):.0f} s; commit {(src.get('commit') or '?')[:10]}"
-        f" ({src.get('changed_files')} changed files in the tree)."
+        f" ({src.get('changed_files')} changed files in the tree).{steal_text(report.get('cpu_steal'))}"
     )
+
+
+def steal_text(steal: dict[str, float | None] | None) -> str:
+    """The CPU steal of each section, as a sentence for the machine line.
+
+    >>> steal_text({"throughput": 0.031, "latency": 0.2})
+    ' CPU steal (time the hypervisor gave to other guests): throughput 3.1%, latency 20.0%.'
+    >>> steal_text({}), steal_text({"sizes": None})
+    ('', '')
+    """
+    known = {k: v for k, v in (steal or {}).items() if v is not None}
+    if not known:
+        return ""
+    parts = ", ".join(f"{k} {100 * v:.1f}%" for k, v in known.items())
+    return f" CPU steal (time the hypervisor gave to other guests): {parts}."
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -2970,6 +3010,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ctx.worker_env = dict(item.split("=", 1) for item in args.worker_env)
         backends = args.backends
         worker_max: dict[str, float] = {}
+        steal = report["cpu_steal"] = {}
+        counters = cpu_counters()
+
+        def section_done(name: str) -> None:
+            nonlocal counters
+            now = cpu_counters()
+            steal[name] = steal_share(counters, now)
+            counters = now
+
         if "throughput" in args.sections:
             contenders = contenders_for(backends)
             say(
@@ -2983,6 +3032,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 rate = report["throughput"]["summary"][WORKER_OF[b]]["median_rate"]
                 if rate:
                     worker_max[b] = rate
+            section_done("throughput")
         if "memory" in args.sections:
             ms = MEMORY_MILESTONES_QUICK if args.quick else MEMORY_MILESTONES_FULL
             say(f"memory: one worker run per backend on {max(ms):,} records")
@@ -2990,6 +3040,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for b, r in report["memory"]["runs"].items():
                 if b not in worker_max and r["run"].get("rate"):
                     worker_max[b] = r["run"]["rate"]
+            section_done("memory")
         if "latency" in args.sections:
             given = args.latency_rates
             rates = {
@@ -3016,11 +3067,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 cf_honours_fetch_wait=cs.get("confluent_edge_honours_fetch_max_wait_ms") is not False,
                 repeats=args.latency_repeats,
             )
+            section_done("latency")
         if "sizes" in args.sections:
             say("sizes: kafka-python worker records/s against the input's size (plus its pipe and the peer)")
             report["sizes"] = section_sizes(
                 ctx, args.records, args.sizes_repeats, args.quick, args.seed, [PIPE_KP, PEER, WORKER_KP], say
             )
+            section_done("sizes")
         if "profile" in args.sections:
             tools = ("cprofile", "pyspy") if args.profile == "both" else (args.profile,)
             say(
@@ -3030,6 +3083,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             # py-spy samples one process: the producer process's share would go unseen
             profiled = [b for b in backends if b != KPP]
             report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say, profiled)
+            section_done("profile")
         if args.bootstrap is not None:
             delete_topics(bootstrap, ctx.topics)
     finally:
