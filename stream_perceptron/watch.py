@@ -529,8 +529,11 @@ def _stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
         interrupted.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
     signal.signal(signal.SIGINT, handle)
-    return lambda: signal.signal(signal.SIGINT, previous)
+    return restore
 
 
 def run_plot(
