@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit integration lint bench clean
+.PHONY: help install demo test unit integration lint bench bench-worker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ lint: $(STAMP)  ## ruff and mypy (strict) on the package
 
 bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
 	$(BIN)/python -m bench.bench_core --json bench/results/core.json
+
+bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~35 min)
+	$(BIN)/python -m bench.bench_worker --json bench/results/worker.json --markdown bench/results/worker.md
 
 clean:  ## remove .venv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
