@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from stream_perceptron.perceptron import BatchResult, Features, FloatArray, Perceptron
+from stream_perceptron.perceptron import BatchResult, Features, FloatArray, Perceptron, Rows
+from stream_perceptron.sparse import SparseRows
 from stream_perceptron.stats import RunningStats, margins, row_norms
 
 
@@ -30,11 +31,11 @@ class Learner:
         self.stats = stats
 
     def step(
-        self, X: Sequence[Features] | FloatArray, y: Sequence[int] | np.ndarray
+        self, X: Sequence[Features] | Rows, y: Sequence[int] | np.ndarray
     ) -> tuple[BatchResult, FloatArray]:
         """Score, learn (labeled rows) and account for a batch; returns each row's result and
         geometric margin (NaN where unlabeled or θ = 0)."""
-        m = X if isinstance(X, np.ndarray) else self.model.vectorize_many(list(X))[0]
+        m = X if isinstance(X, np.ndarray | SparseRows) else self.model.vectorize_many(list(X))[0]
         result = self.model.learn_many(m, y)
         _, geometric, augmented = margins(
             result.labels, result.scores, result.theta_norm, result.theta_norm_aug
@@ -44,7 +45,9 @@ class Learner:
             mistakes=result.mistakes,
             geometric=geometric,
             augmented=augmented,
-            x_norms=row_norms(np.asarray(m, dtype=np.float64), self.model.fit_intercept),
+            x_norms=row_norms(
+                m if isinstance(m, SparseRows) else np.asarray(m, dtype=np.float64), self.model.fit_intercept
+            ),
             theta_norm=self.model.norms()[0],
         )
         return result, geometric

@@ -14,9 +14,12 @@ With ``fit_intercept=False`` this is perceptron-through-origin (``001_31591b1a87
 :math:`[x, 1]` with weights :math:`[\theta, \theta_0]` (seed 001's reduction, seed 003), which
 is why the statistics measure :math:`R` and :math:`\gamma` on the augmented vectors.
 
-Scores are computed row by row with one fixed summation order (``(x * w).sum()``), the same in
+Scores are computed row by row with one fixed summation order, the same in
 :meth:`Perceptron.learn_one` and :meth:`Perceptron.learn_many` whatever the block size, so a
-stream replayed in different batches makes bit-identical decisions and weights.
+stream replayed in different batches makes bit-identical decisions and weights. A dense row is
+summed as ``(x * w).sum()`` over all its columns. A row of named features is held sparse
+(:class:`~stream_perceptron.sparse.SparseRows`) and summed over its own features only, in the
+order of its keys, so its cost is its number of features, not the model's width.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ import numpy.typing as npt
 from river import base
 
 from stream_perceptron.errors import DimensionError
+from stream_perceptron.sparse import SparseRows, dot_rows, segment_sums
 
 FloatArray = npt.NDArray[np.float64]
 Features = Mapping[str, float] | Sequence[float] | FloatArray
+Rows = FloatArray | SparseRows
+"""What :meth:`Perceptron.vectorize_many` returns: a dense matrix, or sparse rows of named features."""
 
 _MIN_BLOCK = 16
 _MAX_BLOCK = 4096
@@ -179,7 +185,7 @@ class Perceptron(base.Classifier):
 
     def _vectorize_named(self, x: Mapping[str, float], grow: bool) -> FloatArray:
         index = self._index
-        if self._w is not None and not index and self.n_features is None:
+        if self._fixed_by_dense():
             raise DimensionError("x has named features but the model was fixed by dense vectors")
         if grow:
             new = [k for k in x if k not in index]
@@ -199,11 +205,12 @@ class Perceptron(base.Classifier):
                 v[i] = value
         return v
 
-    def vectorize_many(self, xs: Sequence[Features]) -> tuple[FloatArray, dict[int, str]]:
-        """Rows of ``xs`` as a matrix; rows that do not fit are left out and reported.
+    def vectorize_many(self, xs: Sequence[Features]) -> tuple[Rows, dict[int, str]]:
+        """Rows of ``xs`` in the model's coordinates; rows that do not fit are left out and reported.
 
-        Returns the matrix of accepted rows (in order) and ``{row: reason}`` for the others. A
-        homogeneous block of dense rows is converted in one call.
+        Returns the accepted rows (in order) and ``{row: reason}`` for the others. A block of
+        dense rows becomes one matrix (converted in one call); a block of named rows becomes
+        :class:`~stream_perceptron.sparse.SparseRows`, new names getting new indices.
         """
         if not xs:
             return np.zeros((0, self.dim or 0)), {}
@@ -230,12 +237,13 @@ class Perceptron(base.Classifier):
             out[r, : len(v)] = v  # named rows built before a later name grew the model
         return out, rejected
 
-    def _vectorize_named_many(self, xs: Sequence[Mapping[str, float]]) -> tuple[FloatArray, dict[int, str]]:
-        """Named rows straight into one matrix: names are indexed first, then values placed."""
+    def _vectorize_named_many(self, xs: Sequence[Mapping[str, float]]) -> tuple[SparseRows, dict[int, str]]:
+        """Named rows as sparse rows: names are indexed first (new names get new indices, a zero
+        weight until learned), then each row's indices and values listed in its keys' order."""
         index = self._index
-        if self._w is not None and not index and self.n_features is None:
+        if self._fixed_by_dense():
             reason = "x has named features but the model was fixed by dense vectors"
-            return np.zeros((0, len(self._w))), dict.fromkeys(range(len(xs)), reason)
+            return SparseRows.build([], [], self.dim or 0), dict.fromkeys(range(len(xs)), reason)
         limit = self.n_features
         rejected: dict[int, str] = {}
         for i, x in enumerate(xs):
@@ -245,16 +253,25 @@ class Perceptron(base.Classifier):
                 continue
             for name in new:
                 index[name] = len(index)
-        w = self._ensure_dim(max(len(index), limit or 0, 0 if self._w is None else len(self._w)))
-        kept = [x for i, x in enumerate(xs) if i not in rejected]
-        out = np.zeros((len(kept), len(w)), dtype=np.float64)
-        for r, x in enumerate(kept):
-            out[r, [index[k] for k in x]] = list(x.values())
-        return out, rejected
+        w = self._ensure_dim(max(len(index), limit or 0, self.dim or 0))
+        kept = [x for i, x in enumerate(xs) if i not in rejected] if rejected else xs
+        columns = [[index[k] for k in x] for x in kept]
+        values = [list(x.values()) for x in kept]
+        return SparseRows.build(columns, values, len(w)), rejected
 
     # ------------------------------------------------------------------ prediction
     def score_one(self, x: Features) -> float:
         """θ·x + θ0."""
+        if isinstance(x, Mapping):
+            if self._fixed_by_dense():
+                raise DimensionError("x has named features but the model was fixed by dense vectors")
+            w, index = self._w, self._index
+            # an unknown name weighs 0, as it would once indexed: the same products, the same sum
+            weights = [w[index[k]] if w is not None and k in index else 0.0 for k in x]
+            products = np.array(weights, dtype=np.float64) * np.fromiter(
+                x.values(), dtype=np.float64, count=len(x)
+            )
+            return float(segment_sums(products, np.array([0, len(x)], dtype=np.intp))[0] + self._b)
         v = self.vectorize(x, grow=False)
         if self._w is None or not len(v):
             return self._b  # nothing learned yet
@@ -264,14 +281,17 @@ class Perceptron(base.Classifier):
         """+1 when θ·x + θ0 > 0, else −1."""
         return 1 if self.score_one(x) > 0 else -1
 
-    def score_many(self, X: Sequence[Features] | FloatArray) -> FloatArray:
+    def score_many(self, X: Sequence[Features] | Rows) -> FloatArray:
         """:meth:`score_one` of each row (same summation order, so the same floats)."""
         m = self._matrix(X)
+        if isinstance(m, SparseRows):
+            w = self._ensure_dim(m.n_cols)
+            return dot_rows(w, m, 0, len(m)) + self._b
         w = self._ensure_dim(m.shape[1])
         scores: FloatArray = (m * w).sum(axis=1) + self._b
         return scores
 
-    def predict_many(self, X: Sequence[Features] | FloatArray) -> npt.NDArray[np.int8]:
+    def predict_many(self, X: Sequence[Features] | Rows) -> npt.NDArray[np.int8]:
         """:meth:`predict_one` of each row."""
         return np.where(self.score_many(X) > 0, 1, -1).astype(np.int8)
 
@@ -285,6 +305,11 @@ class Perceptron(base.Classifier):
     def learn_one(self, x: Features, y: Any) -> bool:  # type: ignore[override]  # returns the flag
         """One step of the seeds' update; True when (x, y) was a mistake and θ, θ0 moved."""
         label = _label(y)
+        if isinstance(x, Mapping):  # the sparse path of learn_many, so the same floats
+            rows, rejected = self._vectorize_named_many([x])
+            if rejected:
+                raise DimensionError(rejected[0])
+            return bool(self.learn_many(rows, [label]).mistakes[0])
         v = self.vectorize(x)
         w = self._ensure_dim(len(v))
         if label * ((v * w).sum() + self._b) <= 0:
@@ -295,7 +320,7 @@ class Perceptron(base.Classifier):
             return True
         return False
 
-    def learn_many(self, X: Sequence[Features] | FloatArray, y: Iterable[Any]) -> BatchResult:
+    def learn_many(self, X: Sequence[Features] | Rows, y: Iterable[Any]) -> BatchResult:
         """:meth:`learn_one` over the rows in order, with the same flags and weights, but fast.
 
         The scores of a whole block come from one vectorised product; the block is cut at its
@@ -318,15 +343,21 @@ class Perceptron(base.Classifier):
         flags = np.zeros(n, dtype=np.bool_)
         norm = np.empty(n, dtype=np.float64)
         norm_aug = np.empty(n, dtype=np.float64)
-        w = self._w if self._w is not None else self._ensure_dim(m.shape[1])
+        if isinstance(m, SparseRows):
+            w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
+        else:
+            w, width = self._ensure_dim(m.shape[1]), m.shape[1]
         # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
         lab_f = np.where(labels != 0, labels, np.nan)
         cur_norm, cur_norm_aug = self.norms()
-        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, m.shape[1]))))
+        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
         i, block = 0, _MIN_BLOCK
         while i < n:
             end = min(n, i + block)
-            s = (m[i:end] * w).sum(axis=1) + self._b
+            if isinstance(m, SparseRows):
+                s = dot_rows(w, m, i, end) + self._b
+            else:
+                s = (m[i:end] * w).sum(axis=1) + self._b
             wrong = lab_f[i:end] * s <= 0
             k = int(wrong.argmax())
             if not wrong[k]:
@@ -339,7 +370,11 @@ class Perceptron(base.Classifier):
                 block = min(block * 2, max_block)
             else:
                 r = i + k
-                w += lab_f[r] * m[r]
+                if isinstance(m, SparseRows):
+                    columns, values = m.row(r)
+                    w[columns] += lab_f[r] * values  # distinct columns: one add each
+                else:
+                    w += lab_f[r] * m[r]
                 if self.fit_intercept:
                     self._b += lab_f[r]
                 self._mistakes += 1
@@ -351,7 +386,7 @@ class Perceptron(base.Classifier):
         return BatchResult(scores, predictions, flags, labels, norm, norm_aug)
 
     def fit(
-        self, X: Sequence[Features] | FloatArray, y: Iterable[Any], epochs: int = 1
+        self, X: Sequence[Features] | Rows, y: Iterable[Any], epochs: int = 1
     ) -> list[int]:
         """Up to ``epochs`` passes over (X, y) in order (seeds 000/004, T = ``epochs``).
 
@@ -371,7 +406,13 @@ class Perceptron(base.Classifier):
         return per_pass
 
     # ------------------------------------------------------------------ helpers
-    def _matrix(self, X: Sequence[Features] | FloatArray) -> FloatArray:
+    def _matrix(self, X: Sequence[Features] | Rows) -> Rows:
+        """``X`` in the model's coordinates (the model's width grown to fit), or DimensionError."""
+        if isinstance(X, SparseRows):
+            if self.n_features is not None and X.n_cols > self.n_features:
+                raise DimensionError(f"X has {X.n_cols} columns, the model allows {self.n_features}")
+            self._ensure_dim(X.n_cols)
+            return X
         if isinstance(X, np.ndarray):
             m = np.ascontiguousarray(X, dtype=np.float64)
             if m.ndim != 2:
@@ -380,11 +421,22 @@ class Perceptron(base.Classifier):
                 raise DimensionError(f"X has {m.shape[1]} features, the model has {self.dim}")
             self._ensure_dim(m.shape[1])
             return m
-        m, rejected = self.vectorize_many(list(X))
+        rows, rejected = self.vectorize_many(list(X))
         if rejected:
             row, reason = next(iter(rejected.items()))
             raise DimensionError(f"row {row}: {reason}")
-        return m
+        return rows
+
+    def _fixed_by_dense(self) -> bool:
+        """Whether dense vectors fixed the dimension (named features are then refused). A model
+        that has seen only empty named rows has no dimension yet."""
+        return self._w is not None and len(self._w) > 0 and not self._index and self.n_features is None
+
+    def _require_weights(self) -> FloatArray:
+        """θ once the dimension is known (``_matrix`` and the vectorizers fix it)."""
+        if self._w is None:
+            raise DimensionError("the model's dimension is not known yet")
+        return self._w
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:

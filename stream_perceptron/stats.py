@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from stream_perceptron.sparse import SparseRows
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -60,9 +62,10 @@ def margins(
     return functional, geometric, augmented
 
 
-def row_norms(X: FloatArray, fit_intercept: bool) -> FloatArray:
+def row_norms(X: FloatArray | SparseRows, fit_intercept: bool) -> FloatArray:
     """‖x‖ of each row, or ‖[x, 1]‖ with an intercept (seed 001's augmented vectors)."""
-    sq = np.einsum("ij,ij->i", X, X)  # no n-by-d temporary
+    # einsum: no n-by-d temporary
+    sq = X.squared_norms() if isinstance(X, SparseRows) else np.einsum("ij,ij->i", X, X)
     norms: FloatArray = np.sqrt(sq + 1.0 if fit_intercept else sq)
     return norms
 

@@ -339,12 +339,14 @@ class Worker:
             self._dead_letter(batch, i, reason)
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
         start = 0
+        # named rows are held sparse (memory grows with the values given): one chunk; wide dense
+        # rows (or named ones mixed with dense, which become dense) are learned in smaller chunks
+        named = all(isinstance(x, dict) for x in xs)
         while start < len(xs):
-            # wide rows (e.g. thousands of named features) are learned in smaller chunks
             x0 = xs[start]
             named_growth = self.settings.limits.max_features if isinstance(x0, dict) else 0
             width = max(self.learner.model.dim or 0, len(x0), min(named_growth, 4096), 1)
-            end = start + max(1, _MATRIX_BYTES // (8 * width))
+            end = len(xs) if named else start + max(1, _MATRIX_BYTES // (8 * width))
             X, rejected = self.learner.model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end

@@ -195,13 +195,68 @@ def test_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
 @settings(max_examples=40, deadline=None)
 @given(streams())
 def test_dict_and_vector_inputs_agree(stream):
+    # A named row is summed over its own features and a dense row over all its columns, so the
+    # two scores may differ in the last bits; the decisions, and so the weights, agree.
     X, y = stream
+    X = np.round(X * 8) / 8  # dyadic values: every sum is exact, whatever its order
     dense, named = Perceptron(), Perceptron()
     for i in range(len(X)):
         x_named = {f"f{j}": float(v) for j, v in enumerate(X[i])}
         assert dense.score_one(X[i]) == named.score_one(x_named)
         assert dense.learn_one(X[i], int(y[i])) == named.learn_one(x_named, int(y[i]))
     assert np.array_equal(dense.weights, named.weights)
+
+
+@st.composite
+def named_streams(draw):
+    """Rows of a few named features out of many names (sparse), some rows with none."""
+    names = draw(st.integers(1, 60))
+    n = draw(st.integers(1, 200))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rows = []
+    for _ in range(n):
+        k = int(rng.integers(0, min(names, 12) + 1))
+        keys = rng.choice(names, size=k, replace=False)  # in a random order: the record's own
+        rows.append({f"n{j}": float(v) for j, v in zip(keys, rng.normal(size=k) * 10, strict=True)})
+    y = rng.choice(np.array([-1, 1], dtype=np.int8), size=n)
+    return rows, y
+
+
+@settings(max_examples=60, deadline=None)
+@given(named_streams(), st.booleans(), st.integers(1, 7))
+def test_named_rows_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
+    rows, y = stream
+    one, many = Perceptron(fit_intercept=fit_intercept), Perceptron(fit_intercept=fit_intercept)
+    flags, scores = [], []
+    for x, label in zip(rows, y, strict=True):
+        scores.append(one.score_one(x))
+        flags.append(one.learn_one(x, int(label)))
+    edges = sorted({0, len(rows), *np.linspace(0, len(rows), cuts + 1).astype(int).tolist()})
+    got_flags, got_scores = [], []
+    for a, b in zip(edges, edges[1:], strict=False):
+        X, rejected = many.vectorize_many(rows[a:b])
+        assert not rejected
+        out = many.learn_many(X, y[a:b])
+        got_flags += out.mistakes.tolist()
+        got_scores += out.scores.tolist()
+    assert got_flags == flags
+    assert got_scores == scores  # bit-identical whatever the cuts
+    assert np.array_equal(one.weights, many.weights)
+    assert one.feature_names == many.feature_names
+    assert one.intercept == many.intercept and one.mistakes == many.mistakes == sum(flags)
+
+
+def test_named_rows_are_scored_over_their_own_features_only():
+    model = Perceptron(n_features=100_000)  # a wide model: a row costs its features, not the width
+    X, rejected = model.vectorize_many([{"a": 1.0, "b": 2.0}, {}, {"c": -1.0}])
+    assert not rejected and len(X.values) == 3  # held sparse, no 3 x 100,000 matrix
+    out = model.learn_many(X, [1, 1, -1])
+    # row 0 is on the boundary (a mistake: θ_a = 1, θ_b = 2, θ0 = 1); the empty row scores θ0;
+    # row 2 scores θ_c·(−1) + θ0 = 1 against label −1 (a mistake: θ_c = 1, θ0 = 0)
+    assert out.mistakes.tolist() == [True, False, True]
+    assert out.scores.tolist() == [0.0, 1.0, 1.0]
+    assert model.score_one({"a": 1.0, "unknown": 5.0}) == 1.0  # unknown names weigh 0
+    assert model.feature_names == ["a", "b", "c"]
 
 
 @settings(max_examples=40, deadline=None)
