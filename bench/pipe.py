@@ -19,7 +19,7 @@ everything the worker does per record:
 * ``--client kafka-python+process``: the same consumer, and the producer in a second process
   exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the process and pipe of
   ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many`` per batch, one
-  ``flush`` at the end). The limit of that layout; the issue's limit stays the one-process pipe.
+  ``flush`` at the end). The limit of that layout; the targets' limit stays the one-process pipe.
 * ``--client confluent-kafka``: the librdkafka properties that
   ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
   from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
