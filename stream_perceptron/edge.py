@@ -83,6 +83,23 @@ class Batch:
             self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i], self.timestamps_ms[i]
         )
 
+    def chunks(self, size: int) -> Iterator[Batch]:
+        """The batch cut into consecutive batches of at most ``size`` records (itself if it fits).
+
+        >>> b = Batch("in", 0, [5, 6, 7], [None] * 3, [b"a", b"b", b"c"], [1, 2, 3])
+        >>> [c.offsets for c in b.chunks(2)], next(b.chunks(3)) is b
+        ([[5, 6], [7]], True)
+        """
+        if len(self) <= size:
+            yield self
+            return
+        for a in range(0, len(self), size):
+            b = a + size
+            yield Batch(
+                self.topic, self.partition, self.offsets[a:b], self.keys[a:b], self.values[a:b],
+                self.timestamps_ms[a:b],
+            )
+
 
 class Edge(Protocol):
     """What the worker needs of a Kafka client: :class:`KafkaEdge` and

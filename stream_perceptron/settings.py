@@ -122,9 +122,12 @@ class StatsSettings(_Section):
 
 
 class OutputSettings(_Section):
-    """Which prediction records are published."""
+    """Which prediction records are published, and how soon."""
 
     predictions: Literal["all", "unlabeled", "none"] = "all"
+    # A poll batch is decoded, learned and published in chunks of at most this many records, so
+    # the first records' predictions leave before the last ones are decoded.
+    chunk_records: int = Field(500, ge=1, le=1_000_000)
 
 
 class ObserveSettings(_Section):

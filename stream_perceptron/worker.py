@@ -204,13 +204,15 @@ class Worker:
                 return 0
             tune_gc()
             poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+            chunk_records = self.settings.output.chunk_records
             try:
                 while not self._stop.is_set():
                     batches = self.edge.poll(poll_ms, max_records)
                     if self.observer is not None:
                         self.observer.polled()
                     for batch in batches:
-                        self.process(batch)
+                        for chunk in batch.chunks(chunk_records):
+                            self.process(chunk)
                     if self._stats_policy.due():
                         self.publish_stats()
                     if self._ckpt_policy.due():

@@ -37,8 +37,7 @@ def _worker(tmp_path) -> tuple[Worker, MemoryEdge]:
     return Worker(settings, edge=edge), edge
 
 
-def test_wide_named_features_are_learned_in_chunks_exactly(tmp_path, monkeypatch):
-    monkeypatch.setattr(worker_module, "_MATRIX_BYTES", 8 * 50 * 40)  # force chunks of a few rows
+def test_named_features_are_learned_exactly_in_any_chunks(tmp_path):
     rng = np.random.default_rng(5)
     names = [f"f{i}" for i in range(400)]
     rows = []
@@ -51,7 +50,8 @@ def test_wide_named_features_are_learned_in_chunks_exactly(tmp_path, monkeypatch
     records.insert(10, InRecord("in", 0, 999, None, b'{"x": {"a": "b"}}', 0))
     w, edge = _worker(tmp_path)
     for start in range(0, len(records), 100):
-        w.process(Batch.of(records[start : start + 100]))
+        for chunk in Batch.of(records[start : start + 100]).chunks(37):  # as run() cuts a poll batch
+            w.process(chunk)
     ref = Perceptron()
     flags = [ref.learn_one(x, y) for x, y in rows]
     model = w.learner.model
@@ -60,6 +60,22 @@ def test_wide_named_features_are_learned_in_chunks_exactly(tmp_path, monkeypatch
     assert np.array_equal(model.weights, ref.weights)
     preds = [v for t, _, v in edge.sent if t == "predictions"]
     assert [p["mistake"] for p in preds] == flags
+    assert [p["offset"] for p in preds] == list(range(300))
     dead = [v for t, _, v in edge.sent if t == "dead-letters"]
     assert len(dead) == 1 and dead[0]["offset"] == 999 and "not a number" in dead[0]["error"]
     assert w.offsets == {"in": {0: 300}}  # the last record of the last batch, offset 299, + 1
+
+
+def test_wide_dense_rows_are_learned_in_chunks_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker_module, "_MATRIX_BYTES", 8 * 50 * 7)  # matrices of 7 rows at most
+    rng = np.random.default_rng(6)
+    X = np.round(rng.normal(size=(120, 50)), 2)
+    y = np.where(X[:, :5].sum(axis=1) > 0, 1, -1)
+    records = [InRecord("in", 0, i, None, input_record(X[i].tolist(), int(y[i]), i), 0) for i in range(120)]
+    w, edge = _worker(tmp_path)
+    w.process(Batch.of(records))
+    ref = Perceptron()
+    flags = [ref.learn_one(X[i].tolist(), int(y[i])) for i in range(120)]
+    assert np.array_equal(w.learner.model.weights, ref.weights) and w.learner.model.mistakes == sum(flags)
+    preds = [v for t, _, v in edge.sent if t == "predictions"]
+    assert [p["mistake"] for p in preds] == flags and len(preds) == 120
