@@ -42,6 +42,7 @@ Rows = FloatArray | SparseRows
 _MIN_BLOCK = 16
 _MAX_BLOCK = 4096
 _BLOCK_BYTES = 8 << 20  # the scoring temporary of one block stays under 8 MiB, however wide x is
+_FIXED_BY_DENSE = "x has named features but the model was fixed by dense vectors"
 
 
 class BatchResult(NamedTuple):
@@ -186,7 +187,7 @@ class Perceptron(base.Classifier):
     def _vectorize_named(self, x: Mapping[str, float], grow: bool) -> FloatArray:
         index = self._index
         if self._fixed_by_dense():
-            raise DimensionError("x has named features but the model was fixed by dense vectors")
+            raise DimensionError(_FIXED_BY_DENSE)
         if grow:
             new = [k for k in x if k not in index]
             if new:
@@ -210,7 +211,10 @@ class Perceptron(base.Classifier):
 
         Returns the accepted rows (in order) and ``{row: reason}`` for the others. A block of
         dense rows becomes one matrix (converted in one call); a block of named rows becomes
-        :class:`~stream_perceptron.sparse.SparseRows`, new names getting new indices.
+        :class:`~stream_perceptron.sparse.SparseRows`, new names getting new indices. A block
+        that mixes the two becomes a dense matrix, its named rows then summed over every column
+        as dense rows are; the worker never mixes them in one block, so that each record is
+        always summed the same way.
         """
         if not xs:
             return np.zeros((0, self.dim or 0)), {}
@@ -242,7 +246,7 @@ class Perceptron(base.Classifier):
         weight until learned), then each row's indices and values listed in its keys' order."""
         index = self._index
         if self._fixed_by_dense():
-            reason = "x has named features but the model was fixed by dense vectors"
+            reason = _FIXED_BY_DENSE
             return SparseRows.build([], [], self.dim or 0), dict.fromkeys(range(len(xs)), reason)
         limit = self.n_features
         rejected: dict[int, str] = {}
@@ -264,7 +268,7 @@ class Perceptron(base.Classifier):
         """θ·x + θ0."""
         if isinstance(x, Mapping):
             if self._fixed_by_dense():
-                raise DimensionError("x has named features but the model was fixed by dense vectors")
+                raise DimensionError(_FIXED_BY_DENSE)
             w, index = self._w, self._index
             # an unknown name weighs 0, as it would once indexed: the same products, the same sum
             weights = [w[index[k]] if w is not None and k in index else 0.0 for k in x]
@@ -431,12 +435,6 @@ class Perceptron(base.Classifier):
         """Whether dense vectors fixed the dimension (named features are then refused). A model
         that has seen only empty named rows has no dimension yet."""
         return self._w is not None and len(self._w) > 0 and not self._index and self.n_features is None
-
-    def _require_weights(self) -> FloatArray:
-        """θ once the dimension is known (``_matrix`` and the vectorizers fix it)."""
-        if self._w is None:
-            raise DimensionError("the model's dimension is not known yet")
-        return self._w
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:

@@ -7,9 +7,10 @@ width:
 
 .. math:: \theta \cdot x = \sum_{k \in x} \theta_{i(k)} x_k
 
-summed over the record's features in the order its keys came. :func:`dot_rows` is the one place
-that computes those sums; :class:`~stream_perceptron.perceptron.Perceptron` uses it for a single
-row and for a block alike, so a row's score does not depend on the rows around it.
+summed over the record's features in the order its keys came. :func:`segment_sums` is the one
+place that adds them up: :func:`dot_rows` uses it for a block of rows, and
+:class:`~stream_perceptron.perceptron.Perceptron` for a single row, so a row's score does not
+depend on the rows around it.
 """
 
 from __future__ import annotations

@@ -341,14 +341,17 @@ class Worker:
             self._dead_letter(batch, i, reason)
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
         start = 0
-        # named rows are held sparse (memory grows with the values given): one chunk; wide dense
-        # rows (or named ones mixed with dense, which become dense) are learned in smaller chunks
-        named = all(isinstance(x, dict) for x in xs)
         while start < len(xs):
+            # Consecutive rows of one kind are learned together, never named and dense mixed, so
+            # a record is summed the same way wherever the batch was cut. Named rows are held
+            # sparse (memory grows with the values given); wide dense rows go in smaller blocks.
             x0 = xs[start]
-            named_growth = self.settings.limits.max_features if isinstance(x0, dict) else 0
-            width = max(self.learner.model.dim or 0, len(x0), min(named_growth, 4096), 1)
-            end = len(xs) if named else start + max(1, _MATRIX_BYTES // (8 * width))
+            named = isinstance(x0, dict)
+            limit = len(xs)
+            if not named:
+                width = max(self.learner.model.dim or 0, len(x0), 1)
+                limit = min(limit, start + max(1, _MATRIX_BYTES // (8 * width)))
+            end = next((j for j in range(start + 1, limit) if isinstance(xs[j], dict) is not named), limit)
             X, rejected = self.learner.model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end
