@@ -170,26 +170,32 @@ def streams(draw):
     return X, y
 
 
-@settings(max_examples=60, deadline=None)
-@given(streams(), st.booleans(), st.integers(1, 7))
-def test_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
-    X, y = stream
+def _assert_learn_many_is_learn_one(rows, y, fit_intercept, cuts):
+    """Row by row with learn_one, then the batch path cut into ``cuts`` batches: the same
+    flags, bit-identical scores and weights (decisions must not depend on the cuts)."""
     one, many = Perceptron(fit_intercept=fit_intercept), Perceptron(fit_intercept=fit_intercept)
     flags, scores = [], []
-    for i in range(len(X)):
-        scores.append(one.score_one(X[i]))
-        flags.append(one.learn_one(X[i], int(y[i])))
-    # the batch path, cut into several batches: decisions must not depend on the cuts
-    edges = sorted({0, len(X), *np.linspace(0, len(X), cuts + 1).astype(int).tolist()})
+    for i in range(len(rows)):
+        scores.append(one.score_one(rows[i]))
+        flags.append(one.learn_one(rows[i], int(y[i])))
+    edges = sorted({0, len(rows), *np.linspace(0, len(rows), cuts + 1).astype(int).tolist()})
     got_flags, got_scores = [], []
     for a, b in zip(edges, edges[1:], strict=False):
-        out = many.learn_many(X[a:b], y[a:b])
+        out = many.learn_many(rows[a:b], y[a:b])  # a matrix, or named rows held sparse
         got_flags += out.mistakes.tolist()
         got_scores += out.scores.tolist()
     assert got_flags == flags
     assert got_scores == scores  # bit-identical: one summation order on every path
     assert np.array_equal(one.weights, many.weights)
+    assert one.feature_names == many.feature_names
     assert one.intercept == many.intercept and one.mistakes == many.mistakes == sum(flags)
+
+
+@settings(max_examples=60, deadline=None)
+@given(streams(), st.booleans(), st.integers(1, 7))
+def test_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
+    X, y = stream
+    _assert_learn_many_is_learn_one(X, y, fit_intercept, cuts)
 
 
 @settings(max_examples=40, deadline=None)
@@ -226,24 +232,7 @@ def named_streams(draw):
 @given(named_streams(), st.booleans(), st.integers(1, 7))
 def test_named_rows_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cuts):
     rows, y = stream
-    one, many = Perceptron(fit_intercept=fit_intercept), Perceptron(fit_intercept=fit_intercept)
-    flags, scores = [], []
-    for x, label in zip(rows, y, strict=True):
-        scores.append(one.score_one(x))
-        flags.append(one.learn_one(x, int(label)))
-    edges = sorted({0, len(rows), *np.linspace(0, len(rows), cuts + 1).astype(int).tolist()})
-    got_flags, got_scores = [], []
-    for a, b in zip(edges, edges[1:], strict=False):
-        X, rejected = many.vectorize_many(rows[a:b])
-        assert not rejected
-        out = many.learn_many(X, y[a:b])
-        got_flags += out.mistakes.tolist()
-        got_scores += out.scores.tolist()
-    assert got_flags == flags
-    assert got_scores == scores  # bit-identical whatever the cuts
-    assert np.array_equal(one.weights, many.weights)
-    assert one.feature_names == many.feature_names
-    assert one.intercept == many.intercept and one.mistakes == many.mistakes == sum(flags)
+    _assert_learn_many_is_learn_one(rows, y, fit_intercept, cuts)
 
 
 def test_named_rows_are_scored_over_their_own_features_only():
