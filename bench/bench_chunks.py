@@ -55,11 +55,11 @@ def time_chunks(values: list[bytes], chunk: int, workdir: Path) -> float:
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(workdir)},
                         output={"chunk_records": chunk})
     worker = Worker(settings, edge=_DropEdge())  # type: ignore[arg-type]
+    offsets = list(range(len(values)))
+    keys = [str(i).encode() for i in offsets]
     polls = [
-        Batch("examples", 0, list(range(a, min(a + POLL_RECORDS, len(values)))),
-              [str(i).encode() for i in range(a, min(a + POLL_RECORDS, len(values)))],
-              list(values[a : a + POLL_RECORDS]), [0] * len(values[a : a + POLL_RECORDS]))
-        for a in range(0, len(values), POLL_RECORDS)
+        Batch("examples", 0, offsets[a:b], keys[a:b], values[a:b], [0] * len(offsets[a:b]))
+        for a, b in ((a, a + POLL_RECORDS) for a in range(0, len(values), POLL_RECORDS))
     ]
     started = time.perf_counter()
     for poll in polls:
