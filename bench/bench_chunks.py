@@ -9,7 +9,7 @@ A poll batch is decoded, learned, encoded and handed to the edge in chunks of at
 ``chunk_records`` records: smaller chunks let a batch's first predictions leave sooner, at the
 price of more calls per batch. This measures that price alone: ``Worker.process`` on poll batches
 of 2,000 records (the default ``max_poll_records``) cut as the run loop cuts them, into an edge
-that drops what it is given, on the benchmark's input records (``bench_worker.dense_records``:
+that drops what it is given, on the benchmark's input records (``bench.worker.inputs.dense_records``:
 20 features, 1% flipped labels). Each repeat runs every chunk size once, in rotated order, each on
 a fresh worker; the table gives the median µs per record and its ratio to the largest chunk.
 """
@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_worker import dense_records, format_table, rotated
+from bench.worker.contenders import rotated
+from bench.worker.formatting import format_table
+from bench.worker.inputs import dense_records
 from stream_perceptron.edge import Batch
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker import Worker

@@ -4,6 +4,7 @@ minutes; it is run by hand, see docs/performance.md)."""
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -16,10 +17,27 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level folder of the repository
 
 import bench.bench_worker as bw  # noqa: E402
 from bench.pipe import RESULT_PREFIX, parse_result  # noqa: E402
+from bench.worker import (  # noqa: E402
+    contenders,
+    formatting,
+    inputs,
+    measures,
+    profile,
+    report,
+    targets,
+    throughput,
+)
 
 
 def test_the_module_doctests_pass() -> None:
-    failures, tried = doctest.testmod(bw, optionflags=doctest.ELLIPSIS)
+    modules = [bw] + [
+        importlib.import_module(f"bench.worker.{path.stem}")
+        for path in sorted((ROOT / "bench" / "worker").glob("*.py"))
+    ]
+    failures = tried = 0
+    for module in modules:
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        failures, tried = failures + result.failed, tried + result.attempted
     assert tried >= 15 and failures == 0
 
 
@@ -34,7 +52,7 @@ def test_the_module_doctests_pass() -> None:
     ],
 )
 def test_percentile_interpolates_like_numpy(values: list[float], q: float, expected: float) -> None:
-    assert bw.percentile(values, q) == pytest.approx(expected)
+    assert measures.percentile(values, q) == pytest.approx(expected)
 
 
 def test_percentile_agrees_with_numpy_on_random_data() -> None:
@@ -42,23 +60,23 @@ def test_percentile_agrees_with_numpy_on_random_data() -> None:
     rng = np.random.default_rng(0)
     xs = rng.exponential(size=997).tolist()
     for q in (1, 50, 90, 99, 99.9):
-        assert bw.percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
+        assert measures.percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
 
 
 def test_percentile_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
-        bw.percentile([], 50)
+        measures.percentile([], 50)
     with pytest.raises(ValueError):
-        bw.percentile([1.0], 101)
+        measures.percentile([1.0], 101)
 
 
 def test_rate_from_timestamps_counts_intervals_not_records() -> None:
     # 11 records 1 ms apart: 10 intervals in 10 ms = 1000 records/s
-    assert bw.rate_from_timestamps(list(range(1000, 1011))) == pytest.approx(1000.0)
+    assert measures.rate_from_timestamps(list(range(1000, 1011))) == pytest.approx(1000.0)
     # order does not matter (first and last are min and max)
-    assert bw.rate_from_timestamps([2000, 1000, 1500]) == pytest.approx(2.0)
-    assert bw.rate_from_timestamps([]) is None
-    assert bw.rate_from_timestamps([5, 5, 5]) is None
+    assert measures.rate_from_timestamps([2000, 1000, 1500]) == pytest.approx(2.0)
+    assert measures.rate_from_timestamps([]) is None
+    assert measures.rate_from_timestamps([5, 5, 5]) is None
 
 
 def test_rate_from_stats_uses_first_and_last_nonzero_records() -> None:
@@ -68,49 +86,49 @@ def test_rate_from_stats_uses_first_and_last_nonzero_records() -> None:
         {"seen": 6_000, "ts": 10.0},
         {"seen": 50_000, "ts": 15.0},
     ]
-    got = bw.rate_from_stats(stats)
+    got = measures.rate_from_stats(stats)
     assert got is not None
     assert got["rate"] == pytest.approx(94_000 / 10.0)
     assert (got["seen_first"], got["seen_last"], got["seconds"]) == (6_000, 100_000, 10.0)
-    assert bw.rate_from_stats([{"seen": 10, "ts": 1.0}]) is None
-    assert bw.rate_from_stats([]) is None
+    assert measures.rate_from_stats([{"seen": 10, "ts": 1.0}]) is None
+    assert measures.rate_from_stats([]) is None
 
 
 def test_median_spread() -> None:
-    assert bw.median_spread([100.0]) == (100.0, 0.0)
-    med, spread = bw.median_spread([80.0, 100.0, 120.0, 90.0])
+    assert measures.median_spread([100.0]) == (100.0, 0.0)
+    med, spread = measures.median_spread([80.0, 100.0, 120.0, 90.0])
     assert med == 95.0 and spread == pytest.approx(40 / 95)
 
 
 def test_latency_summary_matches_by_offset_skips_warmup_and_counts_missing() -> None:
-    inputs = {o: 1000 + o for o in range(10)}  # offset o sent at 1000+o ms
+    sent = {o: 1000 + o for o in range(10)}  # offset o sent at 1000+o ms
     outputs = [(o, 1000 + o + 5) for o in range(10) if o != 7]  # 5 ms each, offset 7 never answered
     outputs.append((3, 9999))  # a re-emission: only the first copy counts
-    s = bw.latency_summary(inputs, outputs, from_offset=2)
+    s = measures.latency_summary(sent, outputs, from_offset=2)
     assert s["matched"] == 7 and s["missing"] == 1 and s["from_offset"] == 2
     assert s["p50_ms"] == s["p99_ms"] == s["max_ms"] == s["min_ms"] == 5.0
 
 
 def test_latency_summary_without_matches_has_no_percentiles() -> None:
-    s = bw.latency_summary({0: 1}, [], from_offset=0)
+    s = measures.latency_summary({0: 1}, [], from_offset=0)
     assert s["matched"] == 0 and s["missing"] == 1 and "p50_ms" not in s
 
 
 def test_sample_at_picks_the_nearest_sample() -> None:
     samples = [(10.0, 1), (11.0, 2), (12.0, 3)]
-    assert bw.sample_at(samples, 0.0) == 1
-    assert bw.sample_at(samples, 11.4) == 2
-    assert bw.sample_at(samples, 99.0) == 3
+    assert measures.sample_at(samples, 0.0) == 1
+    assert measures.sample_at(samples, 11.4) == 2
+    assert measures.sample_at(samples, 99.0) == 3
 
 
 def test_parse_status_reads_rss_and_high_water_mark() -> None:
     text = "Name:\tpython\nVmPeak:\t 999 kB\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t3\n"
-    assert bw.parse_status(text) == {"VmHWM": 204800, "VmRSS": 102400}
-    assert bw.parse_status("State:\tZ (zombie)\n") == {}
+    assert measures.parse_status(text) == {"VmHWM": 204800, "VmRSS": 102400}
+    assert measures.parse_status("State:\tZ (zombie)\n") == {}
 
 
 def test_format_table_aligns_columns() -> None:
-    text = bw.format_table(["contender", "rec/s"], [["pipe", "40,000"], ["worker", "9"]])
+    text = formatting.format_table(["contender", "rec/s"], [["pipe", "40,000"], ["worker", "9"]])
     lines = text.splitlines()
     assert lines[0] == "contender   rec/s"
     assert set(lines[1]) == {"-", " "}
@@ -120,19 +138,19 @@ def test_format_table_aligns_columns() -> None:
 
 
 def test_markdown_table_and_number_formats() -> None:
-    md = bw.markdown_table(["a", "b", "c"], [["x", 1, None]], align="lrl")
+    md = formatting.markdown_table(["a", "b", "c"], [["x", 1, None]], align="lrl")
     assert md.splitlines() == ["| a | b | c |", "|---|---:|---|", "| x | 1 |  |"]
-    assert bw.fmt_rate(1234567.4) == "1,234,567"
-    assert bw.fmt_ratio(9.0, 10.0) == "0.90x"
-    assert bw.fmt_ratio(1.0, 0.0) == "n/a"
+    assert formatting.fmt_rate(1234567.4) == "1,234,567"
+    assert formatting.fmt_ratio(9.0, 10.0) == "0.90x"
+    assert formatting.fmt_ratio(1.0, 0.0) == "n/a"
 
 
 def test_rotated_gives_every_contender_every_position() -> None:
     items = ["a", "b", "c", "d"]
-    orders = [bw.rotated(items, k) for k in range(4)]
+    orders = [contenders.rotated(items, k) for k in range(4)]
     for pos in range(4):
         assert sorted(o[pos] for o in orders) == items
-    assert bw.rotated([], 3) == []
+    assert contenders.rotated([], 3) == []
 
 
 def test_stack_categories() -> None:
@@ -150,18 +168,20 @@ def test_stack_categories() -> None:
         "Worker.publish_stats (stream_perceptron/worker.py:360)",
         "encode (stream_perceptron/records.py:210)",
     ]
-    assert bw.categorize_stack(send).startswith("edge send")
-    assert bw.library_category(send) == "kafka-python KafkaProducer.send"
-    assert bw.categorize_stack([*publish, "encode (stream_perceptron/records.py:210)"]).startswith("encode")
-    assert bw.categorize_stack(stats) == "statistics records"  # not prediction encoding
+    assert profile.categorize_stack(send).startswith("edge send")
+    assert profile.library_category(send) == "kafka-python KafkaProducer.send"
+    encode = [*publish, "encode (stream_perceptron/records.py:210)"]
+    assert profile.categorize_stack(encode).startswith("encode")
+    assert profile.categorize_stack(stats) == "statistics records"  # not prediction encoding
     learn = [
         *process,
         "Learner.step (stream_perceptron/learner.py:40)",
         "Perceptron.learn_many (stream_perceptron/perceptron.py:300)",
     ]
-    assert bw.categorize_stack(learn) == "learn_many"
-    assert bw.library_category(publish) == "own code (everything else)"
-    assert bw.library_category(["<module> (x.py:1)", "import_module (y.py:2)"]) == "start-up, imports, other"
+    assert profile.categorize_stack(learn) == "learn_many"
+    assert profile.library_category(publish) == "own code (everything else)"
+    start_up = ["<module> (x.py:1)", "import_module (y.py:2)"]
+    assert profile.library_category(start_up) == "start-up, imports, other"
 
 
 def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path) -> None:
@@ -192,7 +212,7 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
     raw = tmp_path / "raw.txt"
     raw.write_text(f"{poll} 300\n{send} 100\n{idle} 400\n<module> (x.py:1) 0\n", encoding="utf-8")
     # 400 main-thread samples over 4 s: 100 Hz effective; a 2 s join = 200 poll samples removed
-    s = bw.summarize_pyspy(raw, 250, 1000, wall_s=4.0, join_s=2.0)
+    s = profile.summarize_pyspy(raw, 250, 1000, wall_s=4.0, join_s=2.0)
     assert s["effective_hz_main_thread"] == pytest.approx(100.0)
     by = {r["category"]: r for r in s["categories"]}
     poll_row = by["edge poll (client poll + column copies), incl. waiting"]
@@ -211,36 +231,37 @@ def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path
     edge = "stream_perceptron/kafka_confluent.py"
     consume = [*main, f"ConfluentEdge.poll ({edge}:1)", f"ConfluentEdge._consume ({edge}:2)"]
     around = [*main, f"ConfluentEdge.poll ({edge}:3)"]
-    assert bw.library_category(consume) == bw.CF_CONSUME
-    assert bw.categorize_stack(consume).startswith("edge poll")
-    assert bw.library_category(around).startswith("ConfluentEdge.poll: Python around")
+    assert profile.library_category(consume) == profile.CF_CONSUME
+    assert profile.categorize_stack(consume).startswith("edge poll")
+    assert profile.library_category(around).startswith("ConfluentEdge.poll: Python around")
     # the pipe: one function, its leaf line names the call (read from the source file)
     src = tmp_path / "pipe.py"
     src.write_text("first = consume_first(poll_s)\nproduce(t, value=v, key=k)\nserve(0)\nx = 1\n")
     top = ["<module> (x.py:1)", "main (bench/pipe.py:1)"]
-    cat = [bw.library_category([*top, f"confluent_pipe ({src}:{n})"]) for n in (1, 2, 3, 4)]
-    assert cat == [bw.CF_CONSUME, bw.CF_PRODUCE, bw.CF_SERVE, "own code (everything else)"]
+    cat = [profile.library_category([*top, f"confluent_pipe ({src}:{n})"]) for n in (1, 2, 3, 4)]
+    assert cat == [profile.CF_CONSUME, profile.CF_PRODUCE, profile.CF_SERVE, "own code (everything else)"]
     # the edge's send_many: produce, serving reports, or the loop around them
     loop = tmp_path / "send_many.py"
     loop.write_text("produce(topic, value=value, key=key)\nproducer.poll(0)\nfor k in keys:\n")
-    sends = [bw.library_category([*main, f"ConfluentEdge.send_many ({loop}:{n})"]) for n in (1, 2, 3)]
-    assert sends[:2] == [bw.CF_PRODUCE, bw.CF_SERVE]
+    sends = [profile.library_category([*main, f"ConfluentEdge.send_many ({loop}:{n})"]) for n in (1, 2, 3)]
+    assert sends[:2] == [profile.CF_PRODUCE, profile.CF_SERVE]
     assert sends[2].startswith("ConfluentEdge.send_many: Python around produce")
 
 
 def test_generated_dense_records_are_separable_with_the_stated_noise() -> None:
     np = pytest.importorskip("numpy")
-    values, meta = bw.dense_records(2000, 5, seed=3, noise=0.01)
+    values, meta = inputs.dense_records(2000, 5, seed=3, noise=0.01)
     recs = [json.loads(v) for v in values]
     assert [r["id"] for r in recs] == list(range(2000))
     assert all(len(r["x"]) == 5 and r["y"] in (-1, 1) for r in recs)
     assert meta["labels_flipped"] == 20 and meta["n"] == 2000
     assert meta["mean_bytes"] == pytest.approx(sum(map(len, values)) / 2000)
     # same seed, same records
-    assert bw.dense_records(50, 5, seed=3, noise=0.01)[0] == bw.dense_records(50, 5, seed=3, noise=0.01)[0]
+    again = inputs.dense_records(50, 5, seed=3, noise=0.01)[0]
+    assert inputs.dense_records(50, 5, seed=3, noise=0.01)[0] == again
     # without noise, the labels are the sign of a fixed direction with a margin: a perceptron
     # through the origin converges to zero mistakes in a few passes
-    clean, _ = bw.dense_records(500, 5, seed=4, noise=0.0)
+    clean, _ = inputs.dense_records(500, 5, seed=4, noise=0.0)
     X = np.array([json.loads(v)["x"] for v in clean])
     y = np.array([json.loads(v)["y"] for v in clean])
     w = np.zeros(5)
@@ -256,7 +277,7 @@ def test_generated_dense_records_are_separable_with_the_stated_noise() -> None:
 
 
 def test_generated_sparse_records_have_nnz_distinct_names() -> None:
-    values, meta = bw.sparse_records(300, names=1000, nnz=7, seed=5, noise=0.0)
+    values, meta = inputs.sparse_records(300, names=1000, nnz=7, seed=5, noise=0.0)
     recs = [json.loads(v) for v in values]
     assert [r["id"] for r in recs] == list(range(300))
     for r in recs:
@@ -272,37 +293,38 @@ def test_contender_result_line_round_trips() -> None:
 
 
 def test_contenders_cover_every_backend_and_the_peer_once() -> None:
-    both = bw.contenders_for(bw.BACKENDS)
-    assert both[-1] == bw.PEER and len(both) == len(set(both)) == 10
-    assert {bw.SPECS[c].backend for c in both} == set(bw.BACKENDS)
-    assert bw.contenders_for(["kafka-python"]) == [bw.PIPE_KP, bw.WORKER_KP, bw.WORKER_KP_NONE, bw.PEER]
+    both = contenders.contenders_for(contenders.BACKENDS)
+    assert both[-1] == contenders.PEER and len(both) == len(set(both)) == 10
+    assert {contenders.SPECS[c].backend for c in both} == set(contenders.BACKENDS)
+    kp_only = [contenders.PIPE_KP, contenders.WORKER_KP, contenders.WORKER_KP_NONE, contenders.PEER]
+    assert contenders.contenders_for(["kafka-python"]) == kp_only
     kpp = {"SP_KAFKA__BACKEND": "kafka-python", "SP_KAFKA__PRODUCER_PROCESS": "true"}
-    assert bw.backend_env(bw.KPP) == kpp
+    assert contenders.backend_env(contenders.KPP) == kpp
 
 
 def test_the_producer_process_worker_is_judged_against_both_kafka_python_pipes() -> None:
-    report = _fake_report()
-    report["throughput"]["summary"].update(
-        {bw.PIPE_KPP: {"median_rate": 60_000.0}, bw.WORKER_KPP: {"median_rate": 45_000.0}}
+    fake = _fake_report()
+    fake["throughput"]["summary"].update(
+        {contenders.PIPE_KPP: {"median_rate": 60_000.0}, contenders.WORKER_KPP: {"median_rate": 45_000.0}}
     )
-    kpp = [t for t in bw.evaluate_targets(report) if t["backend"] == bw.KPP]
+    kpp = [t for t in targets.evaluate_targets(fake) if t["backend"] == contenders.KPP]
     own, one_process, peer = kpp
     assert "own client's bare pipe" in own["target"] and own["value"] == pytest.approx(0.75)
     assert own["met"] is False
     assert "one-process" in one_process["target"] and one_process["value"] == pytest.approx(45 / 40)
     assert one_process["met"] is True and "two processes" in one_process["detail"]
     assert peer["value"] == pytest.approx(2.25) and peer["met"] is False
-    r = bw.throughput_ratios(report["throughput"]["summary"])[bw.KPP]
+    r = throughput.throughput_ratios(fake["throughput"]["summary"])[contenders.KPP]
     assert r["worker_over_kafka_python_pipe"] == pytest.approx(45 / 40)
 
 
 def _fake_report() -> dict:
     summary = {
-        bw.PIPE_KP: {"median_rate": 40_000.0},
-        bw.WORKER_KP: {"median_rate": 30_000.0},
-        bw.PIPE_CF: {"median_rate": 500_000.0},
-        bw.WORKER_CF: {"median_rate": 100_000.0},
-        bw.PEER: {"median_rate": 20_000.0},
+        contenders.PIPE_KP: {"median_rate": 40_000.0},
+        contenders.WORKER_KP: {"median_rate": 30_000.0},
+        contenders.PIPE_CF: {"median_rate": 500_000.0},
+        contenders.WORKER_CF: {"median_rate": 100_000.0},
+        contenders.PEER: {"median_rate": 20_000.0},
     }
     milestones = [
         {"records": 100_000, "rss_mb": 100.0, "hwm_mb": 100.0},
@@ -343,7 +365,7 @@ def _fake_report() -> dict:
 def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
     got = {
         (t["backend"], t["target"].split()[2] if t["target"].startswith("worker") else t["target"][:3]): t
-        for t in bw.evaluate_targets(_fake_report())
+        for t in targets.evaluate_targets(_fake_report())
     }
     pipe_kp = got[("kafka-python", "0.9")]
     assert pipe_kp["value"] == pytest.approx(0.75) and pipe_kp["met"] is False
@@ -355,17 +377,17 @@ def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
     assert mem["met"] is True and mem["value"] == pytest.approx(0.05)
     hwm = got[("kafka-python", "VmH")]  # the peak so far is judged too
     assert hwm["met"] is False and hwm["value"] == pytest.approx(0.2) and "+20.0%" in hwm["detail"]
-    p99 = [t for t in bw.evaluate_targets(_fake_report()) if "latency" in t["target"]]
+    p99 = [t for t in targets.evaluate_targets(_fake_report()) if "latency" in t["target"]]
     assert [t["backend"] for t in p99] == ["confluent-kafka"]  # only default-setting worker runs
     assert p99[0]["met"] is False and p99[0]["factor_needed"] == pytest.approx(2.5)
-    assert "NOT MET" in bw.target_line(p99[0]) and "250 ms" in bw.target_line(p99[0])
-    md = bw.targets_text(bw.evaluate_targets(_fake_report()), markdown=True).splitlines()
+    assert "NOT MET" in targets.target_line(p99[0]) and "250 ms" in targets.target_line(p99[0])
+    md = report.targets_text(targets.evaluate_targets(_fake_report()), markdown=True).splitlines()
     assert any(row.startswith("| **NOT MET** | kafka-python ") for row in md)
     assert any(row.startswith("| MET | confluent-kafka ") for row in md)
 
 
 def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
-    r = bw.throughput_ratios(_fake_report()["throughput"]["summary"])
+    r = throughput.throughput_ratios(_fake_report()["throughput"]["summary"])
     assert r["kafka-python"]["worker_over_own_pipe"] == pytest.approx(0.75)
     assert r["confluent-kafka"]["worker_over_own_pipe"] == pytest.approx(0.2)
     assert r["confluent-kafka"]["worker_over_peer"] == pytest.approx(5.0)
@@ -386,10 +408,10 @@ def test_the_confluent_pipe_uses_the_edges_librdkafka_settings() -> None:
 
 def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
     quick = bw.parse_args(["--quick"])
-    assert quick.records == bw.QUICK_RECORDS and quick.repeats == 1 and quick.latency_seconds <= 5
+    assert quick.records == contenders.QUICK_RECORDS and quick.repeats == 1 and quick.latency_seconds <= 5
     assert "profile" not in quick.sections and quick.session_timeout_ms <= 6000
     full = bw.parse_args([])
-    assert full.records == bw.DEFAULT_RECORDS and full.repeats >= 3
+    assert full.records == contenders.DEFAULT_RECORDS and full.repeats >= 3
     assert full.sections == {"throughput", "memory", "latency", "sizes"}
     prof = bw.parse_args(["--only", "profile"])
     assert prof.sections == {"profile"} and prof.profile == "pyspy"
@@ -401,7 +423,8 @@ def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
     assert rates == {"kafka-python": 100.0, "confluent-kafka": 200.0}
     with pytest.raises(SystemExit):
         bw.parse_args(["--latency-rate", "nope=1"])
-    assert bw.parse_args(["--backends", "confluent-kafka,kafka-python"]).backends == [bw.KP, bw.CF]
+    both = bw.parse_args(["--backends", "confluent-kafka,kafka-python"]).backends
+    assert both == [contenders.KP, contenders.CF]
     assert bw.parse_args(["--latency-extra-fetch-wait-ms", "-1"]).latency_extra_fetch_wait_ms is None
     with pytest.raises(SystemExit):
         bw.parse_args(["--backends", "librdkafka"])
@@ -437,12 +460,12 @@ def test_memory_and_long_run_tables_compare_the_backends() -> None:
             for b, r in (("kafka-python", 50_000.0), ("confluent-kafka", 150_000.0))
         },
     }
-    headers, rows = bw.memory_table(mem)
+    headers, rows = report.memory_table(mem)
     assert headers == ["worker memory, predictions=all", "kafka-python MB", "confluent-kafka MB"]
     growth = [r for r in rows if r[0].startswith("VmRSS (median") and r[0].endswith("1M vs 100k")]
     assert growth == [["VmRSS (median of +-0.5 s): 1M vs 100k", "+13.0%", "+4.2%"]]
-    table = bw.long_run_table(mem)
+    table = report.long_run_table(mem)
     assert table is not None
     by = {r[0]: r for r in table[1]}
     assert by["kafka-python"][-1] == "0.50x" and by["confluent-kafka"][-1] == "0.60x"
-    assert bw.long_run_table({"runs": {}}) is None
+    assert report.long_run_table({"runs": {}}) is None

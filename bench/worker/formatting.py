@@ -1,0 +1,72 @@
+"""Text formatting for the report: aligned and Markdown tables, rates, ratios and numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
+    """A plain-text table; ``align`` has one of ``l``/``r`` per column (default: first left, rest right).
+
+    >>> print(format_table(["name", "rec/s"], [["pipe", "1,000"], ["worker", "900"]]))
+    name    rec/s
+    ------  -----
+    pipe    1,000
+    worker    900
+    """
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    ncol = len(headers)
+    align = align or ("l" + "r" * (ncol - 1))
+    widths = [max(len(r[i]) for r in cells) for i in range(ncol)]
+
+    def fmt(row: list[str]) -> str:
+        parts = [row[i].ljust(widths[i]) if align[i] == "l" else row[i].rjust(widths[i]) for i in range(ncol)]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in cells[1:]]
+    return "\n".join(lines)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
+    """The same table in Markdown.
+
+    >>> print(markdown_table(["a", "b"], [[1, 2]]))
+    | a | b |
+    |---|---:|
+    | 1 | 2 |
+    """
+    ncol = len(headers)
+    align = align or ("l" + "r" * (ncol - 1))
+    out = ["| " + " | ".join(str(h) for h in headers) + " |"]
+    out.append("|" + "|".join("---" if a == "l" else "---:" for a in align) + "|")
+    out += ["| " + " | ".join("" if c is None else str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def fmt_rate(rate: float | None) -> str:
+    """Records/s with thousands separators (``n/a`` for None).
+
+    >>> fmt_rate(12345.6), fmt_rate(None)
+    ('12,346', 'n/a')
+    """
+    return "n/a" if rate is None else f"{rate:,.0f}"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    """``a / b`` as ``0.53x``.
+
+    >>> fmt_ratio(1.0, 2.0), fmt_ratio(None, 1.0)
+    ('0.50x', 'n/a')
+    """
+    if a is None or not b:
+        return "n/a"
+    return f"{a / b:.2f}x"
+
+
+Say = Callable[..., None]
+
+
+def fmt_value(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)

@@ -1,0 +1,464 @@
+"""Running one contender as a process (pipe, worker or peer), sampling its resident memory and
+CPU, and summarizing repeated runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.worker.contenders import KP, ROOT, SHORT, SPECS, backend_env
+from bench.worker.measures import (
+    CLK_TCK,
+    chunk_rates,
+    cores_in_window,
+    median_spread,
+    parse_stat_cpu_ticks,
+    parse_status,
+    rate_from_stats,
+    rate_from_timestamps,
+)
+from bench.worker.topics import create_topics, produce_all, read_back
+
+RSS_INTERVAL_S = 0.05
+
+
+class RssSampler(threading.Thread):
+    """Samples ``VmRSS``, ``VmHWM`` and CPU time (user + system) of a process every ``interval``
+    seconds until it exits (or :meth:`stop`). Each sample is the sum over the process and its
+    child processes (the worker's producer process, with ``SP_KAFKA__PRODUCER_PROCESS``); a
+    child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the sum."""
+
+    def __init__(self, pid: int, interval: float = RSS_INTERVAL_S) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.interval = interval
+        # (time.time(), VmRSS kB, VmHWM kB, CPU seconds so far)
+        self.samples: list[tuple[float, int, int, float]] = []
+        self.max_processes = 1
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        ticks_of: dict[int, int] = {}  # CPU ticks per process; a child that exited keeps its last
+        while not self._stop_event.is_set():
+            try:
+                rss, hwm, ticks_of[self.pid] = self._read(self.pid)
+            except (OSError, ValueError, IndexError, KeyError):
+                return  # exited (or a zombie: exited, not yet reaped)
+            children = _children(self.pid)
+            for child in children:
+                try:
+                    c_rss, c_hwm, ticks_of[child] = self._read(child)
+                except (OSError, ValueError, IndexError, KeyError):
+                    continue
+                rss, hwm = rss + c_rss, hwm + c_hwm
+            self.max_processes = max(self.max_processes, 1 + len(children))
+            self.samples.append((time.time(), rss, hwm, sum(ticks_of.values()) / CLK_TCK))
+            self._stop_event.wait(self.interval)
+
+    @staticmethod
+    def _read(pid: int) -> tuple[int, int, int]:
+        """(VmRSS kB, VmHWM kB, CPU ticks) of ``pid``."""
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            st = parse_status(fh.read())
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            ticks = parse_stat_cpu_ticks(fh.read())
+        return st["VmRSS"], st.get("VmHWM", st["VmRSS"]), ticks
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(2)
+
+    def cores_between(self, t0: float | None, t1: float | None) -> float | None:
+        """Average CPU cores used between wall times ``t0`` and ``t1``."""
+        if t0 is None or t1 is None:
+            return None
+        return cores_in_window([(s[0], s[3]) for s in self.samples], t0, t1)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.samples:
+            return {"samples": 0}
+        return {
+            "samples": len(self.samples),
+            "processes": self.max_processes,
+            "peak_rss_mb": max(s[1] for s in self.samples) / 1024,
+            "last_rss_mb": self.samples[-1][1] / 1024,
+            "vm_hwm_mb": self.samples[-1][2] / 1024,
+            "cpu_s_total": self.samples[-1][3],
+        }
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc/PID/task/TID/children``)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                out += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def popen_logged(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as fh:
+        return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def wait_logged(proc: subprocess.Popen[bytes], timeout_s: float, log: Path, what: str) -> int:
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        raise RuntimeError(
+            f"{what} did not finish within {timeout_s:.0f} s; log: {log}\n{log_tail(log)}"
+        ) from None
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+@dataclass
+class Ctx:
+    """What every run needs: the broker, a name prefix, a scratch directory, the group-join setting."""
+
+    bootstrap: str
+    prefix: str
+    workdir: Path
+    session_timeout_ms: int
+    broker_pid: int | None = None
+    worker_env: dict[str, str] = field(default_factory=dict)
+    topics: list[str] = field(default_factory=list)
+    counter: int = 0
+
+    def name(self, label: str) -> str:
+        self.counter += 1
+        return f"{self.prefix}-{self.counter:03d}-{label}"
+
+    def broker_sampler(self) -> RssSampler | None:
+        """CPU and memory of the embedded broker while a contender runs (None for an external one)."""
+        if self.broker_pid is None:
+            return None
+        sampler = RssSampler(self.broker_pid, interval=0.1)
+        sampler.start()
+        return sampler
+
+    def new_topics(self, *labels: str) -> list[str]:
+        names = [self.name(lab) for lab in labels]
+        create_topics(self.bootstrap, names)
+        self.topics += names
+        return names
+
+    def new_input(self, label: str, values: Sequence[bytes]) -> tuple[str, float]:
+        """A fresh input topic holding ``values``, and the seconds it took to produce them."""
+        (topic,) = self.new_topics(label)
+        return topic, produce_all(self.bootstrap, topic, values)
+
+
+def run_contender_process(
+    ctx: Ctx, module: str, label: str, in_topic: str, n: int, extra_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Run ``bench.pipe`` or ``bench.peer_river_loop`` on ``in_topic``; rate from its output topic."""
+    from bench.pipe import parse_result
+
+    (out_topic,) = ctx.new_topics(f"{label}-out")
+    log = ctx.workdir / f"{out_topic}.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        module,
+        "--bootstrap",
+        ctx.bootstrap,
+        "--input",
+        in_topic,
+        "--output",
+        out_topic,
+        "--records",
+        str(n),
+        *extra_args,
+    ]
+    t0 = time.time()
+    broker = ctx.broker_sampler()
+    proc = popen_logged(cmd, clean_env(), log)
+    rss = RssSampler(proc.pid)
+    rss.start()
+    code = wait_logged(proc, 120 + n / 500, log, module)
+    rss.stop()
+    if broker is not None:
+        broker.stop()
+    wall = time.time() - t0
+    if code != 0:
+        raise RuntimeError(f"{module} exited with {code}; log: {log}\n{log_tail(log)}")
+    own = parse_result(log.read_text(errors="replace")) or {}
+    back = read_back(ctx.bootstrap, out_topic, expected=n)
+    rate = rate_from_timestamps(back.timestamps)
+    w0, w1 = (min(back.timestamps) / 1000, max(back.timestamps) / 1000) if back.timestamps else (None, None)
+    chunks = chunk_rates(back.timestamps, 100_000) if n >= 200_000 else []
+    return {
+        "records": n,
+        "output_records": len(back.offsets),
+        "complete": len(back.offsets) == n,
+        "rate": rate,
+        "method": "output CreateTime: (count-1)/(last-first)",
+        "timestamp_types": sorted(back.timestamp_types),
+        "own_rate_first_poll_to_flush": own.get("own_rate_first_poll_to_flush"),
+        "startup_s": (own["t_first_polled"] - t0) if own.get("t_first_polled") else None,
+        "process_wall_s": wall,
+        "mistakes": own.get("mistakes"),
+        "client": own.get("client"),
+        "rates_per_100k_records": chunks,
+        "memory": rss.summary(),
+        "cpu_cores_in_window": rss.cores_between(w0, w1),
+        "broker_cpu_cores_in_window": broker.cores_between(w0, w1) if broker is not None else None,
+        "output_topic": out_topic,
+    }
+
+
+def worker_env(
+    ctx: Ctx,
+    topics: dict[str, str],
+    ckpt_dir: Path,
+    predictions: str,
+    group: str,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """``SP_*`` for one worker run: fresh group, topics and checkpoint directory; defaults otherwise."""
+    from stream_perceptron.settings import Settings
+
+    env = clean_env()
+    env.update(
+        {
+            "SP_KAFKA__BOOTSTRAP_SERVERS": ctx.bootstrap,
+            "SP_KAFKA__GROUP_ID": group,
+            "SP_KAFKA__CLIENT_ID": group,
+            "SP_KAFKA__SESSION_TIMEOUT_MS": str(ctx.session_timeout_ms),
+            "SP_KAFKA__HEARTBEAT_INTERVAL_MS": str(max(100, min(1000, ctx.session_timeout_ms // 3))),
+            "SP_TOPICS__INPUT": topics["input"],
+            "SP_TOPICS__PREDICTIONS": topics["predictions"],
+            "SP_TOPICS__STATS": topics["stats"],
+            "SP_TOPICS__DEAD_LETTER": topics["dead_letter"],
+            "SP_CHECKPOINT__DIR": str(ckpt_dir),
+            "SP_OUTPUT__PREDICTIONS": predictions,
+            "SP_LOG_FORMAT": "json",
+            "SP_LOG_LEVEL": "INFO",
+        }
+    )
+    if "observe" in Settings.model_fields:
+        env["SP_OBSERVE__ENABLED"] = "false"
+    env.update(ctx.worker_env)
+    env.update(extra or {})  # the contender's own (its backend) wins over --worker-env
+    return env
+
+
+@dataclass
+class WorkerProc:
+    proc: subprocess.Popen[bytes]
+    rss: RssSampler | None
+    log: Path
+    topics: dict[str, str]
+    t_start: float
+    broker: RssSampler | None = None
+
+
+def start_worker(
+    ctx: Ctx,
+    in_topic: str,
+    predictions: str,
+    label: str,
+    *,
+    until_caught_up: bool = True,
+    wrap: Sequence[str] = (),
+    python_args: Sequence[str] = (),
+    sample_rss: bool = True,
+    env_extra: dict[str, str] | None = None,
+) -> WorkerProc:
+    pred, stats, dead = ctx.new_topics(f"{label}-pred", f"{label}-stats", f"{label}-dead")
+    topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
+    group = ctx.name(f"{label}-group")
+    ckpt = ctx.workdir / f"{group}-ckpt"
+    env = worker_env(ctx, topics, ckpt, predictions, group, env_extra)
+    cmd = [*wrap, sys.executable, *python_args, "-m", "stream_perceptron.cli", "run"]
+    if until_caught_up:
+        cmd.append("--until-caught-up")
+    log = ctx.workdir / f"{group}.log"
+    t0 = time.time()
+    broker = ctx.broker_sampler()
+    proc = popen_logged(cmd, env, log)
+    rss = None
+    if sample_rss:
+        rss = RssSampler(proc.pid)
+        rss.start()
+    return WorkerProc(proc, rss, log, topics, t0, broker)
+
+
+def worker_log(path: Path) -> list[dict[str, Any]]:
+    """The worker's JSON log lines (other lines are skipped)."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
+
+
+def join_seconds(lines: Sequence[dict[str, Any]]) -> float | None:
+    """From "kafka edge ... started" to the first "on_assigned" log line: the group join.
+
+    >>> join_seconds([{"ts": 1.0, "msg": "kafka edge (confluent-kafka) started: group g"},
+    ...               {"ts": 4.0, "msg": "on_assigned: [('t', 0)]"}])
+    3.0
+    """
+    started = next((ln["ts"] for ln in lines if re.match(r"kafka edge.* started", ln.get("msg", ""))), None)
+    assigned = next((ln["ts"] for ln in lines if ln.get("msg", "").startswith("on_assigned")), None)
+    if started is None or assigned is None:
+        return None
+    return float(assigned - started)
+
+
+def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout_s: float) -> dict[str, Any]:
+    """Wait for a ``--until-caught-up`` worker, then read back its outputs and compute its rates."""
+    import orjson
+
+    code = wait_logged(wp.proc, timeout_s, wp.log, "the worker")
+    if wp.rss is not None:
+        wp.rss.stop()
+    if wp.broker is not None:
+        wp.broker.stop()
+    wall = time.time() - wp.t_start
+    if code != 0:
+        raise RuntimeError(f"the worker exited with {code}; log: {wp.log}\n{log_tail(wp.log)}")
+    stats_back = read_back(ctx.bootstrap, wp.topics["stats"], values=True)
+    stats = [orjson.loads(v) for v in stats_back.values]
+    expected = n if predictions == "all" else 0
+    preds = read_back(ctx.bootstrap, wp.topics["predictions"], expected=expected)
+    by_stats = rate_from_stats(stats)
+    by_ts = rate_from_timestamps(preds.timestamps)
+    lines = worker_log(wp.log)
+    assigned = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned"))
+    last = max(stats, key=lambda s: s.get("seen", 0)) if stats else {}
+    w0: float | None
+    w1: float | None
+    if predictions == "all" and preds.timestamps:
+        w0, w1 = min(preds.timestamps) / 1000, max(preds.timestamps) / 1000
+    elif by_stats:
+        w0, w1 = by_stats["t_first"], by_stats["t_last"]
+    else:
+        w0 = w1 = None
+    result: dict[str, Any] = {
+        "records": n,
+        "predictions_mode": predictions,
+        "output_records": len(preds.offsets),
+        "seen": last.get("seen"),
+        "complete": last.get("seen") == n and len(preds.offsets) == expected,
+        "rate_output_createtime": by_ts,
+        "rate_stats": by_stats["rate"] if by_stats else None,
+        "stats_window": by_stats,
+        "rate": by_ts if predictions == "all" else (by_stats["rate"] if by_stats else None),
+        "method": "output CreateTime: (count-1)/(last-first)"
+        if predictions == "all"
+        else "statistics records: (seen_last-seen_first)/(ts_last-ts_first)",
+        "timestamp_types": sorted(preds.timestamp_types),
+        "rates_per_100k_records": chunk_rates(preds.timestamps, 100_000) if n >= 200_000 else [],
+        "mistakes": last.get("mistakes"),
+        "mistake_rate": last.get("mistake_rate"),
+        "dead_letters": last.get("dead_letters"),
+        "group_join_s": join_seconds(lines),
+        "first_output_after_start_s": (min(preds.timestamps) / 1000 - wp.t_start)
+        if preds.timestamps
+        else None,
+        "assignments": assigned,
+        "rebalanced": assigned > 1,
+        "process_wall_s": wall,
+        "memory": wp.rss.summary() if wp.rss is not None else None,
+        "cpu_cores_in_window": wp.rss.cores_between(w0, w1) if wp.rss is not None else None,
+        "broker_cpu_cores_in_window": wp.broker.cores_between(w0, w1) if wp.broker is not None else None,
+        "topics": wp.topics,
+        "_stats": stats,
+    }
+    if wp.rss is not None:
+        result["_rss_samples"] = wp.rss.samples
+    return result
+
+
+def run_worker(
+    ctx: Ctx, in_topic: str, n: int, predictions: str, label: str, backend: str = KP
+) -> dict[str, Any]:
+    wp = start_worker(ctx, in_topic, predictions, label, env_extra=backend_env(backend))
+    res = finish_worker(ctx, wp, n, predictions, timeout_s=120 + n / 300)
+    res["backend"] = backend
+    res.pop("_rss_samples", None)
+    res.pop("_stats", None)
+    return res
+
+
+def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict[str, Any]:
+    spec = SPECS[contender]
+    tag = f"{label}-{SHORT[spec.backend]}"
+    if spec.kind == "pipe":
+        r = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, ["--client", spec.backend])
+    elif spec.kind == "peer":
+        r = run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)
+    elif spec.kind == "worker":
+        r = run_worker(ctx, in_topic, n, spec.predictions, f"{tag}-w{spec.predictions}", spec.backend)
+    else:
+        raise ValueError(contender)
+    r["backend"] = spec.backend
+    return r
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    rates = [r["rate"] for r in runs if r.get("rate")]
+    out: dict[str, Any] = {
+        "runs": len(runs),
+        "rates": rates,
+        "all_complete": all(r["complete"] for r in runs),
+    }
+    if rates:
+        med, spread = median_spread(rates)
+        out.update({"median_rate": med, "spread": spread, "min_rate": min(rates), "max_rate": max(rates)})
+    else:
+        out["median_rate"] = None
+
+    def median_of(values: list[Any]) -> float | None:
+        got = [v for v in values if v is not None]
+        return statistics.median(got) if got else None
+
+    out["median_cpu_cores"] = median_of([r.get("cpu_cores_in_window") for r in runs])
+    out["median_broker_cpu_cores"] = median_of([r.get("broker_cpu_cores_in_window") for r in runs])
+    out["median_cpu_us_per_record"] = median_of(
+        [
+            r["cpu_cores_in_window"] * 1e6 / r["rate"]
+            for r in runs
+            if r.get("cpu_cores_in_window") and r.get("rate")
+        ]
+    )
+    out["median_peak_rss_mb"] = median_of([(r.get("memory") or {}).get("peak_rss_mb") for r in runs])
+    # pipes and peer: their own clock from the first poll that returned records to the end of the
+    # final flush (the CreateTime window ends at the last send, before the flush)
+    out["median_rate_incl_flush"] = median_of([r.get("own_rate_first_poll_to_flush") for r in runs])
+    return out

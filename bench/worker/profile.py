@@ -1,0 +1,390 @@
+"""The profile section: the worker (and its pipe) under py-spy or cProfile, with each sample put
+in one category of the worker's or the client's work."""
+
+from __future__ import annotations
+
+import cProfile  # noqa: F401  (the profile runs ``python -m cProfile``; imported to fail early)
+import pstats
+import re
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.worker.contenders import BACKENDS, KP, ROOT, SHORT, backend_env
+from bench.worker.formatting import Say, fmt_rate
+from bench.worker.inputs import DEFAULT_D, dense_records
+from bench.worker.measures import rate_from_timestamps
+from bench.worker.processes import Ctx, clean_env, finish_worker, popen_logged, start_worker, wait_logged
+from bench.worker.topics import read_back
+
+PROFILE_RECORDS = 200_000
+
+
+def categorize_stack(frames: Sequence[str]) -> str:
+    """The cost category of one py-spy stack (root first), for the profile summary.
+
+    A frame reads ``function (path:line)``. The first marker in priority order wins, so that e.g.
+    the ``encode`` inside ``publish_stats`` counts as statistics, not as prediction encoding.
+
+    >>> categorize_stack(["<module> (cli.py:1)", "run (stream_perceptron/worker.py:150)",
+    ...                   "process (stream_perceptron/worker.py:240)",
+    ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)"])
+    'decode_many (msgspec, validated)'
+    >>> categorize_stack(["_bootstrap (threading.py:1)", "run (kafka/x.py:2)"])
+    'background threads (kafka-python I/O)'
+    >>> categorize_stack(["Worker.run (stream_perceptron/worker.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)"])
+    'edge poll (client poll + column copies), incl. waiting'
+    """
+    parsed = [_frame(f) for f in frames]
+    if parsed and parsed[0][1].endswith("threading.py"):
+        return "background threads (kafka-python I/O)"
+    # py-spy names methods ``Class.method``; nested functions ``f.<locals>.g``
+    # both Kafka edges (KafkaEdge, ConfluentEdge and their base, edge.EdgeBase) count as the edge
+    names = {
+        (fn.rsplit(".", 1)[-1], _EDGE_FILES.get(path.rsplit("/", 1)[-1], path.rsplit("/", 1)[-1]))
+        for fn, path in parsed
+    }
+    for (fn, file), category in _MARKERS:
+        if (fn, file) in names:
+            return category
+    return "start-up, imports, other"
+
+
+_EDGE_FILES = {"kafka_confluent.py": "kafka_io.py", "edge.py": "kafka_io.py"}
+
+_MARKERS: list[tuple[tuple[str, str], str]] = [
+    (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
+    (("publish_stats", "worker.py"), "statistics records"),
+    (("_shutdown", "worker.py"), "shutdown"),
+    (("poll", "kafka_io.py"), "edge poll (client poll + column copies), incl. waiting"),
+    (("decode_example", "records.py"), "decode_example (fallback: reference decoder)"),
+    (("decode_many", "records.py"), "decode_many (msgspec, validated)"),
+    (("vectorize_many", "perceptron.py"), "vectorize_many (lists -> matrix)"),
+    (("learn_many", "perceptron.py"), "learn_many"),
+    (("step", "learner.py"), "statistics update (margins, norms, update_many)"),
+    (("prediction_record", "records.py"), "prediction_record (build dict)"),
+    (("encode", "records.py"), "encode (orjson.dumps)"),
+    (("encode_predictions", "records.py"), "encode_predictions (dicts + orjson.dumps)"),
+    (("send", "kafka_io.py"), "edge send (client send + loop)"),
+    (("send_many", "kafka_io.py"), "edge send (client send + loop)"),
+    (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),
+    (("process", "worker.py"), "batch loop: other (decode loop, bookkeeping)"),
+    (("run", "worker.py"), "run loop: other (policies, caught_up)"),
+]
+
+
+def _frame(text: str) -> tuple[str, str]:
+    m = re.match(r"^(.*?) \((.*?)(?::\d+)?\)$", text.strip())
+    if not m:
+        return text.strip(), ""
+    return m.group(1), m.group(2)
+
+
+PYSPY_HZ = 250
+
+
+def _pyspy() -> str | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return spy if Path(spy).exists() else None
+
+
+def section_profile(
+    ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say, backends: Sequence[str] = (KP,)
+) -> dict[str, Any]:
+    """Per backend, the worker (predictions=all) on ``n`` records under cProfile and/or py-spy; with
+    py-spy also the bare pipe of the same client on the same records, so the two can be compared
+    per record."""
+    values, meta = dense_records(n, DEFAULT_D, seed=seed + 3)
+    in_topic, _ = ctx.new_input("prof-in", values)
+    del values
+    out: dict[str, Any] = {"records": n, "input": meta, "backends": {}}
+    for b in BACKENDS:
+        if b in backends:
+            out["backends"][b] = _profile_backend(ctx, in_topic, n, tools, b, say)
+    return out
+
+
+def _profile_backend(
+    ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], backend: str, say: Say
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": backend}
+    tag, env = SHORT[backend], backend_env(backend)
+    if "cprofile" in tools:
+        prof = ctx.workdir / f"worker-{tag}.prof"
+        wp = start_worker(
+            ctx,
+            in_topic,
+            "all",
+            f"prof-cp-{tag}",
+            python_args=["-m", "cProfile", "-o", str(prof)],
+            env_extra=env,
+        )
+        res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
+        res.pop("_rss_samples", None)
+        res.pop("_stats", None)
+        out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
+        say(f"  cProfile worker ({backend}): {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
+    if "pyspy" in tools:
+        spy = _pyspy()
+        if spy is None:
+            out["pyspy"] = {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}
+            return out
+        # --idle: wall time, including waits (for the GIL, in poll); --nonblocking: never pause it
+        base = [spy, "record", "--idle", "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
+        raw = ctx.workdir / f"worker-{tag}.pyspy.txt"
+        wp = start_worker(
+            ctx,
+            in_topic,
+            "all",
+            f"prof-spy-{tag}",
+            wrap=[*base, str(raw), "--"],
+            sample_rss=False,
+            env_extra=env,
+        )
+        res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
+        res.pop("_stats", None)
+        out["pyspy"] = {
+            "run": res,
+            **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=res.get("group_join_s")),
+        }
+        say(
+            f"  py-spy worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled at {PYSPY_HZ} Hz; "
+            f"{raw}"
+        )
+        raw_pipe = ctx.workdir / f"pipe-{tag}.pyspy.txt"
+        (out_topic,) = ctx.new_topics(f"prof-pipe-{tag}-out")
+        log = ctx.workdir / f"pipe-{tag}-pyspy.log"
+        cmd = [*base, str(raw_pipe), "--", sys.executable, "-m", "bench.pipe", "--client", backend]
+        cmd += ["--bootstrap", ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(n)]
+        t0 = time.time()
+        wait_logged(popen_logged(cmd, clean_env(), log), 120 + n / 500, log, "the profiled pipe")
+        wall = time.time() - t0
+        back = read_back(ctx.bootstrap, out_topic, expected=n)
+        out["pyspy_pipe"] = {
+            "rate": rate_from_timestamps(back.timestamps),
+            **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None),
+        }
+        say(f"  py-spy pipe ({backend}): {fmt_rate(out['pyspy_pipe']['rate'])} rec/s; {raw_pipe}")
+    return out
+
+
+_CPROFILE_FUNCS = [
+    ("worker.py", "run", "Worker.run (everything after start-up)"),
+    ("worker.py", "process", "Worker.process (per batch)"),
+    ("kafka_io.py", "poll", "KafkaEdge.poll (incl. waiting, group join)"),
+    ("records.py", "decode_many", "BatchDecoder.decode_many"),
+    ("records.py", "decode_example", "decode_example (fallback)"),
+    ("perceptron.py", "vectorize_many", "vectorize_many"),
+    ("learner.py", "step", "Learner.step (learn_many + statistics)"),
+    ("perceptron.py", "learn_many", "learn_many"),
+    ("stats.py", "update_many", "RunningStats.update_many"),
+    ("worker.py", "_learn_and_publish", "_learn_and_publish"),
+    ("records.py", "prediction_record", "prediction_record"),
+    ("records.py", "encode", "encode (orjson.dumps)"),
+    ("records.py", "encode_predictions", "encode_predictions"),
+    ("kafka_io.py", "send_many", "KafkaEdge.send_many"),
+    ("kafka.py", "send", "KafkaProducer.send"),
+    ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
+    ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
+    ("kafka_confluent.py", "send_many", "ConfluentEdge.send_many"),
+    ("edge.py", "_retrying", "EdgeBase._retrying (either edge)"),
+    ("kafka_confluent.py", "attempt", "ConfluentEdge._send_retrying.attempt (produce, slow path)"),
+    ("edge.py", "flush", "EdgeBase.flush (either edge)"),
+    ("future.py", "add_errback", "Future.add_errback"),
+    ("worker.py", "checkpoint", "Worker.checkpoint"),
+    ("checkpoint.py", "save", "CheckpointStore.save"),
+    ("worker.py", "publish_stats", "Worker.publish_stats"),
+]
+
+
+def summarize_cprofile(path: Path, top: int = 25) -> dict[str, Any]:
+    st = pstats.Stats(str(path))
+    raw: dict[Any, Any] = st.stats  # type: ignore[attr-defined]
+    picked = []
+    for file, func, label in _CPROFILE_FUNCS:
+        best = None
+        for (filename, _line, fn), (cc, nc, tt, ct, _) in raw.items():
+            if (
+                fn == func
+                and filename.endswith(file)
+                and (file != "kafka.py" or "producer" in filename)
+                and (best is None or ct > best[3])
+            ):
+                best = (nc, cc, tt, ct)
+        if best is not None:
+            picked.append({"what": label, "calls": best[0], "tottime_s": best[2], "cumtime_s": best[3]})
+    # confluent-kafka's C methods (e.g. "<method 'produce' of 'cimpl.Producer' objects>")
+    c_calls = [
+        {"what": f"{fn} (C)", "calls": nc, "tottime_s": tt, "cumtime_s": ct}
+        for (filename, _line, fn), (cc, nc, tt, ct, _) in raw.items()
+        if filename == "~" and "cimpl." in fn
+    ]
+    picked += sorted(c_calls, key=lambda e: -e["tottime_s"])[:6]
+    rows = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    top_tottime = [
+        {"function": f"{Path(f).name}:{ln}({fn})", "calls": v[1], "tottime_s": v[2], "cumtime_s": v[3]}
+        for (f, ln, fn), v in rows
+    ]
+    return {"profile_file": str(path), "functions": picked, "top_by_tottime": top_tottime}
+
+
+CF_CONSUME = "confluent-kafka poll + consume (C), incl. waiting"
+CF_PRODUCE = "confluent-kafka produce (C)"
+CF_FLUSH = "confluent-kafka flush (waiting for acks)"
+CF_SERVE = "confluent-kafka poll(0) (delivery reports)"
+
+
+def _source_line(path: str, lineno: int | None) -> str:
+    """The text of line ``lineno`` of the file a py-spy frame names (relative to the repository
+    or absolute); ``""`` when it cannot be read."""
+    import linecache
+
+    if not lineno:
+        return ""
+    for cand in (Path(path), ROOT / path):
+        if cand.is_file():
+            return linecache.getline(str(cand), lineno)
+    return ""
+
+
+def _frame_line(text: str) -> int | None:
+    m = re.search(r":(\d+)\)$", text.strip())
+    return int(m.group(1)) if m else None
+
+
+def library_category(frames: Sequence[str]) -> str:
+    """The coarse category of a py-spy stack, the same for the worker and the pipe of a client.
+
+    librdkafka's calls are C, so under py-spy the Python line that makes them is the leaf; for the
+    confluent-kafka pipe (one loop in ``bench/pipe.py``) and the edge's ``send`` closure the leaf's
+    source line tells which call it is.
+
+    >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker.py:1)",
+    ...                   "KafkaProducer.send (kafka/producer/kafka.py:9)"])
+    'kafka-python KafkaProducer.send'
+    >>> library_category(["<module> (x.py:1)", "consume_produce (bench/pipe.py:1)", "f (y.py:2)"])
+    'own code (everything else)'
+    >>> library_category(["Worker.run (stream_perceptron/worker.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)",
+    ...                   "ConfluentEdge._consume (stream_perceptron/kafka_confluent.py:3)"])
+    'confluent-kafka poll + consume (C), incl. waiting'
+    """
+    parsed = [_frame(f) for f in frames]
+    if parsed and parsed[0][1].endswith("threading.py"):
+        return "background threads (kafka-python I/O)"
+    names = {fn for fn, _ in parsed}
+    if "KafkaProducer.send" in names:
+        return "kafka-python KafkaProducer.send"
+    if "KafkaConsumer.poll" in names:
+        return "kafka-python KafkaConsumer.poll (incl. waiting)"
+    if "KafkaProducer.flush" in names:
+        return "kafka-python KafkaProducer.flush (waiting for acks)"
+    leaf_fn, leaf_path = parsed[-1] if parsed else ("", "")
+    leaf_text = _source_line(leaf_path, _frame_line(frames[-1])) if frames else ""
+    if "ConfluentEdge._consume" in names:
+        return CF_CONSUME
+    if "ConfluentEdge._flush_once" in names or "ConfluentEdge.flush" in names:
+        return CF_FLUSH
+    if "ConfluentEdge.send_many" in names:
+        if leaf_fn.endswith("attempt"):  # the slow path's closure: produce, waiting out a full queue
+            return CF_PRODUCE
+        if leaf_fn.endswith("send_many") and "produce(" in leaf_text:
+            return CF_PRODUCE
+        if leaf_fn.endswith("send_many") and ".poll(0)" in leaf_text:
+            return CF_SERVE
+        return "ConfluentEdge.send_many: Python around produce (loop, counter)"
+    if "ConfluentEdge.poll" in names:
+        return "ConfluentEdge.poll: Python around consume (column copies, highwater)"
+    if leaf_fn == "confluent_pipe":
+        if "consume_first(" in leaf_text or "consume_batch(" in leaf_text:
+            return CF_CONSUME
+        if "produce(" in leaf_text:
+            return CF_PRODUCE
+        if ".flush(" in leaf_text:
+            return CF_FLUSH
+        if "serve(" in leaf_text:
+            return CF_SERVE
+    if "Worker.run" in names or "consume_produce" in names or "confluent_pipe" in names:
+        return "own code (everything else)"
+    return "start-up, imports, other"
+
+
+_IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire"}
+
+
+def summarize_pyspy(
+    path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None
+) -> dict[str, Any]:
+    """Samples per category (worker-level and library-level), in seconds and µs per record.
+
+    py-spy falls behind its nominal rate on a busy machine, so samples become seconds at the
+    effective rate: main-thread samples / the process's wall time. ``join_s`` (the worker's group
+    join, from its log) is taken out of the poll categories, and start-up is left out of the
+    shares, so that the shares describe steady processing.
+    """
+    fine: dict[str, int] = {}
+    coarse: dict[str, int] = {}
+    in_send: dict[str, int] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, num = line.rpartition(" ")
+        if not stack or not num.isdigit():
+            continue
+        k = int(num)
+        frames = stack.split(";")
+        lib = library_category(frames)
+        if lib.startswith("background") and _frame(frames[-1])[0].rsplit(".", 1)[-1] in _IDLE_LEAVES:
+            lib = "background threads: idle (select, wait)"
+        elif lib.startswith("background"):
+            lib = "background threads: busy"
+        coarse[lib] = coarse.get(lib, 0) + k
+        cat = lib if lib.startswith(("background", "start-up")) else categorize_stack(frames)
+        fine[cat] = fine.get(cat, 0) + k
+        names = [_frame(f)[0] for f in frames]
+        if "KafkaProducer.send" in names:
+            i = names.index("KafkaProducer.send")
+            child = names[i + 1] if i + 1 < len(names) else "KafkaProducer.send (itself)"
+            in_send[child] = in_send.get(child, 0) + k
+    main = sum(v for k, v in coarse.items() if not k.startswith("background"))
+    eff_hz = main / wall_s if wall_s > 0 and main else float(hz)
+    join = int(round((join_s or 0.0) * eff_hz))
+
+    def table(counts: dict[str, int]) -> list[dict[str, Any]]:
+        adj = dict(counts)
+        for key in adj:
+            if "incl. waiting" in key and join:  # the one category per table that waits in poll
+                adj[key] = max(0, adj[key] - join)
+        processing = sum(v for k, v in adj.items() if not k.startswith(("background", "start-up")))
+        rows = []
+        for key, v in sorted(adj.items(), key=lambda kv: -kv[1]):
+            steady = not key.startswith(("background", "start-up"))
+            rows.append(
+                {
+                    "category": key,
+                    "samples": v,
+                    "seconds": v / eff_hz,
+                    "us_per_record": v / eff_hz / records * 1e6,
+                    "share_of_processing": v / processing if processing and steady else None,
+                }
+            )
+        return rows
+
+    total_send = sum(in_send.values())
+    return {
+        "raw_file": str(path),
+        "hz": hz,
+        "effective_hz_main_thread": eff_hz,
+        "process_wall_s": wall_s,
+        "records": records,
+        "group_join_s": join_s,
+        "group_join_samples_removed_from_poll": join,
+        "categories": table(fine),
+        "library": table(coarse),
+        "inside_producer_send": [
+            {"callee": k, "samples": v, "share_of_send": v / total_send}
+            for k, v in sorted(in_send.items(), key=lambda kv: -kv[1])[:8]
+        ],
+    }

@@ -1,0 +1,168 @@
+"""The issue's targets, judged from a report: worker / own pipe, worker / river loop, memory
+growth from 100k to 1M records, and p99 latency at half load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.worker.contenders import BACKENDS, KPP, PEER, PIPE_KP, PIPE_OF, WORKER_OF
+from bench.worker.formatting import fmt_rate
+
+# The targets (docs/performance.md)
+TARGET_WORKER_OVER_PIPE = 0.9
+TARGET_WORKER_OVER_PEER = 3.0
+TARGET_MEMORY_GROWTH = 0.10  # RSS after 1M records within 10% of RSS after 100k
+TARGET_P99_MS = 100.0  # at half of the worker's own maximum rate
+
+
+def target_check(
+    target: str, backend: str, value: float | None, goal: float, *, higher_is_better: bool = True
+) -> dict[str, Any]:
+    """One target: met or not, and by how much it is missed (a fraction of the goal) and the factor
+    the value would have to improve by.
+
+    >>> t = target_check("worker / own pipe", "kafka-python", 0.6, 0.9)
+    >>> t["met"], round(t["missed_by"], 3), round(t["factor_needed"], 2)
+    (False, 0.333, 1.5)
+    >>> t = target_check("p99 ms", "confluent-kafka", 150.0, 100.0, higher_is_better=False)
+    >>> t["met"], t["missed_by"], t["factor_needed"]
+    (False, 0.5, 1.5)
+    >>> target_check("x", "b", 4.0, 3.0)["met"], target_check("x", "b", None, 3.0)["met"]
+    (True, None)
+    """
+    out: dict[str, Any] = {
+        "target": target,
+        "backend": backend,
+        "value": value,
+        "goal": goal,
+        "higher_is_better": higher_is_better,
+        "met": None,
+        "missed_by": None,
+        "factor_needed": None,
+    }
+    if value is None:
+        return out
+    met = value >= goal if higher_is_better else value <= goal
+    out["met"] = met
+    if not met:
+        out["missed_by"] = (goal - value) / goal if higher_is_better else (value - goal) / goal
+        out["factor_needed"] = (goal / value if value else None) if higher_is_better else value / goal
+    return out
+
+
+def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The four targets, per backend measured: worker ≥ 0.9 × its own client's bare pipe; worker ≥
+    3 × the river loop; RSS after 1M records within 10% of RSS after 100k; p99 ≤ 100 ms at half of
+    the worker's own maximum rate (default settings)."""
+    out: list[dict[str, Any]] = []
+    tp = (report.get("throughput") or {}).get("summary") or {}
+    for b in BACKENDS:
+        w = (tp.get(WORKER_OF[b]) or {}).get("median_rate")
+        pipe = (tp.get(PIPE_OF[b]) or {}).get("median_rate")
+        peer = (tp.get(PEER) or {}).get("median_rate")
+        if w is not None and pipe:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PIPE:g} x its own client's bare pipe",
+                        b,
+                        w / pipe,
+                        TARGET_WORKER_OVER_PIPE,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s",
+                }
+            )
+        one_process = (tp.get(PIPE_KP) or {}).get("median_rate")
+        if b == KPP and w is not None and one_process:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PIPE:g} x the one-process kafka-python pipe",
+                        b,
+                        w / one_process,
+                        TARGET_WORKER_OVER_PIPE,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(one_process)} rec/s; the worker uses two "
+                    "processes, that pipe one",
+                }
+            )
+        if w is not None and peer:
+            out.append(
+                {
+                    **target_check(
+                        f"worker >= {TARGET_WORKER_OVER_PEER:g} x the hand-written river loop",
+                        b,
+                        w / peer,
+                        TARGET_WORKER_OVER_PEER,
+                    ),
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(peer)} rec/s",
+                }
+            )
+    mem = (report.get("memory") or {}).get("runs") or {}
+    for b in BACKENDS:
+        for key, what in (("rss_mb", "VmRSS"), ("hwm_mb", "VmHWM (peak so far)")):
+            ms = (mem.get(b) or {}).get("milestones", [])
+            pts = {p["records"]: p.get(key) for p in ms if p.get(key)}
+            if 100_000 in pts and 1_000_000 in pts:
+                growth = pts[1_000_000] / pts[100_000] - 1
+                out.append(
+                    {
+                        **target_check(
+                            f"{what} after 1M records within {TARGET_MEMORY_GROWTH:.0%} of after 100k",
+                            b,
+                            abs(growth),
+                            TARGET_MEMORY_GROWTH,
+                            higher_is_better=False,
+                        ),
+                        "detail": f"{pts[100_000]:,.0f} MB -> {pts[1_000_000]:,.0f} MB ({growth:+.1%})",
+                    }
+                )
+    lat = report.get("latency") or {}
+    for run in lat.get("summary") or lat.get("runs") or []:
+        if run.get("kind") == "worker" and not run.get("extra_env") and "p99_ms" in run["latency"]:
+            out.append(
+                {
+                    **target_check(
+                        f"p99 latency <= {TARGET_P99_MS:g} ms at half load",
+                        run["backend"],
+                        run["latency"]["p99_ms"],
+                        TARGET_P99_MS,
+                        higher_is_better=False,
+                    ),
+                    "detail": f"at {fmt_rate(run['achieved_input_rate'])} rec/s, p50 "
+                    f"{run['latency']['p50_ms']:.0f} ms" + _p99_each(run),
+                }
+            )
+    return out
+
+
+def _p99_each(run: dict[str, Any]) -> str:
+    if run.get("repeats", 1) <= 1:
+        return ""
+    each = ", ".join(f"{v:.0f}" for v in run.get("p99_each_ms", []))
+    return f"; p99 of the {run['repeats']} runs: {each} ms"
+
+
+def target_line(t: dict[str, Any]) -> str:
+    """One target as a line of text.
+
+    >>> target_line(target_check("worker / pipe", "kafka-python", 0.6, 0.9))
+    'NOT MET  kafka-python     worker / pipe: 0.60 (goal >= 0.90): missed by 33% (needs 1.50x)'
+    """
+    v, g = t["value"], t["goal"]
+    if t["goal"] < 1 and not t["higher_is_better"]:  # a fraction (memory growth)
+        vs, gs = f"{v:.1%}" if v is not None else "n/a", f"{g:.0%}"
+    else:
+        vs, gs = f"{v:.2f}" if v is not None else "n/a", f"{g:.2f}"
+    if "latency" in t["target"]:
+        vs, gs = (f"{v:.0f} ms" if v is not None else "n/a"), f"{g:.0f} ms"
+    op = ">=" if t["higher_is_better"] else "<="
+    verdict = {True: "MET", False: "NOT MET", None: "n/a"}[t["met"]]
+    line = f"{verdict:<8} {t['backend']:<16} {t['target']}: {vs} (goal {op} {gs})"
+    if t["met"] is False and t["goal"] < 1 and not t["higher_is_better"]:
+        line += f": missed by {(v - g) * 100:.1f} percentage points"
+    elif t["met"] is False:
+        line += f": missed by {t['missed_by']:.0%} (needs {t['factor_needed']:.2f}x)"
+    if t.get("detail"):
+        line += f"; {t['detail']}"
+    return line
