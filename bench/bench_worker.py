@@ -320,9 +320,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 f"throughput: {args.records:,} records x {args.repeats} repeats "
                 f"x {len(contenders)} contenders"
             )
-            report["throughput"] = section_throughput(
-                ctx, args.records, args.repeats, args.seed, say, contenders
-            )
+            with ctx.scope():  # each section deletes its topics: see Ctx.scope
+                report["throughput"] = section_throughput(
+                    ctx, args.records, args.repeats, args.seed, say, contenders
+                )
             for b in backends:
                 rate = report["throughput"]["summary"][WORKER_OF[b]]["median_rate"]
                 if rate:
@@ -331,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if "memory" in args.sections:
             ms = MEMORY_MILESTONES_QUICK if args.quick else MEMORY_MILESTONES_FULL
             say(f"memory: one worker run per backend on {max(ms):,} records")
-            report["memory"] = section_memory(ctx, ms, args.seed, say, backends)
+            with ctx.scope():
+                report["memory"] = section_memory(ctx, ms, args.seed, say, backends)
             for b, r in report["memory"]["runs"].items():
                 if b not in worker_max and r["run"].get("rate"):
                     worker_max[b] = r["run"]["rate"]
@@ -351,23 +353,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 + ", ".join(f"{fmt_rate(r)} rec/s ({b})" for b, r in rates.items())
                 + f" for {args.latency_seconds:g} s each"
             )
-            report["latency"] = section_latency(
-                ctx,
-                rates,
-                args.latency_seconds,
-                args.seed,
-                say,
-                extra_fetch_wait_ms=args.latency_extra_fetch_wait_ms,
-                cf_pipe_fetch_wait_ms=cf_pipe_wait,
-                cf_honours_fetch_wait=cs.get("confluent_edge_honours_fetch_max_wait_ms") is not False,
-                repeats=args.latency_repeats,
-            )
+            with ctx.scope():
+                report["latency"] = section_latency(
+                    ctx,
+                    rates,
+                    args.latency_seconds,
+                    args.seed,
+                    say,
+                    extra_fetch_wait_ms=args.latency_extra_fetch_wait_ms,
+                    cf_pipe_fetch_wait_ms=cf_pipe_wait,
+                    cf_honours_fetch_wait=cs.get("confluent_edge_honours_fetch_max_wait_ms") is not False,
+                    repeats=args.latency_repeats,
+                )
             section_done("latency")
         if "sizes" in args.sections:
             say("sizes: kafka-python worker records/s against the input's size (plus its pipe and the peer)")
-            report["sizes"] = section_sizes(
-                ctx, args.records, args.sizes_repeats, args.quick, args.seed, [PIPE_KP, PEER, WORKER_KP], say
-            )
+            with ctx.scope():
+                report["sizes"] = section_sizes(
+                    ctx, args.records, args.sizes_repeats, args.quick, args.seed, [PIPE_KP, PEER, WORKER_KP],
+                    say,
+                )
             section_done("sizes")
         if "profile" in args.sections:
             tools = ("cprofile", "pyspy") if args.profile == "both" else (args.profile,)
@@ -377,7 +382,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
             # py-spy samples one process: the producer process's share would go unseen
             profiled = [b for b in backends if b != KPP]
-            report["profile"] = section_profile(ctx, args.profile_records, tools, args.seed, say, profiled)
+            with ctx.scope():
+                report["profile"] = section_profile(
+                    ctx, args.profile_records, tools, args.seed, say, profiled
+                )
             section_done("profile")
         if args.bootstrap is not None:
             delete_topics(bootstrap, ctx.topics)

@@ -256,14 +256,15 @@ def section_latency(
                 cmd += ["--fetch-wait-ms", str(p["fetch_wait_ms"])]
             return popen_logged(cmd, clean_env(), log), out_topic, log
 
-        if p["kind"] == "worker":
-            # the prediction's offset field is the input offset
-            res = _latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
-            lines = worker_log(Path(res["log"]))
-            res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
-        else:
-            # the input's "id" is its index, which is its offset in the fresh one-partition topic
-            res = _latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)
+        with ctx.scope():
+            if p["kind"] == "worker":
+                # the prediction's offset field is the input offset
+                res = _latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
+                lines = worker_log(Path(res["log"]))
+                res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
+            else:
+                # the input's "id" is its index, which is its offset in the fresh one-partition topic
+                res = _latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)
         runs.append({**p, "name": latency_run_name(p), "plan_index": k, "repeat": rep, **res})
     return {
         "target_rates": rates,

@@ -36,7 +36,8 @@ def section_memory(
     runs = {}
     for b in BACKENDS:
         if b in backends:
-            runs[b] = _memory_run(ctx, in_topic, n, milestones, b)
+            with ctx.scope():
+                runs[b] = _memory_run(ctx, in_topic, n, milestones, b)
             r = runs[b]
             pts = ", ".join(
                 f"{p['records']:,}: {p['rss_mb']:,.0f} MB" for p in r["milestones"] if p["rss_mb"]
@@ -55,7 +56,10 @@ def section_memory(
     out["pipes_long_run"] = {}
     for b in BACKENDS:
         if b in backends:
-            r = run_contender_process(ctx, "bench.pipe", f"mem-{SHORT[b]}-pipe", in_topic, n, ["--client", b])
+            with ctx.scope():
+                r = run_contender_process(
+                    ctx, "bench.pipe", f"mem-{SHORT[b]}-pipe", in_topic, n, ["--client", b]
+                )
             out["pipes_long_run"][b] = r
             say(
                 f"  {b} pipe on the same {n:,} records: {fmt_rate(r['rate'])} rec/s "

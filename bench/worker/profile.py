@@ -104,7 +104,8 @@ def section_profile(
     out: dict[str, Any] = {"records": n, "input": meta, "backends": {}}
     for b in BACKENDS:
         if b in backends:
-            out["backends"][b] = _profile_backend(ctx, in_topic, n, tools, b, say)
+            with ctx.scope():
+                out["backends"][b] = _profile_backend(ctx, in_topic, n, tools, b, say)
     return out
 
 

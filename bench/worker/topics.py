@@ -22,7 +22,8 @@ def create_topics(bootstrap: str, names: Sequence[str]) -> None:
 
 
 def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
-    """Best effort (used with an external broker, to leave nothing behind)."""
+    """Best effort: after each run and section (``Ctx.scope``), and at the end with an external
+    broker, to leave nothing behind."""
     from kafka import KafkaAdminClient
 
     from stream_perceptron.kafka_io import client_config
@@ -36,6 +37,25 @@ def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
                     admin.delete_topics(list(names[i : i + 50]))
         finally:
             admin.close()
+
+
+def topic_count(bootstrap: str) -> int | None:
+    """How many topics the broker holds (None if it cannot be asked)."""
+    from kafka import KafkaAdminClient
+
+    from stream_perceptron.kafka_io import client_config
+    from stream_perceptron.settings import KafkaSettings
+
+    try:
+        admin = KafkaAdminClient(**client_config(KafkaSettings(bootstrap_servers=bootstrap)))
+    except Exception:
+        return None
+    try:
+        return len(admin.list_topics())
+    except Exception:
+        return None
+    finally:
+        admin.close()
 
 
 def produce_all(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:

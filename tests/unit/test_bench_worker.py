@@ -22,6 +22,7 @@ from bench.worker import (  # noqa: E402
     formatting,
     inputs,
     measures,
+    processes,
     profile,
     report,
     targets,
@@ -469,3 +470,24 @@ def test_memory_and_long_run_tables_compare_the_backends() -> None:
     by = {r[0]: r for r in table[1]}
     assert by["kafka-python"][-1] == "0.50x" and by["confluent-kafka"][-1] == "0.60x"
     assert report.long_run_table({"runs": {}}) is None
+
+
+def test_a_scope_deletes_the_topics_made_inside_it_and_only_those(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    deleted: list[list[str]] = []
+    monkeypatch.setattr(processes, "delete_topics", lambda bootstrap, names: deleted.append(list(names)))
+    ctx = processes.Ctx("127.0.0.1:1", "bw", tmp_path, 2000)
+    ctx.topics.append("section-input")
+    with ctx.scope():
+        ctx.topics.append("run-input")
+        with ctx.scope():
+            ctx.topics += ["run-pred", "run-stats"]
+        assert deleted == [["run-pred", "run-stats"]]
+        with pytest.raises(RuntimeError), ctx.scope():
+            ctx.topics.append("failed-run-out")
+            raise RuntimeError("the run failed")
+        with ctx.scope():
+            pass  # nothing made: nothing to delete
+    assert deleted == [["run-pred", "run-stats"], ["failed-run-out"], ["run-input"]]
+    assert ctx.topics == ["section-input"]
