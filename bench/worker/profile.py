@@ -57,6 +57,8 @@ def categorize_stack(frames: Sequence[str]) -> str:
 _EDGE_FILES = {"kafka_confluent.py": "kafka_io.py", "edge.py": "kafka_io.py"}
 
 _MARKERS: list[tuple[tuple[str, str], str]] = [
+    # checking the topics and connecting, before the loop: start-up, however long the broker takes
+    (("_start_edge", "worker.py"), "start-up, imports, other"),
     (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
     (("publish_stats", "worker.py"), "statistics records"),
     (("_shutdown", "worker.py"), "shutdown"),
@@ -278,6 +280,8 @@ def library_category(frames: Sequence[str]) -> str:
     if parsed and parsed[0][1].endswith("threading.py"):
         return "background threads (kafka-python I/O)"
     names = {fn for fn, _ in parsed}
+    if "Worker._start_edge" in names:  # checking the topics and connecting, before the loop
+        return "start-up, imports, other"
     if "KafkaProducer.send" in names:
         return "kafka-python KafkaProducer.send"
     if "KafkaConsumer.poll" in names:

@@ -183,6 +183,15 @@ def test_stack_categories() -> None:
     assert profile.library_category(publish) == "own code (everything else)"
     start_up = ["<module> (x.py:1)", "import_module (y.py:2)"]
     assert profile.library_category(start_up) == "start-up, imports, other"
+    connecting = [
+        *main,
+        "Worker._start_edge (stream_perceptron/worker.py:230)",
+        "Worker._check_topics (stream_perceptron/worker.py:250)",
+        "missing_topics (stream_perceptron/kafka_io.py:212)",
+        "Condition.wait (threading.py:327)",
+    ]
+    assert profile.categorize_stack(connecting) == "start-up, imports, other"  # not the run loop
+    assert profile.library_category(connecting) == "start-up, imports, other"
 
 
 def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path) -> None:
