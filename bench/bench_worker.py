@@ -4,7 +4,7 @@ latency at half load, cost against size, and (optionally) a profile of the worke
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~20 min
+    .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~30 min
     .venv/bin/python -m bench.bench_worker --quick              # small sizes, 1 repeat, ~2 min
     .venv/bin/python -m bench.bench_worker --profile both --json bench/results/worker.json
     .venv/bin/python -m bench.bench_worker --backends kafka-python --only throughput
