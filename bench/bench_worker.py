@@ -89,7 +89,6 @@ from bench.worker.targets import (
     evaluate_targets,
 )
 from bench.worker.throughput import section_throughput
-from bench.worker.topics import delete_topics
 
 
 def parse_rates(text: str | None) -> dict[str, float]:
@@ -387,8 +386,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     ctx, args.profile_records, tools, args.seed, say, profiled
                 )
             section_done("profile")
-        if args.bootstrap is not None:
-            delete_topics(bootstrap, ctx.topics)
     finally:
         if broker is not None:
             broker.stop()

@@ -45,9 +45,7 @@ class Learner:
             mistakes=result.mistakes,
             geometric=geometric,
             augmented=augmented,
-            x_norms=row_norms(
-                m if isinstance(m, SparseRows) else np.asarray(m, dtype=np.float64), self.model.fit_intercept
-            ),
+            x_norms=row_norms(m, self.model.fit_intercept),
             theta_norm=self.model.norms()[0],
         )
         return result, geometric

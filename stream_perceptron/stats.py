@@ -64,8 +64,11 @@ def margins(
 
 def row_norms(X: FloatArray | SparseRows, fit_intercept: bool) -> FloatArray:
     """‖x‖ of each row, or ‖[x, 1]‖ with an intercept (seed 001's augmented vectors)."""
-    # einsum: no n-by-d temporary
-    sq = X.squared_norms() if isinstance(X, SparseRows) else np.einsum("ij,ij->i", X, X)
+    if isinstance(X, SparseRows):
+        sq = X.squared_norms()
+    else:
+        dense = np.asarray(X, dtype=np.float64)
+        sq = np.einsum("ij,ij->i", dense, dense)  # no n-by-d temporary
     norms: FloatArray = np.sqrt(sq + 1.0 if fit_intercept else sq)
     return norms
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,41 +21,38 @@ def create_topics(bootstrap: str, names: Sequence[str]) -> None:
     ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), dict.fromkeys(names, 1))
 
 
-def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
-    """Best effort: after each run and section (``Ctx.scope``), and at the end with an external
-    broker, to leave nothing behind."""
+@contextlib.contextmanager
+def _admin(bootstrap: str) -> Iterator[Any]:
+    """A kafka-python admin client with the worker's client settings, closed afterwards."""
     from kafka import KafkaAdminClient
 
     from stream_perceptron.kafka_io import client_config
     from stream_perceptron.settings import KafkaSettings
 
-    with contextlib.suppress(Exception):
-        admin = KafkaAdminClient(**client_config(KafkaSettings(bootstrap_servers=bootstrap)))
-        try:
-            for i in range(0, len(names), 50):
-                with contextlib.suppress(Exception):
-                    admin.delete_topics(list(names[i : i + 50]))
-        finally:
-            admin.close()
+    admin = KafkaAdminClient(**client_config(KafkaSettings(bootstrap_servers=bootstrap)))
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
+    """Best effort, after each run and each section (``Ctx.scope``), so that nothing is left behind."""
+    if not names:
+        return
+    with contextlib.suppress(Exception), _admin(bootstrap) as admin:
+        for i in range(0, len(names), 50):
+            with contextlib.suppress(Exception):
+                admin.delete_topics(list(names[i : i + 50]))
 
 
 def topic_count(bootstrap: str) -> int | None:
     """How many topics the broker holds (None if it cannot be asked)."""
-    from kafka import KafkaAdminClient
-
-    from stream_perceptron.kafka_io import client_config
-    from stream_perceptron.settings import KafkaSettings
-
     try:
-        admin = KafkaAdminClient(**client_config(KafkaSettings(bootstrap_servers=bootstrap)))
+        with _admin(bootstrap) as admin:
+            return len(admin.list_topics())
     except Exception:
         return None
-    try:
-        return len(admin.list_topics())
-    except Exception:
-        return None
-    finally:
-        admin.close()
 
 
 def produce_all(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:
