@@ -123,7 +123,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--bootstrap", default=None, help="host:port of a broker; default: start the embedded one")
     p.add_argument("--json", type=Path, default=None, help="write everything to this file")
-    p.add_argument("--quick", action="store_true", help="small sizes, 1 repeat, under a minute")
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 repeat, about 2 minutes")
     p.add_argument(
         "--only",
         default=None,

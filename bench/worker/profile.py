@@ -70,7 +70,7 @@ _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("step", "learner.py"), "statistics update (margins, norms, update_many)"),
     (("prediction_record", "records.py"), "prediction_record (build dict)"),
     (("encode", "records.py"), "encode (orjson.dumps)"),
-    (("encode_predictions", "records.py"), "encode_predictions (dicts + orjson.dumps)"),
+    (("encode_predictions", "records.py"), "encode_predictions (structs + msgspec)"),
     (("send", "kafka_io.py"), "edge send (client send + loop)"),
     (("send_many", "kafka_io.py"), "edge send (client send + loop)"),
     (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),

@@ -18,6 +18,7 @@ from stream_perceptron.records import (
     decode,
     decode_example,
     encode,
+    encode_prediction,
     encode_predictions,
     input_record,
     prediction_record,
@@ -252,12 +253,25 @@ def test_encode_predictions_is_prediction_record_byte_for_byte(rows):
         predictions=columns[3], scores=columns[4], labels=columns[5], mistakes=columns[6],
         margins=columns[7], updates=columns[8],
     )
-    want = [
-        encode(prediction_record(topic="in", partition=3, offset=o, key=k, id=i, prediction=p,
-                                 score=s, label=lab, mistake=m, margin=g, updates=u))
+    records = [
+        prediction_record(topic="in", partition=3, offset=o, key=k, id=i, prediction=p,
+                          score=s, label=lab, mistake=m, margin=g, updates=u)
         for o, k, i, p, s, lab, m, g, u in rows
     ]
-    assert got == want
+    assert got == [encode_prediction(r) for r in records]
+    # the same JSON values as the other records' encoder writes (floats may differ in spelling only)
+    assert [decode(b) for b in got] == [decode(encode(r)) for r in records]
+
+
+def test_prediction_floats_round_trip_in_either_spelling():
+    got = encode_predictions(
+        topic="in", partition=0, offsets=[1, 2], keys=[None, None], ids=[1e16, None],
+        predictions=[1, -1], scores=[1.5e300, -2.5e-10], labels=[1, -1], mistakes=[False, False],
+        margins=[1e22, 5e-324], updates=[0, 0],
+    )
+    assert b'"score":1.5e300' in got[0] and b'"margin":1e22' in got[0] and b'"id":1e16' in got[0]
+    assert [decode(b) for b in got] == [decode(encode(decode(b))) for b in got]
+    assert decode(got[1])["margin"] == 5e-324 and decode(got[1])["score"] == -2.5e-10
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,0 +1,152 @@
+"""The prediction-record encoders side by side, with no Kafka: a dict and ``orjson.dumps`` per
+record (the encoder before ``records.encode_predictions`` built msgspec structs) against
+``encode_predictions``.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_codec                          # 100,000 records, 7 repeats
+    .venv/bin/python -m bench.bench_codec --repeats 15 --json bench/results/codec.json
+
+The rows are the worker's own: ``bench.worker.inputs.dense_records`` (20 features, 1% flipped
+labels) decoded by ``BatchDecoder`` and learned by ``Perceptron.learn_many``, keys as the
+benchmark's producers write them, in batches of 500 records (``SP_OUTPUT__CHUNK_RECORDS``). Both
+encoders are checked to give the same JSON values for every record before anything is timed.
+Each repeat times both encoders over every batch, in rotated order; the table gives the median
+µs per record and its ratio to the dict encoder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.worker.contenders import rotated
+from bench.worker.formatting import format_table
+from bench.worker.inputs import dense_records
+from stream_perceptron.perceptron import Perceptron
+from stream_perceptron.records import BatchDecoder, Limits, encode_predictions
+
+BATCH_RECORDS = 500
+Columns = dict[str, Any]
+
+
+def dict_encoder(**columns: Any) -> list[bytes]:
+    """The prediction records as a dict each, encoded by ``orjson.dumps`` (the earlier encoder)."""
+    dumps, topic, partition = orjson.dumps, columns["topic"], columns["partition"]
+    return [
+        dumps(
+            {
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "key": None if key is None else key.decode("utf-8", errors="backslashreplace"),
+                "id": rid,
+                "prediction": prediction,
+                "score": score,
+                "label": label or None,
+                "mistake": mistake if label else None,
+                "margin": margin if label and margin == margin else None,
+                "updates": update,
+            }
+        )
+        for offset, key, rid, prediction, score, label, mistake, margin, update in zip(
+            columns["offsets"], columns["keys"], columns["ids"], columns["predictions"],
+            columns["scores"], columns["labels"], columns["mistakes"], columns["margins"],
+            columns["updates"], strict=True,
+        )
+    ]
+
+
+ENCODERS: dict[str, Callable[..., list[bytes]]] = {
+    "dict + orjson.dumps": dict_encoder,
+    "encode_predictions (struct + msgspec)": encode_predictions,
+}
+
+
+def prediction_batches(records: int, seed: int) -> list[Columns]:
+    """The columns ``Worker`` hands to the encoder for ``records`` records, per batch."""
+    values, _ = dense_records(records, 20, seed=seed)
+    decoded = BatchDecoder(Limits()).decode_many(values)
+    model = Perceptron()
+    batches = []
+    for a in range(0, len(decoded.xs), BATCH_RECORDS):
+        b = min(a + BATCH_RECORDS, len(decoded.xs))
+        X, _ = model.vectorize_many(decoded.xs[a:b])
+        y = np.array(decoded.ys[a:b], dtype=np.int8)
+        before = model.mistakes
+        result = model.learn_many(X, y)
+        norm = result.theta_norm
+        margins = np.where(norm > 0, y * result.scores / np.where(norm > 0, norm, 1), math.nan)
+        batches.append({
+            "topic": "examples", "partition": 0, "offsets": list(range(a, b)),
+            "keys": [str(i).encode() for i in range(a, b)], "ids": decoded.ids[a:b],
+            "predictions": result.predictions.tolist(), "scores": result.scores.tolist(),
+            "labels": decoded.ys[a:b], "mistakes": result.mistakes.tolist(),
+            "margins": margins.tolist(),
+            "updates": (before + np.cumsum(result.mistakes)).tolist(),
+        })
+    return batches
+
+
+def same_values(batches: Sequence[Columns]) -> bool:
+    """Whether every encoder gives the same JSON values for every record of ``batches``."""
+    first, *others = ENCODERS.values()
+    for columns in batches:
+        want = [orjson.loads(b) for b in first(**columns)]
+        if any([orjson.loads(b) for b in enc(**columns)] != want for enc in others):
+            return False
+    return True
+
+
+def time_encoder(encoder: Callable[..., list[bytes]], batches: Sequence[Columns]) -> float:
+    """Seconds for ``encoder`` to encode every batch."""
+    started = time.perf_counter()
+    for columns in batches:
+        encoder(**columns)
+    return time.perf_counter() - started
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    batches = prediction_batches(args.records, args.seed)
+    if not same_values(batches):
+        raise SystemExit("the encoders disagree on some record; nothing timed")
+    names = list(ENCODERS)
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(args.repeats):
+        for name in rotated(names, r):
+            runs[name].append(time_encoder(ENCODERS[name], batches))
+    base = statistics.median(runs[names[0]])
+    rows = []
+    for name in names:
+        med = statistics.median(runs[name])
+        spread = (max(runs[name]) - min(runs[name])) / med
+        rows.append([name, f"{1e6 * med / args.records:.2f}", f"{spread:.0%}", f"{med / base:.3f}"])
+    print(f"Prediction records, {args.records:,} records in batches of {BATCH_RECORDS}; "
+          f"median of {args.repeats} interleaved runs")
+    print(format_table(["encoder", "us/record", "spread", "x dict encoder"], rows))
+    report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
+              "seconds": runs}
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
