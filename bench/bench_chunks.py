@@ -17,7 +17,6 @@ a fresh worker; the table gives the median µs per record and its ratio to the l
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker.contenders import rotated
-from bench.worker.formatting import format_table
+from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.edge import Batch
 from stream_perceptron.settings import Settings
@@ -97,8 +96,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = {"records": args.records, "input": meta, "repeats": args.repeats,
               "seconds": {str(c): v for c, v in runs.items()}}
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return report
 
 

@@ -18,7 +18,6 @@ Each repeat times both encoders over every batch, in rotated order; the table gi
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -31,7 +30,7 @@ import numpy as np
 import orjson
 
 from bench.worker.contenders import rotated
-from bench.worker.formatting import format_table
+from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import BatchDecoder, Limits, encode_predictions
@@ -143,8 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
               "seconds": runs}
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return report
 
 

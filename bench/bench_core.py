@@ -27,7 +27,6 @@ import argparse
 import cProfile
 import gc
 import io
-import json
 import os
 import platform
 import pstats
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.worker.formatting import write_json
 from stream_perceptron import Perceptron
 from stream_perceptron import perceptron as _perceptron_module
 
@@ -714,8 +714,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     gc.unfreeze()
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, report)
         say(f"wrote {args.json}")
     return report
 

@@ -24,7 +24,6 @@ end.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.pipe import producer_kwargs
-from bench.worker.formatting import format_table
+from bench.worker.formatting import format_table, write_json
 from bench.worker.topics import create_topics, delete_topics, topic_count
 
 
@@ -105,8 +104,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = {"records": args.records, "repeats": args.repeats, "bootstrap": args.bootstrap or "embedded",
               "results": results}
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return report
 
 

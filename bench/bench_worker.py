@@ -71,7 +71,7 @@ from bench.worker.contenders import (
     confluent_available,
     contenders_for,
 )
-from bench.worker.formatting import Say, fmt_rate
+from bench.worker.formatting import Say, fmt_rate, write_json
 from bench.worker.inputs import DEFAULT_D, DEFAULT_NOISE
 from bench.worker.latency import LATENCY_EXTRA_FETCH_WAIT_MS, section_latency
 from bench.worker.machine import git_state, kafka_client_settings, machine_info
@@ -403,8 +403,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(render_markdown(report), encoding="utf-8")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+        write_json(args.json, report)
         say(f"wrote {args.json}")
     return report
 

@@ -1,8 +1,11 @@
-"""Text formatting for the report: aligned and Markdown tables, rates, ratios and numbers."""
+"""Text formatting for the report: aligned and Markdown tables, rates, ratios and numbers, and the
+JSON file every benchmark writes with ``--json``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -70,3 +73,10 @@ Say = Callable[..., None]
 
 def fmt_value(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """``report`` as indented JSON at ``path``, its directories made (values JSON does not know
+    are written as text)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
