@@ -97,6 +97,7 @@ class CheckpointStore:
     def __init__(self, directory: str | Path, keep: int = 3) -> None:
         self.directory = Path(directory)
         self.keep = keep
+        self._seq = 0  # the highest sequence number this store has written or seen
 
     def _files(self) -> list[tuple[int, Path]]:
         if not self.directory.is_dir():
@@ -117,9 +118,12 @@ class CheckpointStore:
 
         Raises :class:`CheckpointError` when the directory cannot be written; the previous
         checkpoints are then untouched.
+
+        The new file's sequence number is above every number on disk *and* every number this
+        store has written or loaded, so a listing that comes back empty while the storage is away
+        (a directory that is briefly missing, or replaced) can never number the newest checkpoint
+        below older ones.
         """
-        files = self._files()
-        seq = files[-1][0] + 1 if files else 1
         body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
         header = orjson.dumps(
             {
@@ -129,10 +133,13 @@ class CheckpointStore:
                 "length": len(body),
             }
         )
-        path = self.directory / f"ckpt-{seq:012d}.json"
-        tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
+        tmp: Path | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            files = self._files()
+            seq = max(self._seq, files[-1][0] if files else 0) + 1
+            path = self.directory / f"ckpt-{seq:012d}.json"
+            tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
             with open(tmp, "wb") as fh:
                 fh.write(header + b"\n" + body + b"\n")
                 fh.flush()
@@ -140,9 +147,11 @@ class CheckpointStore:
             os.replace(tmp, path)
             _fsync_dir(self.directory)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
             raise CheckpointError(f"cannot write checkpoint in {self.directory}: {exc}") from exc
+        self._seq = seq
         ckpt.seq, ckpt.path = seq, path
         for _, old in files[: max(0, len(files) + 1 - self.keep)]:
             old.unlink(missing_ok=True)
@@ -150,7 +159,10 @@ class CheckpointStore:
 
     def load(self) -> Checkpoint | None:
         """The newest valid checkpoint, or None when there is none; invalid ones are skipped."""
-        for seq, path in reversed(self._files()):
+        files = self._files()
+        if files:
+            self._seq = max(self._seq, files[-1][0])
+        for seq, path in reversed(files):
             try:
                 return read(path, seq)
             except CheckpointError as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -101,3 +104,48 @@ def test_unwritable_directory_raises_and_keeps_the_old_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="cannot write checkpoint"):
         CheckpointStore(blocker / "sub").save(_ckpt(_trained()))
     assert store.load().offsets == {"in": {0: 1}}
+
+
+def _point(link, target):
+    tmp = link.with_name(link.name + ".new")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
+def test_storage_returning_during_a_save_still_gives_the_newest_number(tmp_path, monkeypatch):
+    real, blocker, link = tmp_path / "real", tmp_path / "blocker", tmp_path / "store"
+    real.mkdir()
+    blocker.write_text("not a directory\n")
+    _point(link, real)
+    store, learner = CheckpointStore(link, keep=3), _trained()
+    for offset in (1, 2, 3, 4):
+        store.save(_ckpt(learner, {"in": {0: offset}}))
+    _point(link, blocker)  # the storage goes away: the directory is now a regular file
+    with pytest.raises(CheckpointError):
+        store.save(_ckpt(learner, {"in": {0: 5}}))
+    real_mkdir = Path.mkdir
+
+    def storage_returns(self, *args, **kwargs):  # ...just as the next save begins
+        _point(link, real)
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", storage_returns)
+    path = store.save(_ckpt(learner, {"in": {0: 6}}))
+    monkeypatch.undo()
+    assert path.name == "ckpt-000000000005.json"
+    assert [p.name for p in CheckpointStore(link).files()] == [
+        "ckpt-000000000003.json", "ckpt-000000000004.json", "ckpt-000000000005.json"]
+    assert CheckpointStore(link).load().offsets == {"in": {0: 6}}  # what a restart would load
+
+
+def test_a_loaded_store_numbers_past_every_file_it_saw(tmp_path):
+    learner = _trained()
+    first = CheckpointStore(tmp_path)
+    for offset in (1, 2):
+        first.save(_ckpt(learner, {"in": {0: offset}}))
+    (tmp_path / "ckpt-000000000002.json").write_text("damaged")
+    second = CheckpointStore(tmp_path)
+    assert second.load().offsets == {"in": {0: 1}}
+    assert second.save(_ckpt(learner, {"in": {0: 3}})).name == "ckpt-000000000003.json"
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 3}}
