@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from stream_perceptron.errors import CheckpointError, CheckpointMismatchError
+from stream_perceptron.errors import CheckpointError, CheckpointMismatchError, CheckpointUnreadableError
 
 log = logging.getLogger(__name__)
 
@@ -154,17 +154,35 @@ class CheckpointStore:
         self._seq = seq
         ckpt.seq, ckpt.path = seq, path
         for _, old in files[: max(0, len(files) + 1 - self.keep)]:
-            old.unlink(missing_ok=True)
+            try:
+                old.unlink(missing_ok=True)
+            except OSError as exc:  # the new checkpoint is durable; the next save prunes again
+                log.warning("cannot remove old checkpoint %s: %s", old, exc)
         return path
 
     def load(self) -> Checkpoint | None:
-        """The newest valid checkpoint, or None when there is none; invalid ones are skipped."""
+        """The newest valid checkpoint, or None when there is none; damaged ones are skipped.
+
+        Raises :class:`CheckpointError` when the directory's path exists but is not a directory
+        (or is a symlink to nothing), and :class:`CheckpointUnreadableError` when a file cannot
+        be read now (an I/O error is not damage: falling back to an older checkpoint would
+        resume from older offsets than the newest durable one).
+        """
+        if self.directory.is_symlink() or self.directory.exists():
+            if not self.directory.is_dir():
+                raise CheckpointError(
+                    f"checkpoint directory {self.directory} is not a directory"
+                    f"{' (a symlink to nothing)' if not self.directory.exists() else ''}"
+                    " (SP_CHECKPOINT__DIR)"
+                )
         files = self._files()
         if files:
             self._seq = max(self._seq, files[-1][0])
         for seq, path in reversed(files):
             try:
                 return read(path, seq)
+            except CheckpointUnreadableError:
+                raise
             except CheckpointError as exc:
                 log.warning("skipping checkpoint %s: %s", path, exc)
         return None
@@ -174,8 +192,10 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
     """Read and verify one checkpoint file."""
     try:
         raw = path.read_bytes()
-    except OSError as exc:
+    except FileNotFoundError as exc:  # pruned since it was listed
         raise CheckpointError(f"cannot read: {exc}") from exc
+    except OSError as exc:
+        raise CheckpointUnreadableError(f"cannot read checkpoint {path}: {exc}") from exc
     head, sep, rest = raw.partition(b"\n")
     try:
         header = orjson.loads(head)

@@ -119,7 +119,12 @@ def fit(
 @click.pass_context
 def run(ctx: click.Context, until_caught_up: bool) -> None:
     """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
-    from stream_perceptron.errors import CheckpointError, KafkaAuthError
+    from stream_perceptron.errors import (
+        CheckpointError,
+        CheckpointUnreadableError,
+        KafkaAuthError,
+        KafkaEdgeError,
+    )
     from stream_perceptron.runtime import limit_malloc_arenas
     from stream_perceptron.worker import Worker
 
@@ -128,8 +133,14 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     worker = Worker(settings)
     try:
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
+    except CheckpointUnreadableError as exc:  # an I/O error: a restart may succeed
+        fail(str(exc), 1)
     except (CheckpointError, SettingsError, KafkaAuthError) as exc:
         fail(str(exc))
+    except KafkaEdgeError as exc:
+        # Kafka failed after its retries; the worker has shut down without checkpointing a batch
+        # that did not finish, so a restart replays it.
+        fail(str(exc), 1)
     sys.exit(code)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.settings import KafkaSettings
 
 _T = TypeVar("_T")
@@ -204,8 +204,9 @@ class EdgeBase:
         """Block until every record sent so far is acknowledged (acks=all).
 
         Records whose delivery failed with a transient error are sent again. Raises
-        :class:`KafkaEdgeError` after the retries, or at once for a permanent error
-        (the records concerned are then given up).
+        :class:`KafkaEdgeError` after the retries (the records are still queued), or
+        :class:`UndeliveredError` at once for a permanent error: every record that failed in
+        that round is then given up, and the producer replaced.
         """
         delays = iter(self._retry.delays())
         while True:
@@ -223,17 +224,20 @@ class EdgeBase:
         raise NotImplementedError
 
     def _settle_unsent(self) -> str | None:
-        """After a flush: give up on permanent failures (raising, with a fresh producer), send
-        transient ones again; what happened, or None when every record was delivered."""
+        """After a flush: give up on the round's failures if any is permanent (raising
+        :class:`UndeliveredError`, with a fresh producer), else send them again; what happened,
+        or None when every record was delivered."""
         failed, self._unsent = self._unsent, []
         if not failed:
             return None
         permanent = [u for u in failed if not u.retriable]
         if permanent:
             self._replace_producer()
-            raise KafkaEdgeError(
+            transient = len(failed) - len(permanent)
+            raise UndeliveredError(
                 f"{len(permanent)} records could not be delivered, e.g. to "
                 f"{permanent[0].topic}: {permanent[0].error}"
+                + (f" ({transient} more failed transiently)" if transient else "")
             )
         for unsent in failed:
             self.send(unsent.topic, unsent.key, unsent.value)

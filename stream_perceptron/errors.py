@@ -31,6 +31,11 @@ class CheckpointError(StreamPerceptronError):
     """A checkpoint cannot be written or read."""
 
 
+class CheckpointUnreadableError(CheckpointError):
+    """A checkpoint file exists but cannot be read now (an I/O error, not damage): loading stops
+    rather than fall back to an older checkpoint."""
+
+
 class CheckpointMismatchError(CheckpointError):
     """A checkpoint was written for a model of another configuration."""
 
@@ -45,6 +50,11 @@ class BrokerError(StreamPerceptronError):
 
 class KafkaEdgeError(StreamPerceptronError):
     """A Kafka operation failed after its retries (broker unreachable, topic missing, auth)."""
+
+
+class UndeliveredError(KafkaEdgeError):
+    """Records were given up: the broker refused them for good, or a failed producer dropped them.
+    The outputs since the last checkpoint are then incomplete."""
 
 
 class KafkaAuthError(KafkaEdgeError):

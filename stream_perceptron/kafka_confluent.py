@@ -88,7 +88,7 @@ from stream_perceptron.edge import (
     Partition,
     Unsent,
 )
-from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.kafka_io import _path, _reveal, _servers, check_reachable
 from stream_perceptron.settings import KafkaSettings
 
@@ -750,7 +750,7 @@ class ConfluentEdge(EdgeBase):
         if self._producer_fatal is not None:
             fatal = self._producer_fatal
             self._replace_producer()
-            raise KafkaEdgeError(f"the producer failed: {fatal}")
+            raise UndeliveredError(f"the producer failed: {fatal}")
         if remaining > 0:
             return f"{remaining} records not acknowledged within {self._timeout_ms} ms"
         return self._settle_unsent()

@@ -34,6 +34,7 @@ from stream_perceptron.errors import (
     KafkaAuthError,
     KafkaEdgeError,
     SettingsError,
+    UndeliveredError,
 )
 from stream_perceptron.kafka_io import KafkaEdge, ensure_topics, missing_topics
 from stream_perceptron.learner import Learner
@@ -136,6 +137,10 @@ class Worker:
         self.checkpoint_ok = True
         self.last_checkpoint_path: str | None = None
         self._dirty = False
+        # Why the worker's state must not be checkpointed (None while it may): a batch that did
+        # not finish (its rows learned, its offsets not advanced), or outputs given up.
+        self._open_batch: str | None = None
+        self._lost: str | None = None
         self._stop = threading.Event()
         self._ckpt_policy = Every(settings.checkpoint.every_examples, settings.checkpoint.every_seconds)
         self._stats_policy = Every(settings.stats.every_examples, settings.stats.every_seconds)
@@ -335,6 +340,9 @@ class Worker:
         n = len(batch)
         if not n:
             return
+        self._open_batch = (
+            f"the batch of {batch.topic}[{batch.partition}] from offset {batch.offsets[0]} did not finish"
+        )
         dead_before, labeled, mistakes = self.counters.dead_letters, 0, 0
         decoded = self.decoder.decode_many(batch.values)
         for i, reason in decoded.rejected.items():
@@ -366,6 +374,7 @@ class Worker:
                 n_labeled, n_mistakes = self._learn_and_publish(X, batch, chunk_rows, chunk_ys, chunk_ids)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
         self.offsets.setdefault(batch.topic, {})[batch.partition] = batch.offsets[-1] + 1
+        self._open_batch = None
         self.counters.records += n
         self._ckpt_policy.tick(n)
         self._stats_policy.tick(n)
@@ -423,14 +432,38 @@ class Worker:
     def checkpoint(self, reason: str) -> bool:
         """Flush outputs, write a checkpoint, then commit its offsets. Returns False on failure.
 
-        Nothing is written when nothing changed since the last durable checkpoint.
+        Nothing is written when nothing changed since the last durable checkpoint, and nothing
+        ever once the state is not one to resume from: a batch that raised half-way (rows learned,
+        offsets not advanced), or outputs the edge gave up (:class:`UndeliveredError`, which also
+        stops the worker). A restart then resumes from the last checkpoint and replays.
         """
         self._ckpt_policy.reset()
+        started = time.monotonic()
+        unsafe = self._open_batch or self._lost
+        if unsafe is not None:
+            self.counters.checkpoint_failures += 1
+            self.checkpoint_ok = False
+            log.error(
+                "checkpoint (%s) not written: %s; a restart resumes from %s", reason, unsafe,
+                self.last_checkpoint_path or "the start (no checkpoint yet)",
+            )
+            self._observe_checkpoint(False, started)
+            return False
         if not self._dirty:
             return True
-        started = time.monotonic()
         try:
             self.edge.flush()
+        except UndeliveredError as exc:
+            self._lost = f"outputs were given up ({exc})"
+            self._stop.set()
+            self.counters.checkpoint_failures += 1
+            log.error(
+                "stopping: outputs since the last checkpoint were given up: %s; a restart resumes"
+                " from %s and sends them again", exc,
+                self.last_checkpoint_path or "the start (no checkpoint yet)",
+            )
+            self._observe_checkpoint(False, started)
+            return False
         except KafkaEdgeError as exc:
             self.counters.checkpoint_failures += 1
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)

@@ -10,7 +10,7 @@ import pytest
 
 from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, read
-from stream_perceptron.errors import CheckpointError, CheckpointMismatchError
+from stream_perceptron.errors import CheckpointError, CheckpointMismatchError, CheckpointUnreadableError
 from stream_perceptron.learner import Learner
 
 
@@ -149,3 +149,32 @@ def test_a_loaded_store_numbers_past_every_file_it_saw(tmp_path):
     assert second.load().offsets == {"in": {0: 1}}
     assert second.save(_ckpt(learner, {"in": {0: 3}})).name == "ckpt-000000000003.json"
     assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 3}}
+
+
+def test_a_checkpoint_path_that_is_not_a_directory_is_refused(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CheckpointError, match="is not a directory"):
+        CheckpointStore(tmp_path / "file").load()
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(CheckpointError, match="a symlink to nothing"):
+        CheckpointStore(tmp_path / "dangling").load()
+    assert CheckpointStore(tmp_path / "absent").load() is None  # a first start
+
+
+def test_a_newest_checkpoint_that_cannot_be_read_stops_the_load(tmp_path):
+    store, learner = CheckpointStore(tmp_path), _trained()
+    for offset in (1, 2):
+        store.save(_ckpt(learner, {"in": {0: offset}}))
+    (tmp_path / "ckpt-000000000003.json").mkdir()  # reading it fails with an OSError, not damage
+    with pytest.raises(CheckpointUnreadableError, match="ckpt-000000000003.json"):
+        CheckpointStore(tmp_path).load()
+
+
+def test_an_old_checkpoint_that_cannot_be_pruned_does_not_fail_the_save(tmp_path, caplog):
+    (tmp_path / "ckpt-000000000001.json").mkdir()
+    (tmp_path / "ckpt-000000000001.json" / "x").write_text("")
+    store = CheckpointStore(tmp_path, keep=1)
+    path = store.save(_ckpt(_trained(), {"in": {0: 5}}))
+    assert path.name == "ckpt-000000000002.json"
+    assert "cannot remove old checkpoint" in caplog.text
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 5}}

@@ -67,3 +67,31 @@ def test_bad_source_is_one_line(tmp_path):
 def test_checkpoint_show_on_an_empty_directory(tmp_path):
     res = CliRunner().invoke(main, ["checkpoint", "show", str(tmp_path)])
     assert res.exit_code == 1 and "no valid checkpoint" in res.stderr
+
+
+def test_run_reports_a_kafka_failure_that_stopped_the_worker_in_one_line(tmp_path, monkeypatch):
+    from stream_perceptron.errors import KafkaEdgeError
+    from stream_perceptron.worker import Worker
+
+    def failing_run(self, until=None):
+        raise KafkaEdgeError("sending to predictions failed: MessageSizeTooLargeError: 1400000 bytes")
+
+    monkeypatch.setattr(Worker, "run", failing_run)
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    assert res.exit_code == 1
+    assert res.stderr.strip().splitlines()[-1] == (
+        "stream-perceptron: sending to predictions failed: MessageSizeTooLargeError: 1400000 bytes")
+    assert "Traceback" not in res.stderr
+
+
+def test_run_refuses_an_unreadable_newest_checkpoint_in_one_line(tmp_path):
+    (tmp_path / "ckpt-000000000001.json").mkdir()  # reading it fails with an OSError
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    assert res.exit_code == 1
+    last = res.stderr.strip().splitlines()[-1]  # after the log line of the effective settings
+    assert last.startswith("stream-perceptron: cannot read checkpoint ") and "Is a directory" in last
+    assert "Traceback" not in res.stderr

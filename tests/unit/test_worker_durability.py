@@ -1,0 +1,128 @@
+"""When the worker must not checkpoint: a batch that raised half-way, and outputs the edge gave up.
+An in-memory edge stands in for Kafka (the broker-backed versions are in tests/faults)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.edge import Batch, EdgeBase, InRecord, Unsent
+from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
+from stream_perceptron.records import input_record
+from stream_perceptron.settings import KafkaSettings, Settings
+from stream_perceptron.worker import Worker
+
+
+class FailingEdge:
+    """Accepts records; ``send_many`` raises on call number ``fail_send``, ``flush`` raises
+    ``flush_error`` once."""
+
+    def __init__(self, fail_send: int | None = None, flush_error: Exception | None = None) -> None:
+        self.fail_send, self.flush_error = fail_send, flush_error
+        self.sends, self.flushes, self.commits = 0, 0, []
+
+    def send(self, topic, key, value):
+        self.send_many(topic, [key], [value])
+
+    def send_many(self, topic, keys, values):
+        self.sends += 1
+        if self.sends == self.fail_send:
+            raise KafkaEdgeError("sending to predictions failed: MessageSizeTooLargeError")
+
+    def flush(self):
+        self.flushes += 1
+        error, self.flush_error = self.flush_error, None
+        if error is not None:
+            raise error
+
+    def assignment(self):
+        return [("in", 0)]
+
+    def commit(self, offsets):
+        self.commits.append(dict(offsets))
+
+    def highwater(self, topic, partition):
+        return None
+
+
+def _batch(start: int, n: int) -> Batch:
+    records = [InRecord("in", 0, i, None, input_record([1.0, float(i % 7) - 3.0], 1 if i % 2 else -1, i), 0)
+               for i in range(start, start + n)]
+    return Batch.of(records)
+
+
+def _worker(tmp_path, edge) -> Worker:
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
+    return Worker(settings, edge=edge)  # type: ignore[arg-type]
+
+
+def test_a_batch_that_raised_half_way_is_never_checkpointed(tmp_path, caplog):
+    edge = FailingEdge(fail_send=4)  # the second chunk's predictions of the second batch
+    w = _worker(tmp_path, edge)
+    for chunk in _batch(0, 20).chunks(10):  # as run() cuts a poll batch: sends 1 and 2
+        w.process(chunk)
+    assert w.checkpoint("interval")
+    saved = CheckpointStore(tmp_path).load()
+    assert saved.offsets == {"in": {0: 20}}
+    with pytest.raises(KafkaEdgeError):
+        for chunk in _batch(20, 20).chunks(10):
+            w.process(chunk)  # the first chunk finishes (send 3); the second learns, then raises
+    assert w.offsets == {"in": {0: 30}}  # the second chunk's rows were learned, its offsets not
+    assert not w.checkpoint("shutdown")
+    assert not w.checkpoint("revocation")  # as edge.close() would call it
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 20}}
+    assert edge.commits == [{("in", 0): 20}]
+    assert "did not finish" in caplog.text and not w.checkpoint_ok
+
+
+def test_outputs_given_up_stop_the_worker_and_no_checkpoint_covers_them(tmp_path, caplog):
+    edge = FailingEdge(flush_error=UndeliveredError("1 records could not be delivered"))
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert not w.checkpoint("interval")
+    assert w._stop.is_set()  # the run loop ends; run() returns 1 from the refused final checkpoint
+    w.process(_batch(10, 10))  # a batch already polled still finishes
+    assert not w.checkpoint("shutdown")  # a flush would succeed now: the records are gone anyway
+    assert edge.flushes == 1 and edge.commits == []
+    assert CheckpointStore(tmp_path).load() is None
+    assert "outputs since the last checkpoint were given up" in caplog.text
+
+
+def test_a_transient_flush_failure_only_postpones_the_checkpoint(tmp_path):
+    edge = FailingEdge(flush_error=KafkaEdgeError("flush failed after 5 attempts"))
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert not w.checkpoint("interval")
+    assert not w._stop.is_set()
+    assert w.checkpoint("interval")
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}
+
+
+class _RoundEdge(EdgeBase):
+    """An edge whose one flush round reports a permanent and two transient failures."""
+
+    def _init_client_state(self) -> None:
+        self.resent: list[bytes] = []
+        self.replaced = 0
+
+    def send_many(self, topic, keys, values):
+        self.resent += list(values)
+
+    def _flush_once(self):
+        self._unsent = [Unsent("p", None, b"huge", False, "MessageSizeTooLarge"),
+                        Unsent("p", None, b"a", True, "NotEnoughReplicas"),
+                        Unsent("p", None, b"b", True, "NotEnoughReplicas")]
+        return self._settle_unsent()
+
+    def _replace_producer(self):
+        self.replaced += 1
+
+    def _retriable(self, exc):
+        return None
+
+
+def test_a_permanent_failure_gives_up_the_whole_round_and_says_so():
+    edge = _RoundEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
+    with pytest.raises(UndeliveredError, match=r"could not be delivered.*\(2 more failed transiently\)"):
+        edge.flush()
+    assert edge.replaced == 1 and edge.resent == [] and edge._unsent == []
