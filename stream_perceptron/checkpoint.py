@@ -168,13 +168,12 @@ class CheckpointStore:
         be read now (an I/O error is not damage: falling back to an older checkpoint would
         resume from older offsets than the newest durable one).
         """
-        if self.directory.is_symlink() or self.directory.exists():
-            if not self.directory.is_dir():
-                raise CheckpointError(
-                    f"checkpoint directory {self.directory} is not a directory"
-                    f"{' (a symlink to nothing)' if not self.directory.exists() else ''}"
-                    " (SP_CHECKPOINT__DIR)"
-                )
+        d = self.directory
+        if (d.exists() or d.is_symlink()) and not d.is_dir():
+            dangling = "" if d.exists() else " (a symlink to nothing)"
+            raise CheckpointError(
+                f"checkpoint directory {d} is not a directory{dangling} (SP_CHECKPOINT__DIR)"
+            )
         files = self._files()
         if files:
             self._seq = max(self._seq, files[-1][0])

@@ -445,7 +445,7 @@ class Worker:
             self.checkpoint_ok = False
             log.error(
                 "checkpoint (%s) not written: %s; a restart resumes from %s", reason, unsafe,
-                self.last_checkpoint_path or "the start (no checkpoint yet)",
+                self._resume_point(),
             )
             self._observe_checkpoint(False, started)
             return False
@@ -459,8 +459,7 @@ class Worker:
             self.counters.checkpoint_failures += 1
             log.error(
                 "stopping: outputs since the last checkpoint were given up: %s; a restart resumes"
-                " from %s and sends them again", exc,
-                self.last_checkpoint_path or "the start (no checkpoint yet)",
+                " from %s and sends them again", exc, self._resume_point(),
             )
             self._observe_checkpoint(False, started)
             return False
@@ -502,6 +501,10 @@ class Worker:
             (time.monotonic() - started) * 1000, snapshot,
         )
         return True
+
+    def _resume_point(self) -> str:
+        """Where a restart would resume: the last durable checkpoint."""
+        return self.last_checkpoint_path or "the start (no checkpoint yet)"
 
     def _observe_checkpoint(self, ok: bool, started: float) -> None:
         if self.observer is not None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
-from pathlib import Path
 
 import pytest
 
@@ -28,18 +26,11 @@ from tests.integration.helpers import (
     send_all,
     topics_for,
 )
+from tests.symlinks import point
 
 from .support import committed, fault_settings, wait_until
 
 pytestmark = pytest.mark.faults
-
-
-def _point(link: Path, target: Path) -> None:
-    """Atomically make ``link`` a symlink to ``target``."""
-    tmp = link.with_name(link.name + ".new")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target)
-    os.replace(tmp, link)
 
 
 def _readyz(port: int) -> tuple[int, dict[str, object]]:
@@ -63,7 +54,7 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
     real, blocker, link = tmp_path / "real", tmp_path / "blocker", tmp_path / "store"
     real.mkdir()
     blocker.write_text("not a directory\n")
-    _point(link, real)
+    point(link, real)
     settings = fault_settings(
         kafka, topics, link,
         checkpoint={"every_examples": 500, "every_seconds": 0.5},
@@ -81,7 +72,7 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
         wait_until(lambda: _readyz(port)[0] == 200, 20, "/readyz 200 while healthy")
 
         # the fault: checkpoint.dir now resolves to a regular file
-        _point(link, blocker)
+        point(link, blocker)
         failures_before = worker.counters.checkpoint_failures
         send_all(kafka, topics["input"], values[n1:])
         # it keeps serving: a prediction for every new offset, while checkpoints fail
@@ -104,7 +95,7 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
         assert str(link) in errors[0].getMessage()
 
         # the storage returns
-        _point(link, real)
+        point(link, real)
         wait_until(lambda: worker.checkpoint_ok, 20, "checkpoint_ok to turn True again")
         wait_until(lambda: committed(kafka, topics["input"]) == {0: n1 + n2}, 20,
                    "the commit of everything")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, read
 from stream_perceptron.errors import CheckpointError, CheckpointMismatchError, CheckpointUnreadableError
 from stream_perceptron.learner import Learner
+from tests.symlinks import point
 
 
 def _trained(seed=0, n=300, d=6):
@@ -106,28 +106,21 @@ def test_unwritable_directory_raises_and_keeps_the_old_checkpoint(tmp_path):
     assert store.load().offsets == {"in": {0: 1}}
 
 
-def _point(link, target):
-    tmp = link.with_name(link.name + ".new")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target)
-    os.replace(tmp, link)
-
-
 def test_storage_returning_during_a_save_still_gives_the_newest_number(tmp_path, monkeypatch):
     real, blocker, link = tmp_path / "real", tmp_path / "blocker", tmp_path / "store"
     real.mkdir()
     blocker.write_text("not a directory\n")
-    _point(link, real)
+    point(link, real)
     store, learner = CheckpointStore(link, keep=3), _trained()
     for offset in (1, 2, 3, 4):
         store.save(_ckpt(learner, {"in": {0: offset}}))
-    _point(link, blocker)  # the storage goes away: the directory is now a regular file
+    point(link, blocker)  # the storage goes away: the directory is now a regular file
     with pytest.raises(CheckpointError):
         store.save(_ckpt(learner, {"in": {0: 5}}))
     real_mkdir = Path.mkdir
 
     def storage_returns(self, *args, **kwargs):  # ...just as the next save begins
-        _point(link, real)
+        point(link, real)
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", storage_returns)
