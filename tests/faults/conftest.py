@@ -10,6 +10,16 @@ Every test module here sets ``pytestmark = pytest.mark.faults`` (the marker is r
 
 from __future__ import annotations
 
-from tests.integration.conftest import fast_kafka, group_id, kafka_bootstrap, kafka_settings, new_topic
+from tests.integration.conftest import (
+    _kafka_client_sockets_finalized,
+    fast_kafka,
+    group_id,
+    kafka_bootstrap,
+    kafka_settings,
+    new_topic,
+)
 
-__all__ = ["fast_kafka", "group_id", "kafka_bootstrap", "kafka_settings", "new_topic"]
+__all__ = [
+    "_kafka_client_sockets_finalized", "fast_kafka", "group_id", "kafka_bootstrap", "kafka_settings",
+    "new_topic",
+]
