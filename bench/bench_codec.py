@@ -1,6 +1,9 @@
-"""The prediction-record encoders side by side, with no Kafka: a dict and ``orjson.dumps`` per
-record (the encoder before ``records.encode_predictions`` built msgspec structs) against
-``encode_predictions``.
+"""The record codec's batch paths side by side, with no Kafka.
+
+Encoding: the prediction records by a dict and ``orjson.dumps`` per record (the encoder before
+``records.encode_predictions`` built msgspec structs) against ``encode_predictions``. Decoding:
+``BatchDecoder.decode_many`` given the values only against given the records' keys too (which
+adds the check of ``limits.max_key_bytes``).
 
 Run from the repository root::
 
@@ -12,7 +15,8 @@ labels) decoded by ``BatchDecoder`` and learned by ``Perceptron.learn_many``, ke
 benchmark's producers write them, in batches of 500 records (``SP_OUTPUT__CHUNK_RECORDS``). Both
 encoders are checked to give the same JSON values for every record before anything is timed.
 Each repeat times both encoders over every batch, in rotated order; the table gives the median
-µs per record and its ratio to the dict encoder.
+µs per record and its ratio to the dict encoder. The two decoder calls are checked to give the
+same result and timed the same way over the same input batches.
 """
 
 from __future__ import annotations
@@ -97,6 +101,37 @@ def prediction_batches(records: int, seed: int) -> list[Columns]:
     return batches
 
 
+def input_batches(records: int, seed: int) -> list[tuple[list[bytes | None], list[bytes | None]]]:
+    """The input values and keys of ``records`` records, per batch."""
+    values, _ = dense_records(records, 20, seed=seed)
+    keys: list[bytes | None] = [str(i).encode() for i in range(records)]
+    return [(list(values[a:a + BATCH_RECORDS]), keys[a:a + BATCH_RECORDS])
+            for a in range(0, records, BATCH_RECORDS)]
+
+
+Decode = Callable[[BatchDecoder, Sequence[bytes | None], Sequence[bytes | None]], Any]
+
+DECODERS: dict[str, Decode] = {
+    "decode_many(values)": lambda d, values, keys: d.decode_many(values),
+    "decode_many(values, keys)": lambda d, values, keys: d.decode_many(values, keys),
+}
+
+
+def same_decoded(batches: Sequence[tuple[list[bytes | None], list[bytes | None]]]) -> bool:
+    """Whether both decoder calls give the same :class:`Decoded` for every batch."""
+    decoder = BatchDecoder(Limits())
+    return all(len({repr(call(decoder, v, k)) for call in DECODERS.values()}) == 1 for v, k in batches)
+
+
+def time_decoder(call: Decode, batches: Sequence[tuple[list[bytes | None], list[bytes | None]]]) -> float:
+    """Seconds for ``call`` to decode every batch."""
+    decoder = BatchDecoder(Limits())
+    started = time.perf_counter()
+    for values, keys in batches:
+        call(decoder, values, keys)
+    return time.perf_counter() - started
+
+
 def same_values(batches: Sequence[Columns]) -> bool:
     """Whether every encoder gives the same JSON values for every record of ``batches``."""
     first, *others = ENCODERS.values()
@@ -123,27 +158,38 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     batches = prediction_batches(args.records, args.seed)
+    inputs = input_batches(args.records, args.seed)
     if not same_values(batches):
         raise SystemExit("the encoders disagree on some record; nothing timed")
-    names = list(ENCODERS)
-    runs: dict[str, list[float]] = {name: [] for name in names}
+    if not same_decoded(inputs):
+        raise SystemExit("the decoder calls disagree on some batch; nothing timed")
+    runs: dict[str, list[float]] = {name: [] for name in [*ENCODERS, *DECODERS]}
     for r in range(args.repeats):
-        for name in rotated(names, r):
+        for name in rotated(list(ENCODERS), r):
             runs[name].append(time_encoder(ENCODERS[name], batches))
-    base = statistics.median(runs[names[0]])
-    rows = []
-    for name in names:
-        med = statistics.median(runs[name])
-        spread = (max(runs[name]) - min(runs[name])) / med
-        rows.append([name, f"{1e6 * med / args.records:.2f}", f"{spread:.0%}", f"{med / base:.3f}"])
-    print(f"Prediction records, {args.records:,} records in batches of {BATCH_RECORDS}; "
-          f"median of {args.repeats} interleaved runs")
-    print(format_table(["encoder", "us/record", "spread", "x dict encoder"], rows))
+        for name in rotated(list(DECODERS), r):
+            runs[name].append(time_decoder(DECODERS[name], inputs))
+    print(f"{args.records:,} records in batches of {BATCH_RECORDS};"
+          f" median of {args.repeats} interleaved runs")
+    print(format_table(["encoder", "us/record", "spread", "x dict encoder"],
+                       _rows(list(ENCODERS), runs, args.records)))
+    print(format_table(["decoder", "us/record", "spread", "x values only"],
+                       _rows(list(DECODERS), runs, args.records)))
     report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
               "seconds": runs}
     if args.json is not None:
         write_json(args.json, report)
     return report
+
+
+def _rows(names: list[str], runs: dict[str, list[float]], records: int) -> list[list[str]]:
+    base = statistics.median(runs[names[0]])
+    rows = []
+    for name in names:
+        med = statistics.median(runs[name])
+        spread = (max(runs[name]) - min(runs[name])) / med
+        rows.append([name, f"{1e6 * med / records:.2f}", f"{spread:.0%}", f"{med / base:.3f}"])
+    return rows
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
 * ``y``: −1/1, 0/1 (0 is the negative class), true/false, or a string equal to
   ``limits.positive_class`` / ``limits.negative_class``. Absent or null: unlabeled (predicted,
   never learned).
-* ``id`` (optional): a string or number, copied to the outputs.
+* ``id`` (optional): a string of at most ``limits.max_id_chars`` characters, or a number; copied
+  to the outputs.
+* The record's Kafka key: at most ``limits.max_key_bytes`` bytes. With the id it is copied to the
+  prediction, so the two bounds keep every output record within a producer request
+  (:func:`largest_prediction_bytes`, :func:`largest_dead_letter_bytes`).
 
 Anything else raises :class:`DecodeError` with the reason the dead-letter record carries.
 :func:`decode_example` is the reference decoder, one record at a time; :class:`BatchDecoder` is
@@ -47,6 +51,8 @@ class Limits:
     max_features: int = 100_000
     max_abs_value: float = 1e12
     dead_letter_value_bytes: int = 262_144
+    max_key_bytes: int = 4_096
+    max_id_chars: int = 1_024
     positive_class: str | None = None
     negative_class: str | None = None
 
@@ -63,8 +69,8 @@ class Example:
 _NUMBER = (int, float)
 
 
-def decode_example(value: bytes | None, limits: Limits) -> Example:
-    """Decode and validate one input record value.
+def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example:
+    """Decode and validate one input record: its value, and its key's size.
 
     >>> decode_example(b'{"x": [1, 2.5], "y": 0, "id": 7}', Limits())
     Example(x=[1, 2.5], y=-1, id=7)
@@ -73,6 +79,10 @@ def decode_example(value: bytes | None, limits: Limits) -> Example:
     ...
     stream_perceptron.errors.DecodeError: x[1] is not a number (got bool)
     """
+    if key is not None and len(key) > limits.max_key_bytes:
+        raise DecodeError(
+            f"key is {len(key)} bytes, over the limit of {limits.max_key_bytes} (limits.max_key_bytes)"
+        )
     if value is None:
         raise DecodeError("record has no value")
     if len(value) > limits.max_record_bytes:
@@ -93,6 +103,10 @@ def decode_example(value: bytes | None, limits: Limits) -> Example:
     rid = obj.get("id")
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
         raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
+    if isinstance(rid, str) and len(rid) > limits.max_id_chars:
+        raise DecodeError(
+            f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (limits.max_id_chars)"
+        )
     return Example(x, y, rid)
 
 
@@ -144,7 +158,7 @@ _ID_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class BatchDecoder:
-    """Decodes a batch of input record values to the same result as :func:`decode_example`.
+    """Decodes a batch of input records to the same result as :func:`decode_example`.
 
     A typed msgspec decoder checks the schema and the limits in C. It has the last word only on
     what it accepts: a value it refuses goes through :func:`decode_example`, which gives the
@@ -152,15 +166,22 @@ class BatchDecoder:
     out as floats where :func:`decode_example` keeps JSON integers as ints; both make the same
     float64 row.
 
-    >>> d = BatchDecoder(Limits()).decode_many([b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None])
-    >>> d.xs, d.ys, d.ids, d.rows, d.rejected
-    ([[1.0, 2.5]], [-1], [7], [0], {1: 'x is empty', 2: 'record has no value'})
+    >>> d = BatchDecoder(Limits(max_key_bytes=2)).decode_many(
+    ...     [b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None, b'{"x": [1]}'],
+    ...     keys=[b"k", None, None, b"key"])
+    >>> d.xs, d.ys, d.ids, d.rows
+    ([[1.0, 2.5]], [-1], [7], [0])
+    >>> d.rejected[3]
+    'key is 3 bytes, over the limit of 2 (limits.max_key_bytes)'
+    >>> d.rejected[1], d.rejected[2]
+    ('x is empty', 'record has no value')
     """
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         bound = limits.max_abs_value
         value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
+        text_id = Annotated[str, msgspec.Meta(max_length=limits.max_id_chars)]
         size = msgspec.Meta(min_length=1, max_length=limits.max_features)
         features = Annotated[list[value], size] | Annotated[dict[str, value], size]
         schema = msgspec.defstruct(
@@ -168,7 +189,7 @@ class BatchDecoder:
             [
                 ("x", features),
                 ("y", bool | int | float | str | None, None),
-                ("id", _ID_INT | float | str | None, None),
+                ("id", _ID_INT | float | text_id | None, None),
             ],
         )
         self._decode = msgspec.json.Decoder(schema).decode
@@ -179,22 +200,27 @@ class BatchDecoder:
             labels[limits.positive_class] = 1
         self._labels = labels
 
-    def decode_many(self, values: Sequence[bytes | None]) -> Decoded:
-        """Decode ``values`` (one poll batch); see :class:`Decoded`."""
-        whole = self._decode_all(values)
+    def decode_many(
+        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
+    ) -> Decoded:
+        """Decode ``values`` (one poll batch) and check their ``keys``; see :class:`Decoded`."""
+        whole = self._decode_all(values, keys)
         if whole is not None:
             return whole
-        decode, labels = self._decode, self._labels
+        decode, labels, limits = self._decode, self._labels, self.limits
         out = Decoded()
         for i, value in enumerate(values):
+            key = None if keys is None else keys[i]
             try:
-                if value is None or len(value) > self.limits.max_record_bytes:
+                if value is None or len(value) > limits.max_record_bytes:
+                    raise ValueError
+                if key is not None and len(key) > limits.max_key_bytes:
                     raise ValueError
                 rec: Any = decode(value)
                 y = labels[rec.y]
             except Exception:  # anything at all: the reference decoder decides and explains
                 try:
-                    example = decode_example(value, self.limits)
+                    example = decode_example(value, limits, key)
                 except DecodeError as exc:
                     out.rejected[i] = exc.reason
                     continue
@@ -209,12 +235,16 @@ class BatchDecoder:
             out.rows.append(i)
         return out
 
-    def _decode_all(self, values: Sequence[bytes | None]) -> Decoded | None:
+    def _decode_all(
+        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None
+    ) -> Decoded | None:
         """The common case, every record valid, one comprehension per column; None if any is not."""
         if None in values:
             return None
         present: Sequence[bytes] = values  # type: ignore[assignment]
         if max(map(len, present), default=0) > self.limits.max_record_bytes:
+            return None
+        if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
             return None
         decode, labels = self._decode, self._labels
         try:
@@ -393,29 +423,105 @@ def dead_letter_record(
     error: str,
     value: bytes | None,
     max_value_bytes: int = 262_144,
+    max_key_bytes: int = 4_096,
 ) -> dict[str, Any]:
     """What goes to the dead-letter topic: where the record was, why, and its bytes (base64).
 
-    A value over ``max_value_bytes`` keeps only its first ``max_value_bytes`` (so the dead letter
-    always fits a producer request); ``value_bytes`` and ``value_sha256`` still describe the whole.
+    A value over ``max_value_bytes`` keeps only its first ``max_value_bytes``, a key over
+    ``max_key_bytes`` its first ``max_key_bytes`` and ``error`` its first 1,024 characters, so the
+    dead letter always fits a producer request (:func:`largest_dead_letter_bytes`);
+    ``value_bytes``, ``value_sha256`` and ``key_bytes`` still describe the whole.
 
-    >>> r = dead_letter_record(topic="t", partition=0, offset=5, key=None, error="e",
-    ...                        value=b"abcdef", max_value_bytes=4)
-    >>> r["value"], r["value_bytes"], r["value_truncated"]
-    ('YWJjZA==', 6, True)
+    >>> r = dead_letter_record(topic="t", partition=0, offset=5, key=b"key", error="e",
+    ...                        value=b"abcdef", max_value_bytes=4, max_key_bytes=2)
+    >>> r["value"], r["value_bytes"], r["value_truncated"], r["key"], r["key_bytes"], r["key_truncated"]
+    ('YWJjZA==', 6, True, 'ke', 3, True)
     """
     kept = None if value is None else value[:max_value_bytes]
     return {
         "topic": topic,
         "partition": partition,
         "offset": offset,
-        "key": key_text(key),
-        "error": error,
+        "key": key_text(None if key is None else key[:max_key_bytes]),
+        "key_bytes": None if key is None else len(key),
+        "key_truncated": key is not None and len(key) > max_key_bytes,
+        "error": _clip(error, _ERROR_CHARS),
         "value": None if kept is None else base64.b64encode(kept).decode("ascii"),
         "value_bytes": None if value is None else len(value),
         "value_truncated": value is not None and len(value) > max_value_bytes,
         "value_sha256": None if value is None else hashlib.sha256(value).hexdigest(),
     }
+
+
+_ERROR_CHARS = 1_024
+
+OUTPUT_RECORD_BYTES = 1_000_000
+"""The most an output record (key, value and Kafka's framing) may take: confluent-kafka's default
+``message.max.bytes``, below kafka-python's ``max_request_size`` (1,048,576) and the broker's
+default ``max.message.bytes`` (1,048,588)."""
+
+FRAMING_BYTES = 1_024
+"""Room left for Kafka's record and batch framing around key and value (under 100 bytes)."""
+
+_TOPIC = "t" * 249  # Kafka's longest topic name
+_LONGEST_FLOAT = -2.2250738585072014e-308  # the longest float, as JSON: 24 characters
+
+
+def largest_prediction_bytes(limits: Limits) -> int:
+    """The most key + value bytes a prediction record takes within ``limits``.
+
+    Every field at its longest: a key of ``max_key_bytes`` control bytes (6 bytes each as JSON
+    text, the costliest), and as its Kafka key; an id of ``max_id_chars`` such characters or the
+    longest number; the longest topic name and numbers.
+
+    >>> largest_prediction_bytes(Limits(max_key_bytes=0, max_id_chars=0))
+    492
+    """
+    key = b"\x01" * limits.max_key_bytes
+    value = max(
+        len(encode_prediction(prediction_record(
+            topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key, id=rid, prediction=-1,
+            score=_LONGEST_FLOAT, label=-1, mistake=False, margin=_LONGEST_FLOAT, updates=2**63 - 1,
+        )))
+        for rid in ("\x01" * limits.max_id_chars, _LONGEST_FLOAT)
+    )
+    return len(key) + value
+
+
+def largest_dead_letter_bytes(limits: Limits) -> int:
+    """The most key + value bytes a dead-letter record takes within ``limits`` (see
+    :func:`dead_letter_record`): a kept key and value at their longest, the longest reason, and
+    the sizes of the whole key and value at their longest.
+
+    >>> largest_dead_letter_bytes(Limits(max_key_bytes=0, dead_letter_value_bytes=0)) < 7_000
+    True
+    """
+    key = b"\x01" * limits.max_key_bytes
+    record = dead_letter_record(
+        topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key + b"\x01",
+        error="\x01" * (_ERROR_CHARS + 1), value=b"\x00" * (limits.dead_letter_value_bytes + 1),
+        max_value_bytes=limits.dead_letter_value_bytes, max_key_bytes=limits.max_key_bytes,
+    )
+    record["key_bytes"] = record["value_bytes"] = 2**63 - 1  # the sizes of the whole, any length
+    record["key_truncated"] = record["value_truncated"] = False  # the longer spelling
+    return len(key) + len(encode(record))
+
+
+def check_output_bounds(limits: Limits) -> None:
+    """Raise ValueError if an output record within ``limits`` could be too large to send
+    (:data:`OUTPUT_RECORD_BYTES` less :data:`FRAMING_BYTES`)."""
+    room = OUTPUT_RECORD_BYTES - FRAMING_BYTES
+    key = f"limits.max_key_bytes ({limits.max_key_bytes:,})"
+    for kind, size, other in (
+        ("prediction", largest_prediction_bytes(limits), f"limits.max_id_chars ({limits.max_id_chars:,})"),
+        ("dead letter", largest_dead_letter_bytes(limits),
+         f"limits.dead_letter_value_bytes ({limits.dead_letter_value_bytes:,})"),
+    ):
+        if size > room:
+            raise ValueError(
+                f"{key} and {other} allow a {kind} of {size:,} bytes, over the {room:,} an output"
+                " record may take; lower them"
+            )
 
 
 def encode(record: Mapping[str, Any]) -> bytes:

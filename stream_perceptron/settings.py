@@ -22,6 +22,7 @@ from pydantic_settings import (
 )
 
 from stream_perceptron.errors import SettingsError
+from stream_perceptron.records import Limits, check_output_bounds
 
 ENV_PREFIX = "SP_"
 ENV_NESTED = "__"
@@ -108,8 +109,18 @@ class LimitSettings(_Section):
     max_features: int = Field(100_000, ge=1)
     max_abs_value: float = Field(1e12, gt=0)
     dead_letter_value_bytes: int = Field(262_144, ge=0, le=700_000)
+    max_key_bytes: int = Field(4_096, ge=0)
+    max_id_chars: int = Field(1_024, ge=0)
     positive_class: str | None = None
     negative_class: str | None = None
+
+    @model_validator(mode="after")
+    def _outputs_fit_a_request(self) -> LimitSettings:
+        # A key and an id are copied to the prediction, a key and a value to a dead letter: their
+        # bounds must leave every output record small enough to send, or one record would stop
+        # the worker at its offset on every restart.
+        check_output_bounds(Limits(**self.model_dump()))
+        return self
 
 
 class StatsSettings(_Section):

@@ -344,7 +344,7 @@ class Worker:
             f"the batch of {batch.topic}[{batch.partition}] from offset {batch.offsets[0]} did not finish"
         )
         dead_before, labeled, mistakes = self.counters.dead_letters, 0, 0
-        decoded = self.decoder.decode_many(batch.values)
+        decoded = self.decoder.decode_many(batch.values, batch.keys)
         for i, reason in decoded.rejected.items():
             self._dead_letter(batch, i, reason)
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
@@ -418,11 +418,14 @@ class Worker:
 
     def _dead_letter(self, batch: Batch, i: int, reason: str) -> None:
         """Send the ``i``-th record of ``batch`` to the dead-letter topic with ``reason``."""
-        offset, key = batch.offsets[i], batch.keys[i]
+        offset, key, limits = batch.offsets[i], batch.keys[i], self.limits
         body = dead_letter_record(
-            topic=batch.topic, partition=batch.partition, offset=offset, key=key,
-            error=reason, value=batch.values[i], max_value_bytes=self.limits.dead_letter_value_bytes,
+            topic=batch.topic, partition=batch.partition, offset=offset, key=key, error=reason,
+            value=batch.values[i], max_value_bytes=limits.dead_letter_value_bytes,
+            max_key_bytes=limits.max_key_bytes,
         )
+        if body["key_truncated"]:
+            key = None  # the record's key is too long to send; the dead letter keeps its start
         self.edge.send(self.settings.topics.dead_letter, key, encode(body))
         self.counters.dead_letters += 1
         self.dead_letters_total += 1

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.faults
 FUZZ_EXAMPLES = int(os.environ.get("SP_FAULTS_FUZZ_EXAMPLES", "60"))
 
 LIMITS = {"max_record_bytes": 4096, "max_features": 16, "max_abs_value": 1e6,
-          "positive_class": "spam", "negative_class": "ham"}
+          "max_key_bytes": 24, "max_id_chars": 10, "positive_class": "spam", "negative_class": "ham"}
 DIM = 4
 SEED_RECORD = b'{"x": [0.5, -1.0, 2.0, 0.25], "y": 1, "id": "seed"}'
 
@@ -95,9 +95,10 @@ class Harness:
         assert len(outcomes) == 1, f"offset {offset}: {len(outcomes)} outcomes {outcomes}"
         kind, body = outcomes[0]
         assert body["topic"] == self.topics["input"] and body["partition"] == 0
-        assert body["key"] == key_text(key)
+        kept = key if key is None or kind == "pred" else key[: self.limits.max_key_bytes]
+        assert body["key"] == key_text(kept)
         try:
-            example = decode_example(value, self.limits)
+            example = decode_example(value, self.limits, key)
             reason = None
         except DecodeError as exc:
             example, reason = None, exc.reason
@@ -255,7 +256,7 @@ record_value = st.one_of(
     mangled(),
     st.just(None),  # a tombstone
 )
-record_key = st.one_of(st.none(), st.binary(max_size=16), st.text(max_size=8).map(str.encode))
+record_key = st.one_of(st.none(), st.binary(max_size=30), st.text(max_size=8).map(str.encode))
 # Kafka takes no record without both: a tombstone gets a key
 batch = st.lists(st.tuples(record_value, record_key).map(
     lambda r: r if r[0] is not None or r[1] is not None else (None, b"tombstone")),
@@ -327,6 +328,8 @@ CATALOGUE: list[tuple[str, bytes | None]] = [
     ("deep x 1100", b'{"x": ' + b"[" * 1100 + b"]" * 1100 + b"}"),
     ("oversized", _dumps({"x": [1, 2, 3, 4], "y": 1, "pad": "z" * 5000})),
     ("bad utf-8", b'{"x": [1, 2, 3, 4], "y": "\xff"}'),
+    ("id too long", b'{"x": [1, 2, 3, 4], "y": 1, "id": "' + b"i" * 11 + b'"}'),
+    ("key too long " + "k" * 12, b'{"x": [1, 2, 3, 4], "y": 1}'),
     ("valid", b'{"x": [1, 2, 3, 4], "y": "ham", "id": 7}'),
     ("valid unlabeled", b'{"x": [1, 2, 3, 4], "id": 8}'),
 ]
@@ -354,24 +357,20 @@ def test_catalogue_of_hostile_records(fast_kafka, new_topic, tmp_path):
     assert "over the limit of 1e+06" in errors["huge integer"]
     assert "over the limit of 16" in errors["far too many features"]
     assert "over the limit of 4096" in errors["oversized"]
+    assert errors["id too long"] == "id is 11 characters, over the limit of 10 (limits.max_id_chars)"
+    assert errors["key too long " + "k" * 12] == (
+        "key is 25 bytes, over the limit of 24 (limits.max_key_bytes)")
     assert errors["tombstone"] == "record has no value"
     assert "unknown label" in errors["unknown label"] and "unknown label" in errors["label 2"]
 
 
-@pytest.mark.timeout(120)
-def test_large_records_with_the_default_limits_do_not_kill_the_worker(
-    fast_kafka, new_topic, tmp_path
-):
-    """With the default limits.max_record_bytes (1 MiB): a 900 kB record that is not JSON and a
-    1.5 MB record are dead-lettered; the records around them are predicted; the worker lives."""
+def _through_a_worker_with_the_default_limits(
+    fast_kafka: Any, new_topic: Any, tmp_path: Any, records: list[tuple[bytes, bytes]]
+) -> tuple[dict[Any, Any], dict[int, tuple[bytes | None, dict[str, Any]]]]:
+    """Send ``records`` (value, key), run a worker with the default limits until it has caught
+    up, and return its predictions and its dead letters (Kafka key, record) by input offset."""
     kafka = fast_kafka()
     topics = topics_for(new_topic)
-    records = [
-        (b'{"x": [1, 2, 3, 4], "y": 1}', b"a"),
-        (b"{" + b"z" * 900_000, b"900k-not-json"),
-        (_dumps({"x": [1, 2, 3, 4], "y": 1, "pad": "z" * 1_500_000}), b"1.5M"),
-        (b'{"x": [4, 3, 2, 1], "y": -1}', b"b"),
-    ]
     producer = KafkaProducer(**client_config(kafka), acks="all", max_request_size=8 * 1024 * 1024)
     try:
         for value, key in records:
@@ -388,8 +387,47 @@ def test_large_records_with_the_default_limits_do_not_kill_the_worker(
         reap(proc)
     assert code == 0, f"the worker died ({code}):\n{log.read_text()[-2500:]}"
     preds = predictions_by_offset(kafka, topics["predictions"])
-    dead = {v["offset"]: v for _, _, _, v in read_topic(kafka, topics["dead_letter"])}
+    dead = {v["offset"]: (k, v) for _, _, k, v in read_topic(kafka, topics["dead_letter"])}
+    return preds, dead
+
+
+@pytest.mark.timeout(120)
+def test_large_records_with_the_default_limits_do_not_kill_the_worker(
+    fast_kafka, new_topic, tmp_path
+):
+    """With the default limits.max_record_bytes (1 MiB): a 900 kB record that is not JSON and a
+    1.5 MB record are dead-lettered; the records around them are predicted; the worker lives."""
+    preds, dead = _through_a_worker_with_the_default_limits(fast_kafka, new_topic, tmp_path, [
+        (b'{"x": [1, 2, 3, 4], "y": 1}', b"a"),
+        (b"{" + b"z" * 900_000, b"900k-not-json"),
+        (_dumps({"x": [1, 2, 3, 4], "y": 1, "pad": "z" * 1_500_000}), b"1.5M"),
+        (b'{"x": [4, 3, 2, 1], "y": -1}', b"b"),
+    ])
     assert sorted(preds) == [(0, 0), (0, 3)]
     assert sorted(dead) == [1, 2]
-    assert "not valid JSON" in dead[1]["error"]
-    assert "over the limit of 1048576" in dead[2]["error"]
+    assert "not valid JSON" in dead[1][1]["error"]
+    assert "over the limit of 1048576" in dead[2][1]["error"]
+
+
+@pytest.mark.timeout(120)
+def test_a_huge_key_or_id_with_the_default_limits_does_not_stop_the_worker(
+    fast_kafka, new_topic, tmp_path
+):
+    """A prediction copies the record's key and id. Within the default limits.max_record_bytes,
+    a 900k-character id or a 600 kB key would make one too large to send, and the worker would
+    stop at that offset on every restart; the limits on both dead-letter the record instead."""
+    preds, dead = _through_a_worker_with_the_default_limits(fast_kafka, new_topic, tmp_path, [
+        (b'{"x": [1, 2, 3, 4], "y": 1}', b"a"),
+        (_dumps({"x": [1, 2, 3, 4], "y": 1, "id": "i" * 900_000}), b"long-id"),
+        (b'{"x": [4, 3, 2, 1], "y": -1}', b"\x01" * 600_000),
+        (b'{"x": [4, 3, 2, 1], "y": -1}', b"b"),
+    ])
+    assert sorted(preds) == [(0, 0), (0, 3)]
+    assert sorted(dead) == [1, 2]
+    key, letter = dead[1]
+    assert letter["error"] == "id is 900000 characters, over the limit of 1024 (limits.max_id_chars)"
+    assert key == b"long-id" and letter["key"] == "long-id" and not letter["key_truncated"]
+    key, letter = dead[2]
+    assert letter["error"] == "key is 600000 bytes, over the limit of 4096 (limits.max_key_bytes)"
+    assert key is None, "a key too long to send is left off the dead letter"
+    assert letter["key"] == "\x01" * 4096 and letter["key_bytes"] == 600_000 and letter["key_truncated"]

@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import orjson
 
-from bench.bench_codec import ENCODERS, main, prediction_batches, same_values
+from bench.bench_codec import (
+    DECODERS,
+    ENCODERS,
+    input_batches,
+    main,
+    prediction_batches,
+    same_decoded,
+    same_values,
+)
 
 
-def test_a_tiny_run_times_both_encoders_in_every_repeat(tmp_path, capsys):
+def test_a_tiny_run_times_both_encoders_and_both_decoder_calls_in_every_repeat(tmp_path, capsys):
     report = main(["--records", "1200", "--repeats", "2", "--json", str(tmp_path / "codec.json")])
-    assert set(report["seconds"]) == set(ENCODERS)
+    assert set(report["seconds"]) == set(ENCODERS) | set(DECODERS)
     assert all(len(v) == 2 and min(v) > 0 for v in report["seconds"].values())
     assert (tmp_path / "codec.json").read_text().startswith("{")
     out = capsys.readouterr().out
     assert "dict + orjson.dumps" in out and "struct + msgspec" in out
+    assert "decode_many(values, keys)" in out
+
+
+def test_the_decoder_calls_get_the_workers_inputs_and_agree_on_them():
+    batches = input_batches(1200, seed=1)
+    assert [len(v) for v, _ in batches] == [500, 500, 200]
+    assert batches[1][1][0] == b"500"
+    assert same_decoded(batches)
+    broken = [(v, [b"k" * 5000] + k[1:]) for v, k in batches]  # over limits.max_key_bytes
+    assert not same_decoded(broken)
 
 
 def test_the_batches_are_the_workers_columns_and_the_encoders_agree_on_them():

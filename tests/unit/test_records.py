@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 
 from stream_perceptron.errors import DecodeError
 from stream_perceptron.records import (
+    FRAMING_BYTES,
+    OUTPUT_RECORD_BYTES,
     BatchDecoder,
     Example,
     Limits,
+    check_output_bounds,
     dead_letter_record,
     decode,
     decode_example,
@@ -21,6 +24,8 @@ from stream_perceptron.records import (
     encode_prediction,
     encode_predictions,
     input_record,
+    largest_dead_letter_bytes,
+    largest_prediction_bytes,
     prediction_record,
 )
 
@@ -117,12 +122,12 @@ def test_arbitrary_json_objects_are_decoded_or_refused_with_a_reason(obj):
         assert all(type(v) in (int, float) and abs(v) <= 1e6 for v in values)
 
 
-def reference(values, limits):
+def reference(values, limits, keys=None):
     """What decode_example makes of each value: ``(x, y, id)`` or the refusal's reason."""
     out = []
-    for v in values:
+    for i, v in enumerate(values):
         try:
-            ex = decode_example(v, limits)
+            ex = decode_example(v, limits, None if keys is None else keys[i])
         except DecodeError as exc:
             out.append(exc.reason)
         else:
@@ -130,8 +135,8 @@ def reference(values, limits):
     return out
 
 
-def fast(values, limits):
-    d = BatchDecoder(limits).decode_many(values)
+def fast(values, limits, keys=None):
+    d = BatchDecoder(limits).decode_many(values, keys)
     out = [d.rejected.get(i) for i in range(len(values))]
     for k, i in enumerate(d.rows):
         assert out[i] is None, "a row both accepted and rejected"
@@ -305,3 +310,114 @@ def test_dead_letter_record_keeps_the_original_bytes():
                              value=b'{"x": []}')
     assert base64.b64decode(rec["value"]) == b'{"x": []}'
     assert rec["error"] == "x is empty" and rec["offset"] == 9
+
+
+# ------------------------------------------------------------------ keys, ids and output sizes
+SMALL = Limits(max_key_bytes=3, max_id_chars=3)
+
+
+def test_a_key_or_id_at_its_limit_is_taken_and_one_more_is_refused():
+    assert decode_example(b'{"x": [1], "id": "abc"}', SMALL, b"key").id == "abc"
+    assert decode_example('{"x": [1], "id": "ééé"}'.encode(), SMALL).id == "ééé"  # characters, not bytes
+    with pytest.raises(DecodeError) as err:
+        decode_example(b'{"x": [1]}', SMALL, b"keys")
+    assert err.value.reason == "key is 4 bytes, over the limit of 3 (limits.max_key_bytes)"
+    with pytest.raises(DecodeError) as err:
+        decode_example(b'{"x": [1], "id": "abcd"}', SMALL)
+    assert err.value.reason == "id is 4 characters, over the limit of 3 (limits.max_id_chars)"
+    assert decode_example(b'{"x": [1], "id": 123456789}', SMALL).id == 123456789  # numbers are bounded
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.fixed_dictionaries(
+                {"x": st.just([1.0]) | json_values}, optional={"id": ids | st.text(max_size=6)}
+            ),
+            st.none() | st.binary(max_size=6),
+        ),
+        max_size=6,
+    ),
+)
+def test_the_batch_decoder_agrees_on_keys_and_long_ids(recs):
+    values = [json.dumps(o).encode() for o, _ in recs]
+    keys = [k for _, k in recs]
+    for want, got in zip(reference(values, SMALL, keys), fast(values, SMALL, keys), strict=True):
+        assert same(want, got), (want, got)
+
+
+floats = st.floats(allow_nan=True, allow_infinity=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([Limits(), Limits(max_key_bytes=0, max_id_chars=0), SMALL]),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz._-", min_size=1, max_size=249),
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**63 - 1),
+    st.binary(max_size=8) | st.sampled_from([b"\x01", b"\x80", b"\\", b'"', b"\xf0\x9f\x98\x80"]),
+    st.none() | st.integers(-(2**63), 2**63 - 1) | floats | st.text(max_size=8),
+    st.sampled_from([-1, 0, 1]),
+    floats,
+    floats,
+)
+def test_no_prediction_within_the_limits_is_larger_than_the_bound(
+    limits, topic, partition, offset, piece, rid, label, score, margin
+):
+    key = (piece * limits.max_key_bytes)[: limits.max_key_bytes]
+    if isinstance(rid, str):
+        rid = (rid * limits.max_id_chars)[: limits.max_id_chars]
+    value = encode_prediction(prediction_record(
+        topic=topic, partition=partition, offset=offset, key=key, id=rid, prediction=-1,
+        score=score, label=label, mistake=True, margin=margin, updates=offset,
+    ))
+    assert len(key) + len(value) <= largest_prediction_bytes(limits)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([Limits(), Limits(max_key_bytes=0, dead_letter_value_bytes=0), SMALL]),
+    st.binary(min_size=1, max_size=8),
+    st.text(max_size=30),
+    st.none() | st.binary(max_size=300_000),
+)
+def test_no_dead_letter_is_larger_than_the_bound(limits, piece, error, value):
+    key = piece * 5_000  # over every limit: kept only in part
+    letter = dead_letter_record(
+        topic="t" * 249, partition=0, offset=2**63 - 1, key=key, error=error * 100, value=value,
+        max_value_bytes=limits.dead_letter_value_bytes, max_key_bytes=limits.max_key_bytes,
+    )
+    assert limits.max_key_bytes + len(encode(letter)) <= largest_dead_letter_bytes(limits)
+
+
+def test_a_dead_letter_keeps_the_start_of_a_long_key_and_error():
+    rec = dead_letter_record(topic="in", partition=0, offset=1, key=b"abcdef", error="e" * 5000,
+                             value=None, max_key_bytes=4)
+    assert (rec["key"], rec["key_bytes"], rec["key_truncated"]) == ("abcd", 6, True)
+    assert rec["error"] == "e" * 1024 + "…"
+    short = dead_letter_record(topic="in", partition=0, offset=1, key=None, error="e", value=None)
+    assert (short["key"], short["key_bytes"], short["key_truncated"]) == (None, None, False)
+
+
+def test_the_default_limits_leave_every_output_within_a_request():
+    room = OUTPUT_RECORD_BYTES - FRAMING_BYTES
+    check_output_bounds(Limits())
+    check_output_bounds(Limits(dead_letter_value_bytes=700_000))
+    assert largest_prediction_bytes(Limits()) < 40_000
+    assert largest_dead_letter_bytes(Limits(dead_letter_value_bytes=700_000)) <= room
+
+
+@pytest.mark.parametrize(
+    ("limits", "named"),
+    [
+        (Limits(max_key_bytes=200_000),
+         r"limits.max_key_bytes \(200,000\) and limits.max_id_chars \(1,024\) allow a prediction"),
+        (Limits(max_id_chars=170_000), r"limits.max_id_chars \(170,000\) allow a prediction"),
+        (Limits(max_key_bytes=20_000, dead_letter_value_bytes=700_000),
+         r"limits.dead_letter_value_bytes \(700,000\) allow a dead letter"),
+    ],
+)
+def test_limits_that_allow_an_output_too_large_to_send_are_refused(limits, named):
+    with pytest.raises(ValueError, match=named):
+        check_output_bounds(limits)

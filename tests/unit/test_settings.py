@@ -73,6 +73,18 @@ def test_a_producer_process_is_refused_with_confluent_kafka(monkeypatch):
     assert load_settings().kafka.producer_process is True
 
 
+def test_limits_allowing_an_output_too_large_to_send_are_one_line(monkeypatch):
+    monkeypatch.setenv("SP_LIMITS__MAX_KEY_BYTES", "200000")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0
+    assert msg.startswith("invalid setting SP_LIMITS (limits): ")
+    assert "limits.max_key_bytes (200,000)" in msg and "over the 998,976 an output record may take" in msg
+    monkeypatch.setenv("SP_LIMITS__MAX_KEY_BYTES", "50000")
+    assert load_settings().limits.max_key_bytes == 50_000
+
+
 def test_unknown_setting_in_toml_is_named(tmp_path):
     cfg = tmp_path / "sp.toml"
     cfg.write_text("[topics]\ninptu = 'x'\n")
