@@ -444,13 +444,12 @@ class Worker:
         started = time.monotonic()
         unsafe = self._open_batch or self._lost
         if unsafe is not None:
-            self.counters.checkpoint_failures += 1
             self.checkpoint_ok = False
             log.error(
                 "checkpoint (%s) not written: %s; a restart resumes from %s", reason, unsafe,
                 self._resume_point(),
             )
-            self._observe_checkpoint(False, started)
+            self._record_checkpoint(False, started)
             return False
         if not self._dirty:
             return True
@@ -459,17 +458,15 @@ class Worker:
         except UndeliveredError as exc:
             self._lost = f"outputs were given up ({exc})"
             self._stop.set()
-            self.counters.checkpoint_failures += 1
             log.error(
                 "stopping: outputs since the last checkpoint were given up: %s; a restart resumes"
                 " from %s and sends them again", exc, self._resume_point(),
             )
-            self._observe_checkpoint(False, started)
+            self._record_checkpoint(False, started)
             return False
         except KafkaEdgeError as exc:
-            self.counters.checkpoint_failures += 1
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
-            self._observe_checkpoint(False, started)
+            self._record_checkpoint(False, started)
             return False
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
@@ -479,19 +476,17 @@ class Worker:
                 Checkpoint(model_state, self.learner.model.config(), stats_state, snapshot)
             )
         except CheckpointError as exc:
-            self.counters.checkpoint_failures += 1
             if self.checkpoint_ok:
                 log.error("checkpoint (%s) failed, offsets not committed: %s", reason, exc)
             self.checkpoint_ok = False
-            self._observe_checkpoint(False, started)
+            self._record_checkpoint(False, started)
             return False
         if not self.checkpoint_ok:
             log.info("checkpoint storage works again")
         self.checkpoint_ok = True
         self._dirty = False
         self.last_checkpoint_path = str(path)
-        self.counters.checkpoints += 1
-        self._observe_checkpoint(True, started)
+        self._record_checkpoint(True, started)
         assigned = set(self.edge.assignment())
         commit = {(t, p): o for t, ps in snapshot.items() for p, o in ps.items() if (t, p) in assigned}
         try:
@@ -509,7 +504,12 @@ class Worker:
         """Where a restart would resume: the last durable checkpoint."""
         return self.last_checkpoint_path or "the start (no checkpoint yet)"
 
-    def _observe_checkpoint(self, ok: bool, started: float) -> None:
+    def _record_checkpoint(self, ok: bool, started: float) -> None:
+        """Count a checkpoint written (``ok``) or failed, and report it with its duration."""
+        if ok:
+            self.counters.checkpoints += 1
+        else:
+            self.counters.checkpoint_failures += 1
         if self.observer is not None:
             self.observer.checkpoint(ok=ok, duration_s=time.monotonic() - started)
 
