@@ -37,7 +37,7 @@ lint: $(STAMP)  ## ruff and mypy (strict) on the package
 bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
 	$(BIN)/python -m bench.bench_core --json bench/results/core.json
 
-bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~35 min)
+bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~30–35 min)
 	$(BIN)/python -m bench.bench_worker --json bench/results/worker.json --markdown bench/results/worker.md
 
 clean:  ## remove .venv and caches

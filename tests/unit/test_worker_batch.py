@@ -106,3 +106,35 @@ def test_a_stream_mixing_named_and_dense_rows_learns_the_same_whatever_the_cuts(
         results.append((w.learner.model.weights.tolist(), w.learner.model.intercept,
                         [(p["score"], p["mistake"]) for p in preds]))
     assert results[0] == results[1] == results[2]  # bit-identical
+
+
+def _readme_section(start: str, end: str) -> str:
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    return readme[readme.index(start) : readme.index(end)]
+
+
+def test_the_readme_names_every_field_of_every_output_record(tmp_path):
+    w, edge = _worker(tmp_path)
+    records = [
+        InRecord("in", 0, 0, b"k", input_record([1.0, 2.0], 1, 0), 0),
+        InRecord("in", 0, 1, None, input_record([0.5, -1.0], None, None), 0),
+        InRecord("in", 0, 2, b"k", b'{"x": "nope"}', 0),
+    ]
+    w.process(Batch.of(records))
+    w.publish_stats()
+    settings = w.settings.topics
+    fields = {topic: set() for topic in (settings.predictions, settings.stats, settings.dead_letter)}
+    for topic, _, value in edge.sent:
+        fields[topic] |= set(value)
+    sections = {
+        settings.predictions: _readme_section("**Prediction**", "**Statistics**"),
+        settings.stats: _readme_section("**Statistics**", "**Dead letter**"),
+        settings.dead_letter: _readme_section("**Dead letter**", "## Guarantees"),
+    }
+    for topic, names in fields.items():
+        assert names, f"nothing was sent to {topic}"
+        text = sections[topic]
+        missing = [n for n in sorted(names) if f"`{n}`" not in text and f'"{n}"' not in text]
+        assert not missing, f"README does not describe {missing} of the {topic} records"
