@@ -25,6 +25,7 @@ order of its keys, so its cost is its number of features, not the model's width.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -226,7 +227,7 @@ class Perceptron(base.Classifier):
             if m is not None and m.ndim == 2 and (self.dim is None or m.shape[1] == self.dim):
                 self._ensure_dim(m.shape[1])
                 return m, {}
-        if all(isinstance(x, Mapping) for x in xs):
+        if all(isinstance(x, dict) for x in xs) or all(isinstance(x, Mapping) for x in xs):  # dict: fast
             return self._vectorize_named_many(xs)  # type: ignore[arg-type]
         rows: list[FloatArray] = []
         rejected: dict[int, str] = {}
@@ -244,11 +245,21 @@ class Perceptron(base.Classifier):
     def _vectorize_named_many(self, xs: Sequence[Mapping[str, float]]) -> tuple[SparseRows, dict[int, str]]:
         """Named rows as sparse rows: names are indexed first (new names get new indices, a zero
         weight until learned), then each row's indices and values listed in its keys' order."""
-        index = self._index
         if self._fixed_by_dense():
             reason = _FIXED_BY_DENSE
             return SparseRows.build([], [], self.dim or 0), dict.fromkeys(range(len(xs)), reason)
-        limit = self.n_features
+        try:  # the common case: every name is indexed already, so the rows are built in one pass
+            return self._named_rows(xs), {}
+        except KeyError:  # some names are new
+            pass
+        rejected = self._index_new_names(xs)
+        kept = [x for i, x in enumerate(xs) if i not in rejected] if rejected else xs
+        return self._named_rows(kept), rejected
+
+    def _index_new_names(self, xs: Sequence[Mapping[str, float]]) -> dict[int, str]:
+        """Give the new names of each row, in order, the next indices; returns ``{row: reason}``
+        for the rows whose new names would take the model past ``n_features`` (none indexed)."""
+        index, limit = self._index, self.n_features
         rejected: dict[int, str] = {}
         for i, x in enumerate(xs):
             new = [k for k in x if k not in index]
@@ -257,11 +268,22 @@ class Perceptron(base.Classifier):
                 continue
             for name in new:
                 index[name] = len(index)
-        w = self._ensure_dim(max(len(index), limit or 0, self.dim or 0))
-        kept = [x for i, x in enumerate(xs) if i not in rejected] if rejected else xs
-        columns = [[index[k] for k in x] for x in kept]
-        values = [list(x.values()) for x in kept]
-        return SparseRows.build(columns, values, len(w)), rejected
+        return rejected
+
+    def _named_rows(self, xs: Sequence[Mapping[str, float]]) -> SparseRows:
+        """``xs`` as sparse rows in the model's coordinates (grown to fit); KeyError when a name is
+        not indexed."""
+        index = self._index
+        width = max(len(index), self.n_features or 0, self.dim or 0)
+        rows = SparseRows.concat(
+            map(len, xs),
+            map(index.__getitem__, chain.from_iterable(xs)),  # each row's names in its keys' order
+            chain.from_iterable(x.values() for x in xs),
+            n_rows=len(xs),
+            n_cols=width,
+        )
+        self._ensure_dim(width)
+        return rows
 
     # ------------------------------------------------------------------ prediction
     def score_one(self, x: Features) -> float:

@@ -15,7 +15,9 @@ depend on the rows around it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -45,11 +47,23 @@ class SparseRows:
     @classmethod
     def build(cls, indices: list[list[int]], values: list[list[float]], n_cols: int) -> SparseRows:
         """Rows from one list of column indices and one list of values per row."""
-        lengths = np.fromiter((len(r) for r in indices), dtype=np.intp, count=len(indices))
-        indptr = np.zeros(len(indices) + 1, dtype=np.intp)
-        np.cumsum(lengths, out=indptr[1:])
-        flat_i = np.fromiter((i for r in indices for i in r), dtype=np.intp, count=int(indptr[-1]))
-        flat_v = np.fromiter((v for r in values for v in r), dtype=np.float64, count=int(indptr[-1]))
+        return cls.concat(
+            map(len, indices), chain.from_iterable(indices), chain.from_iterable(values),
+            n_rows=len(indices), n_cols=n_cols,
+        )
+
+    @classmethod
+    def concat(
+        cls, lengths: Iterable[int], indices: Iterable[int], values: Iterable[float], *, n_rows: int,
+        n_cols: int,
+    ) -> SparseRows:
+        """Rows from their ``n_rows`` lengths and their columns and values one row after another
+        (iterated in C, with no list per row)."""
+        indptr = np.zeros(n_rows + 1, dtype=np.intp)
+        np.cumsum(np.fromiter(lengths, dtype=np.intp, count=n_rows), out=indptr[1:])
+        nnz = int(indptr[-1])
+        flat_i = np.fromiter(indices, dtype=np.intp, count=nnz)
+        flat_v = np.fromiter(values, dtype=np.float64, count=nnz)
         return cls(indptr, flat_i, flat_v, n_cols)
 
     def __len__(self) -> int:

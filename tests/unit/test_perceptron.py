@@ -235,6 +235,39 @@ def test_named_rows_learn_many_is_learn_one_row_by_row(stream, fit_intercept, cu
     _assert_learn_many_is_learn_one(rows, y, fit_intercept, cuts)
 
 
+_NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.dictionaries(_NAMES, st.floats(-5, 5, allow_nan=False), max_size=4), max_size=6),
+        min_size=1, max_size=4,
+    ),
+    limit=st.none() | st.integers(1, 6),
+)
+def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(batches, limit):
+    model = Perceptron(n_features=limit)
+    index: dict[str, int] = {}  # the reference: rows in order, each row's new names in its keys' order
+    for batch in batches:
+        rows, rejected = model.vectorize_many(batch) if batch else (None, {})
+        want_rejected, want_rows = {}, []
+        for i, x in enumerate(batch):
+            new = [k for k in x if k not in index]
+            if limit is not None and len(index) + len(new) > limit:
+                want_rejected[i] = f"x brings {len(new)} new feature names; the model allows {limit} in all"
+                continue
+            for k in new:
+                index[k] = len(index)
+            want_rows.append(([index[k] for k in x], list(x.values())))
+        assert rejected == want_rejected
+        assert model.feature_names == list(index)
+        if rows is not None:
+            got = [(cols.tolist(), vals.tolist()) for cols, vals in map(rows.row, range(len(rows)))]
+            assert got == want_rows
+            assert rows.n_cols == len(model.weights) == max(len(index), limit or 0)
+
+
 def test_named_rows_are_scored_over_their_own_features_only():
     model = Perceptron(n_features=100_000)  # a wide model: a row costs its features, not the width
     X, rejected = model.vectorize_many([{"a": 1.0, "b": 2.0}, {}, {"c": -1.0}])
