@@ -17,7 +17,6 @@ a fresh worker; the table gives the median µs per record and its ratio to the l
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker.contenders import rotated
-from bench.worker.formatting import format_table, write_json
+from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.edge import Batch
 from stream_perceptron.settings import Settings
@@ -84,12 +83,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for r in range(args.repeats):
             for c in rotated(chunks, r):
                 runs[c].append(time_chunks(values, c, Path(tmp) / f"r{r}-c{c}"))
-    base = statistics.median(runs[max(chunks)])
-    rows = []
-    for c in chunks:
-        med = statistics.median(runs[c])
-        spread = (max(runs[c]) - min(runs[c])) / med
-        rows.append([f"{c:,}", f"{1e6 * med / args.records:.2f}", f"{spread:.0%}", f"{med / base:.3f}"])
+    rows = timing_rows(runs, args.records, base=max(chunks))
     print(f"Worker.process, {args.records:,} records of 20 features, poll batches of {POLL_RECORDS:,}, "
           f"an edge that drops the outputs; median of {args.repeats} interleaved runs")
     print(format_table(["chunk_records", "us/record", "spread", "x largest chunk"], rows))

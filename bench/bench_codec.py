@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +33,7 @@ import numpy as np
 import orjson
 
 from bench.worker.contenders import rotated
-from bench.worker.formatting import format_table, write_json
+from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import BatchDecoder, Limits, encode_predictions
@@ -171,25 +170,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             runs[name].append(time_decoder(DECODERS[name], inputs))
     print(f"{args.records:,} records in batches of {BATCH_RECORDS};"
           f" median of {args.repeats} interleaved runs")
+    encoders = {name: runs[name] for name in ENCODERS}
+    decoders = {name: runs[name] for name in DECODERS}
     print(format_table(["encoder", "us/record", "spread", "x dict encoder"],
-                       _rows(list(ENCODERS), runs, args.records)))
+                       timing_rows(encoders, args.records, base=next(iter(ENCODERS)))))
     print(format_table(["decoder", "us/record", "spread", "x values only"],
-                       _rows(list(DECODERS), runs, args.records)))
+                       timing_rows(decoders, args.records, base=next(iter(DECODERS)))))
     report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
               "seconds": runs}
     if args.json is not None:
         write_json(args.json, report)
     return report
-
-
-def _rows(names: list[str], runs: dict[str, list[float]], records: int) -> list[list[str]]:
-    base = statistics.median(runs[names[0]])
-    rows = []
-    for name in names:
-        med = statistics.median(runs[name])
-        spread = (max(runs[name]) - min(runs[name])) / med
-        rows.append([name, f"{1e6 * med / records:.2f}", f"{spread:.0%}", f"{med / base:.3f}"])
-    return rows
 
 
 if __name__ == "__main__":

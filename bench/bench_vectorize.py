@@ -22,7 +22,6 @@ rotated order; the table gives the median µs per record and its ratio to the ea
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.worker.contenders import rotated
-from bench.worker.formatting import format_table, write_json
+from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import sparse_records
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import BatchDecoder, Limits
@@ -114,13 +113,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             runs[name].append(time_contender(CONTENDERS[name], batches))
     print(f"{args.records:,} sparse records (20 of 10,000 names) in batches of {BATCH_RECORDS};"
           f" median of {args.repeats} interleaved runs")
-    base = statistics.median(runs[next(iter(CONTENDERS))])
-    rows = []
-    for name, times in runs.items():
-        med = statistics.median(times)
-        spread = (max(times) - min(times)) / med
-        rows.append([name, f"{1e6 * med / args.records:.2f}", f"{spread:.0%}", f"{base / med:.2f}"])
-    print(format_table(["named rows to sparse rows", "us/record", "spread", "x faster than earlier"], rows))
+    rows = timing_rows(runs, args.records, base=next(iter(CONTENDERS)))
+    print(format_table(["named rows to sparse rows", "us/record", "spread", "x earlier"], rows))
     report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
               "seconds": runs}
     if args.json is not None:

@@ -4,6 +4,7 @@ JSON file every benchmark writes with ``--json``."""
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,23 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: s
     lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in cells[1:]]
     return "\n".join(lines)
+
+
+def timing_rows(runs: dict[Any, list[float]], records: int, base: Any) -> list[list[str]]:
+    """One row per contender of ``runs`` (seconds of each repeat): its median µs per record,
+    spread ((slowest − fastest) / median) and median as a multiple of ``base``'s.
+
+    >>> timing_rows({"a": [2.0, 1.0, 1.5], 500: [3.0, 3.0, 3.0]}, 1_000_000, base="a")
+    [['a', '1.50', '67%', '1.000'], ['500', '3.00', '0%', '2.000']]
+    """
+    reference = statistics.median(runs[base])
+    rows = []
+    for name, times in runs.items():
+        med = statistics.median(times)
+        spread = (max(times) - min(times)) / med
+        label = f"{name:,}" if isinstance(name, int) else str(name)
+        rows.append([label, f"{1e6 * med / records:.2f}", f"{spread:.0%}", f"{med / reference:.3f}"])
+    return rows
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:

@@ -146,6 +146,12 @@ def test_markdown_table_and_number_formats() -> None:
     assert formatting.fmt_ratio(1.0, 0.0) == "n/a"
 
 
+def test_timing_rows_give_median_spread_and_ratio_to_the_base() -> None:
+    rows = formatting.timing_rows({"a": [2.0, 1.0, 1.5], 500: [3.0, 3.0, 3.0]}, 1_000_000, base="a")
+    assert rows == [["a", "1.50", "67%", "1.000"], ["500", "3.00", "0%", "2.000"]]
+    assert formatting.timing_rows({2_000: [4.0], 100: [1.0]}, 1_000_000, base=2_000)[0][0] == "2,000"
+
+
 def test_rotated_gives_every_contender_every_position() -> None:
     items = ["a", "b", "c", "d"]
     orders = [contenders.rotated(items, k) for k in range(4)]
