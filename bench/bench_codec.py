@@ -2,8 +2,11 @@
 
 Encoding: the prediction records by a dict and ``orjson.dumps`` per record (the encoder before
 ``records.encode_predictions`` built msgspec structs) against ``encode_predictions``. Decoding:
-``BatchDecoder.decode_many`` given the values only against given the records' keys too (which
-adds the check of ``limits.max_key_bytes``).
+the worker's step from a batch's values to the matrix ``learn_many`` takes (``decode_many``, then
+``Perceptron.vectorize_many``), three ways: the typed msgspec decoder given the values only, the
+same given the records' keys too (which adds the check of ``limits.max_key_bytes``; the worker's
+call before the simdjson reader), and with the simdjson reader of plain dense batches
+(``dense_json.DenseBatchReader``), the worker's call now.
 
 Run from the repository root::
 
@@ -15,8 +18,9 @@ labels) decoded by ``BatchDecoder`` and learned by ``Perceptron.learn_many``, ke
 benchmark's producers write them, in batches of 500 records (``SP_OUTPUT__CHUNK_RECORDS``). Both
 encoders are checked to give the same JSON values for every record before anything is timed.
 Each repeat times both encoders over every batch, in rotated order; the table gives the median
-µs per record and its ratio to the dict encoder. The two decoder calls are checked to give the
-same result and timed the same way over the same input batches.
+µs per record and its ratio to the dict encoder. The three decoders are checked to give the same
+matrix bit for bit, the same labels, ids, positions and refusals, then timed the same way over the
+same input batches, each repeat with a fresh decoder and model.
 """
 
 from __future__ import annotations
@@ -108,26 +112,57 @@ def input_batches(records: int, seed: int) -> list[tuple[list[bytes | None], lis
             for a in range(0, records, BATCH_RECORDS)]
 
 
-Decode = Callable[[BatchDecoder, Sequence[bytes | None], Sequence[bytes | None]], Any]
+Decode = Callable[[Sequence[bytes | None], Sequence[bytes | None]], Any]
 
-DECODERS: dict[str, Decode] = {
-    "decode_many(values)": lambda d, values, keys: d.decode_many(values),
-    "decode_many(values, keys)": lambda d, values, keys: d.decode_many(values, keys),
+
+def decoder(read_dense: bool, with_keys: bool) -> Callable[[], Decode]:
+    """A contender: a fresh decoder and model that turn a batch into the matrix ``learn_many``
+    takes, as the worker does (``decode_many``, then ``vectorize_many``)."""
+
+    def make() -> Decode:
+        dec, model = BatchDecoder(Limits(), read_dense=read_dense), Perceptron()
+
+        def call(values: Sequence[bytes | None], keys: Sequence[bytes | None]) -> Any:
+            d = dec.decode_many(values, keys if with_keys else None)
+            X, rejected = model.vectorize_many(d.xs)
+            return X, rejected, d
+
+        return call
+
+    return make
+
+
+DECODERS: dict[str, Callable[[], Decode]] = {
+    "msgspec: decode_many(values)": decoder(read_dense=False, with_keys=False),
+    "msgspec: decode_many(values, keys)": decoder(read_dense=False, with_keys=True),
+    "simdjson matrix: decode_many(values, keys)": decoder(read_dense=True, with_keys=True),
 }
+DECODER_BASE = "msgspec: decode_many(values, keys)"
 
 
-def same_decoded(batches: Sequence[tuple[list[bytes | None], list[bytes | None]]]) -> bool:
-    """Whether both decoder calls give the same :class:`Decoded` for every batch."""
-    decoder = BatchDecoder(Limits())
-    return all(len({repr(call(decoder, v, k)) for call in DECODERS.values()}) == 1 for v, k in batches)
+def decoded_bits(result: Any) -> tuple[Any, ...]:
+    """What a decoder contender gave, exactly: the matrix's bits, labels, ids with their types,
+    positions and refusals."""
+    X, rejected, d = result
+    return (X.shape, X.tobytes(), rejected, list(d.ys), [(type(i), i) for i in d.ids], list(d.rows),
+            d.rejected)
 
 
-def time_decoder(call: Decode, batches: Sequence[tuple[list[bytes | None], list[bytes | None]]]) -> float:
-    """Seconds for ``call`` to decode every batch."""
-    decoder = BatchDecoder(Limits())
+Batches = Sequence[tuple[list[bytes | None], list[bytes | None]]]
+
+
+def same_decoded(batches: Batches) -> bool:
+    """Whether every decoder contender gives the same matrix, labels and ids for every batch."""
+    calls = [make() for make in DECODERS.values()]
+    return all(len({repr(decoded_bits(call(v, k))) for call in calls}) == 1 for v, k in batches)
+
+
+def time_decoder(make: Callable[[], Decode], batches: Batches) -> float:
+    """Seconds for a fresh contender to decode and vectorise every batch."""
+    call = make()
     started = time.perf_counter()
     for values, keys in batches:
-        call(decoder, values, keys)
+        call(values, keys)
     return time.perf_counter() - started
 
 
@@ -174,8 +209,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     decoders = {name: runs[name] for name in DECODERS}
     print(format_table(["encoder", "us/record", "spread", "x dict encoder"],
                        timing_rows(encoders, args.records, base=next(iter(ENCODERS)))))
-    print(format_table(["decoder", "us/record", "spread", "x values only"],
-                       timing_rows(decoders, args.records, base=next(iter(DECODERS)))))
+    print(format_table(["decode + vectorize", "us/record", "spread", "x msgspec with keys"],
+                       timing_rows(decoders, args.records, base=DECODER_BASE)))
     report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
               "seconds": runs}
     if args.json is not None:

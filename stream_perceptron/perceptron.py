@@ -207,7 +207,7 @@ class Perceptron(base.Classifier):
                 v[i] = value
         return v
 
-    def vectorize_many(self, xs: Sequence[Features]) -> tuple[Rows, dict[int, str]]:
+    def vectorize_many(self, xs: Sequence[Features] | FloatArray) -> tuple[Rows, dict[int, str]]:
         """Rows of ``xs`` in the model's coordinates; rows that do not fit are left out and reported.
 
         Returns the accepted rows (in order) and ``{row: reason}`` for the others. A block of
@@ -217,7 +217,7 @@ class Perceptron(base.Classifier):
         as dense rows are; the worker never mixes them in one block, so that each record is
         always summed the same way.
         """
-        if not xs:
+        if not len(xs):
             return np.zeros((0, self.dim or 0)), {}
         if not isinstance(xs[0], Mapping):
             try:

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
+import numpy as np
 import orjson
 
+from stream_perceptron import dense_json
 from stream_perceptron.errors import DecodeError
 
 Scalar = str | int | float | None
@@ -144,9 +146,11 @@ def _features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
 @dataclass(slots=True)
 class Decoded:
     """A batch of decoded inputs, column-wise: ``rows[k]`` is the position in the batch of the
-    k-th accepted record; ``rejected`` maps the others' positions to their reasons."""
+    k-th accepted record; ``rejected`` maps the others' positions to their reasons. ``xs`` is a
+    float64 matrix, one row per record, when every record of the batch was dense, of one width,
+    and read by :mod:`~stream_perceptron.dense_json`; otherwise a list of lists and dicts."""
 
-    xs: list[list[float] | dict[str, float]] = field(default_factory=list)
+    xs: list[list[float] | dict[str, float]] | np.ndarray = field(default_factory=list)
     ys: list[int] = field(default_factory=list)
     ids: list[Scalar] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
@@ -164,7 +168,10 @@ class BatchDecoder:
     what it accepts: a value it refuses goes through :func:`decode_example`, which gives the
     reason (or, where the two readers of JSON differ at an edge, accepts it). Dense features come
     out as floats where :func:`decode_example` keeps JSON integers as ints; both make the same
-    float64 row.
+    float64 row. Before all that (unless ``read_dense`` is False), a batch of plain dense records
+    of one width is read straight into a matrix by
+    :class:`~stream_perceptron.dense_json.DenseBatchReader`, which takes only what the typed
+    decoder would take, with the same result.
 
     >>> d = BatchDecoder(Limits(max_key_bytes=2)).decode_many(
     ...     [b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None, b'{"x": [1]}'],
@@ -177,7 +184,7 @@ class BatchDecoder:
     ('x is empty', 'record has no value')
     """
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, *, read_dense: bool = True) -> None:
         self.limits = limits
         bound = limits.max_abs_value
         value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
@@ -199,6 +206,16 @@ class BatchDecoder:
         if limits.positive_class is not None:
             labels[limits.positive_class] = 1
         self._labels = labels
+        self._dense = (
+            dense_json.DenseBatchReader(
+                max_features=limits.max_features,
+                max_abs_value=limits.max_abs_value,
+                max_id_chars=limits.max_id_chars,
+                labels=labels,
+            )
+            if read_dense and dense_json.available()
+            else None
+        )
 
     def decode_many(
         self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
@@ -208,7 +225,8 @@ class BatchDecoder:
         if whole is not None:
             return whole
         decode, labels, limits = self._decode, self._labels, self.limits
-        out = Decoded()
+        xs: list[list[float] | dict[str, float]] = []
+        out = Decoded(xs)
         for i, value in enumerate(values):
             key = None if keys is None else keys[i]
             try:
@@ -224,12 +242,12 @@ class BatchDecoder:
                 except DecodeError as exc:
                     out.rejected[i] = exc.reason
                     continue
-                out.xs.append(example.x)
+                xs.append(example.x)
                 out.ys.append(example.y)
                 out.ids.append(example.id)
                 out.rows.append(i)
                 continue
-            out.xs.append(rec.x)
+            xs.append(rec.x)
             out.ys.append(y)
             out.ids.append(rec.id)
             out.rows.append(i)
@@ -246,6 +264,11 @@ class BatchDecoder:
             return None
         if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
             return None
+        if self._dense is not None:
+            dense = self._dense.read(present)
+            if dense is not None:
+                X, ys, ids = dense
+                return Decoded(X, ys, ids, list(range(len(ids))))
         decode, labels = self._decode, self._labels
         try:
             recs: list[Any] = [decode(value) for value in present]

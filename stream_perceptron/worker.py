@@ -359,7 +359,11 @@ class Worker:
             if not named:
                 width = max(self.learner.model.dim or 0, len(x0), 1)
                 limit = min(limit, start + max(1, _MATRIX_BYTES // (8 * width)))
-            end = next((j for j in range(start + 1, limit) if isinstance(xs[j], dict) is not named), limit)
+            end = (
+                limit
+                if isinstance(xs, np.ndarray)  # one dense matrix
+                else next((j for j in range(start + 1, limit) if isinstance(xs[j], dict) is not named), limit)
+            )
             X, rejected = self.learner.model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end

@@ -33,6 +33,10 @@ def categorize_stack(frames: Sequence[str]) -> str:
     ...                   "process (stream_perceptron/worker.py:240)",
     ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)"])
     'decode_many (msgspec, validated)'
+    >>> categorize_stack(["process (stream_perceptron/worker.py:240)",
+    ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)",
+    ...                   "DenseBatchReader.read (stream_perceptron/dense_json.py:90)"])
+    'decode_many: simdjson matrix (dense_json)'
     >>> categorize_stack(["_bootstrap (threading.py:1)", "run (kafka/x.py:2)"])
     'background threads (kafka-python I/O)'
     >>> categorize_stack(["Worker.run (stream_perceptron/worker.py:1)",
@@ -64,6 +68,7 @@ _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("_shutdown", "worker.py"), "shutdown"),
     (("poll", "kafka_io.py"), "edge poll (client poll + column copies), incl. waiting"),
     (("decode_example", "records.py"), "decode_example (fallback: reference decoder)"),
+    (("read", "dense_json.py"), "decode_many: simdjson matrix (dense_json)"),
     (("decode_many", "records.py"), "decode_many (msgspec, validated)"),
     (("vectorize_many", "perceptron.py"), "vectorize_many (lists -> matrix)"),
     (("learn_many", "perceptron.py"), "learn_many"),
@@ -180,6 +185,7 @@ _CPROFILE_FUNCS = [
     ("worker.py", "process", "Worker.process (per batch)"),
     ("kafka_io.py", "poll", "KafkaEdge.poll (incl. waiting, group join)"),
     ("records.py", "decode_many", "BatchDecoder.decode_many"),
+    ("dense_json.py", "read", "DenseBatchReader.read (simdjson matrix)"),
     ("records.py", "decode_example", "decode_example (fallback)"),
     ("perceptron.py", "vectorize_many", "vectorize_many"),
     ("learner.py", "step", "Learner.step (learn_many + statistics)"),

@@ -7,6 +7,7 @@ import orjson
 from bench.bench_codec import (
     DECODERS,
     ENCODERS,
+    decoded_bits,
     input_batches,
     main,
     prediction_batches,
@@ -22,7 +23,7 @@ def test_a_tiny_run_times_both_encoders_and_both_decoder_calls_in_every_repeat(t
     assert (tmp_path / "codec.json").read_text().startswith("{")
     out = capsys.readouterr().out
     assert "dict + orjson.dumps" in out and "struct + msgspec" in out
-    assert "decode_many(values, keys)" in out
+    assert "msgspec: decode_many(values, keys)" in out and "simdjson matrix" in out
 
 
 def test_the_decoder_calls_get_the_workers_inputs_and_agree_on_them():
@@ -31,7 +32,16 @@ def test_the_decoder_calls_get_the_workers_inputs_and_agree_on_them():
     assert batches[1][1][0] == b"500"
     assert same_decoded(batches)
     broken = [(v, [b"k" * 5000] + k[1:]) for v, k in batches]  # over limits.max_key_bytes
-    assert not same_decoded(broken)
+    assert not same_decoded(broken)  # the values-only contender does not check keys
+
+
+def test_the_simdjson_contender_hands_over_a_matrix_and_the_msgspec_ones_lists():
+    values, keys = input_batches(600, seed=1)[0]
+    results = {name: make()(values, keys) for name, make in DECODERS.items()}
+    kinds = {name: type(d.xs).__name__ for name, (_, _, d) in results.items()}
+    assert kinds == {"msgspec: decode_many(values)": "list", "msgspec: decode_many(values, keys)": "list",
+                     "simdjson matrix: decode_many(values, keys)": "ndarray"}
+    assert len({decoded_bits(r)[1] for r in results.values()}) == 1  # the same bits
 
 
 def test_the_batches_are_the_workers_columns_and_the_encoders_agree_on_them():

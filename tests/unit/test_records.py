@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,7 +141,8 @@ def fast(values, limits, keys=None):
     out = [d.rejected.get(i) for i in range(len(values))]
     for k, i in enumerate(d.rows):
         assert out[i] is None, "a row both accepted and rejected"
-        out[i] = (d.xs[k], d.ys[k], d.ids[k])
+        x = d.xs[k]
+        out[i] = (x.tolist() if isinstance(x, np.ndarray) else x, d.ys[k], d.ids[k])
     return out
 
 
