@@ -104,6 +104,16 @@ _SOCKET_OVER_FETCH_WAIT_MS = 1_000
 # plus this long (a fetch answers within fetch.wait.max.ms when the broker is reachable).
 _HIGHWATER_SETTLE_EXTRA_S = 1.0
 
+# The consumer's prefetch. librdkafka's defaults fetch ahead until a partition's queue holds
+# 100,000 messages (queued.min.messages) or 64 MB, then wait fetch.queue.backoff.ms = 1 s before
+# fetching again: measured on 1M records, about 40 MB of resident memory that came and went, and
+# a long run paced at about 100k records/s by the one-second waits. Ten polls' worth of records
+# (at most 32 MB), refilled 10 ms after the queue falls below that, keeps the next polls' records
+# at hand without either.
+_PREFETCH_POLLS = 10
+_PREFETCH_MAX_KBYTES = 32_768
+_PREFETCH_BACKOFF_MS = 10
+
 # Serve the producer's events (failed deliveries, errors, logs) every this many sends.
 _PRODUCER_POLL_EVERY = 1_000
 
@@ -350,6 +360,9 @@ class ConfluentEdge(EdgeBase):
                 "partition.assignment.strategy": "range",
                 "isolation.level": "read_uncommitted",
                 "fetch.wait.max.ms": self._kafka.fetch_max_wait_ms,
+                "queued.min.messages": _PREFETCH_POLLS * self._kafka.max_poll_records,
+                "queued.max.messages.kbytes": _PREFETCH_MAX_KBYTES,
+                "fetch.queue.backoff.ms": _PREFETCH_BACKOFF_MS,
                 "logger": _LogBridge(self._throttle),
                 "error_cb": self._on_consumer_error,
             }

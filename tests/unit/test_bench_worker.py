@@ -420,6 +420,9 @@ def test_the_confluent_pipe_uses_the_edges_librdkafka_settings() -> None:
     assert consumer["enable.auto.commit"] is False and consumer["isolation.level"] == "read_uncommitted"
     assert not {"logger", "error_cb", "on_delivery"} & (set(consumer) | set(producer))
     assert confluent_configs("127.0.0.1:9092", "g", fetch_wait_max_ms=7)[0]["fetch.wait.max.ms"] == 7
+    # the edge's bounded prefetch, not librdkafka's 100,000 messages and one-second backoff
+    assert consumer["queued.min.messages"] == 20_000 and consumer["fetch.queue.backoff.ms"] == 10
+    assert consumer["queued.max.messages.kbytes"] == 32_768
 
 
 def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:
