@@ -16,7 +16,6 @@ a fresh worker; the table gives the median µs per record and its ratio to the l
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.edge import Batch
@@ -69,12 +68,8 @@ def time_chunks(values: list[bytes], chunk: int, workdir: Path) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
+    parser = offline_parser(__doc__, records=100_000, repeats=5)
     parser.add_argument("--chunks", default="2000,500,100", help="chunk sizes, comma-separated")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     chunks = [int(c) for c in args.chunks.split(",")]
     values, meta = dense_records(args.records, 20, seed=args.seed)

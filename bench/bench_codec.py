@@ -25,18 +25,16 @@ same input batches, each repeat with a fresh decoder and model.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
 from stream_perceptron.perceptron import Perceptron
@@ -185,11 +183,7 @@ def time_encoder(encoder: Callable[..., list[bytes]], batches: Sequence[Columns]
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path)
+    parser = offline_parser(__doc__, records=100_000, repeats=7)
     args = parser.parse_args(argv)
     batches = prediction_batches(args.records, args.seed)
     inputs = input_batches(args.records, args.seed)

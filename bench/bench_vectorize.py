@@ -21,16 +21,14 @@ rotated order; the table gives the median µs per record and its ratio to the ea
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import sparse_records
 from stream_perceptron.perceptron import Perceptron
@@ -98,11 +96,7 @@ def time_contender(vectorize: Vectorize, batches: Sequence[Rows]) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path)
+    parser = offline_parser(__doc__, records=50_000, repeats=7)
     args = parser.parse_args(argv)
     batches = named_batches(args.records, args.seed)
     if not (same_rows(batches) and same_rows(batches, n_features=len(batches[0]) * 10)):

@@ -3,6 +3,7 @@ which client backend), and the run's defaults."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,21 @@ CONTENDERS = (
     WORKER_CF_NONE, PEER,
 )
 SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
+
+
+def offline_parser(doc: str, *, records: int, repeats: int) -> argparse.ArgumentParser:
+    """The options of every offline benchmark (no Kafka): ``--records``, ``--repeats``,
+    ``--seed`` and ``--json``; described by the first paragraph of ``doc``.
+
+    >>> offline_parser("Times things.", records=10, repeats=3).parse_args([])
+    Namespace(records=10, repeats=3, seed=1, json=None)
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    return parser
 
 
 def rotated(items: Sequence[Any], k: int) -> list[Any]:
