@@ -12,7 +12,7 @@ flush. The clients use the worker's settings, so the only difference from the wo
 everything the worker does per record:
 
 * ``--client kafka-python`` (default): ``stream_perceptron.settings.KafkaSettings`` defaults
-  (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``linger_ms``,
+  (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``fetch_max_bytes``, ``linger_ms``,
   ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
   its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch; like the worker's
   ``send_many``, it names partition 0 of a one-partition output topic (no key hashing).
@@ -56,16 +56,21 @@ PRODUCER_ACKS = "all"  # stream_perceptron.kafka_io.KafkaEdge._new_producer hard
 CLIENTS = ("kafka-python", "kafka-python+process", "confluent-kafka")
 
 
+# Settings a run overrides for an experiment (``--fetch-max-bytes``); empty: the worker's defaults.
+SETTINGS_OVERRIDES: dict[str, Any] = {}
+
+
 def kafka_settings(bootstrap: str) -> Any:
-    """The worker's Kafka settings (all defaults) pointed at ``bootstrap``."""
+    """The worker's Kafka settings (defaults, and any ``SETTINGS_OVERRIDES``) pointed at
+    ``bootstrap``."""
     from stream_perceptron.settings import KafkaSettings
 
-    return KafkaSettings(bootstrap_servers=bootstrap)
+    return KafkaSettings(bootstrap_servers=bootstrap, **SETTINGS_OVERRIDES)
 
 
 def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
     """KafkaConsumer kwargs as the worker's (no group: the caller uses ``assign()``)."""
-    from stream_perceptron.kafka_io import client_config
+    from stream_perceptron.kafka_io import client_config, consumer_fetch_config
 
     kafka = kafka_settings(bootstrap)
     return {
@@ -73,8 +78,7 @@ def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
         "group_id": None,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
-        "max_poll_records": kafka.max_poll_records,
-        "fetch_max_wait_ms": kafka.fetch_max_wait_ms,  # as kafka_io.KafkaEdge passes it
+        **consumer_fetch_config(kafka),  # as kafka_io.KafkaEdge passes them
     }
 
 
@@ -232,15 +236,14 @@ def confluent_configs(
     bootstrap: str, group: str, *, fetch_wait_max_ms: int | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(consumer, producer) librdkafka properties exactly as ``ConfluentEdge`` builds them for
-    ``KafkaSettings(bootstrap_servers=bootstrap)`` defaults, minus its Python callbacks (logger,
+    ``kafka_settings(bootstrap)`` (the worker's defaults), minus its Python callbacks (logger,
     error and delivery callbacks, which the caller sets). ``group`` is only the consumer's
     ``group.id`` (librdkafka wants one even with ``assign()``; no group is joined).
     ``fetch_wait_max_ms`` overrides ``fetch.wait.max.ms`` (an experiment, not the edge's setting).
     """
     from stream_perceptron.kafka_confluent import ConfluentEdge
-    from stream_perceptron.settings import KafkaSettings
 
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, group_id=group, client_id=group)
+    kafka = kafka_settings(bootstrap).model_copy(update={"group_id": group, "client_id": group})
     edge = ConfluentEdge(kafka, "(unused)", _ignore, _ignore)  # builds nothing until start()
     consumer = edge._consumer_config()
     producer = edge._producer_config()
@@ -381,6 +384,13 @@ def contender_args(
             help="override the consumer's fetch wait (fetch_max_wait_ms / fetch.wait.max.ms); "
             "default: what the worker's edge of the same client uses",
         )
+        p.add_argument(
+            "--fetch-max-bytes",
+            type=int,
+            default=None,
+            help="override the consumer's fetch bound (SP_KAFKA__FETCH_MAX_BYTES, for both clients); "
+            "default: the worker's",
+        )
     args = p.parse_args(argv)
     if args.records < 1:
         p.error("--records must be positive")
@@ -394,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from stream_perceptron.runtime import limit_malloc_arenas
 
     limit_malloc_arenas()  # as the worker's `run` command does, before any client thread
+    if args.fetch_max_bytes is not None:
+        SETTINGS_OVERRIDES["fetch_max_bytes"] = args.fetch_max_bytes
     if args.client == "confluent-kafka":
         result = confluent_pipe(
             args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms

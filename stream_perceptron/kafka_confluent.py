@@ -360,6 +360,7 @@ class ConfluentEdge(EdgeBase):
                 "partition.assignment.strategy": "range",
                 "isolation.level": "read_uncommitted",
                 "fetch.wait.max.ms": self._kafka.fetch_max_wait_ms,
+                "fetch.max.bytes": self._kafka.fetch_max_bytes,
                 "queued.min.messages": _PREFETCH_POLLS * self._kafka.max_poll_records,
                 "queued.max.messages.kbytes": _PREFETCH_MAX_KBYTES,
                 "fetch.queue.backoff.ms": _PREFETCH_BACKOFF_MS,

@@ -21,7 +21,10 @@ def read_topic(
 ) -> list[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
     per partition. Stops at the high-water marks, or after ``idle_s`` with nothing new."""
-    consumer = KafkaConsumer(**client_config(kafka), enable_auto_commit=False, group_id=None)
+    consumer = KafkaConsumer(
+        **client_config(kafka), enable_auto_commit=False, group_id=None,
+        fetch_max_bytes=kafka.fetch_max_bytes,
+    )
     try:
         deadline = time.monotonic() + timeout_s
         parts = None

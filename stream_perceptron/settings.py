@@ -48,6 +48,11 @@ class KafkaSettings(_Section):
     max_poll_records: int = Field(2_000, ge=1)
     poll_timeout_ms: int = Field(500, ge=0)
     fetch_max_wait_ms: int = Field(100, ge=0, description="how long a fetch may wait for data (latency)")
+    fetch_max_bytes: int = Field(
+        1_048_576,
+        ge=1_000_000,  # librdkafka refuses less than its message.max.bytes (1,000,000)
+        description="most bytes one fetch response may carry (Kafka's fetch.max.bytes)",
+    )
     request_timeout_ms: int = Field(30_000, ge=1_000)
     linger_ms: int = Field(20, ge=0)
     batch_size: int = Field(262_144, ge=1)

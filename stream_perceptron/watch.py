@@ -87,7 +87,10 @@ def follow_stats(
     when no bootstrap server can be reached.
     """
     check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
-    consumer = KafkaConsumer(**client_config(kafka), group_id=None, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        **client_config(kafka), group_id=None, enable_auto_commit=False,
+        fetch_max_bytes=kafka.fetch_max_bytes,
+    )
     try:
         tps: list[TopicPartition] = []
         # From the end: the first offset to yield per partition, once its high-water mark is known.

@@ -100,6 +100,7 @@ def kafka_client_settings() -> dict[str, Any]:
         "max_poll_records": k.max_poll_records,
         "poll_timeout_ms": k.poll_timeout_ms,
         "fetch_max_wait_ms": k.fetch_max_wait_ms,
+        "fetch_max_bytes": k.fetch_max_bytes,
         "linger_ms": k.linger_ms,
         "batch_size": k.batch_size,
         "acks": "all",

@@ -423,6 +423,7 @@ def test_the_confluent_pipe_uses_the_edges_librdkafka_settings() -> None:
     # the edge's bounded prefetch, not librdkafka's 100,000 messages and one-second backoff
     assert consumer["queued.min.messages"] == 20_000 and consumer["fetch.queue.backoff.ms"] == 10
     assert consumer["queued.max.messages.kbytes"] == 32_768
+    assert consumer["fetch.max.bytes"] == 1_048_576  # the worker's fetch_max_bytes, not 50 MB
 
 
 def test_quick_arguments_are_small_and_the_profile_is_opt_in() -> None:

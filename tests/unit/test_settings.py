@@ -63,6 +63,15 @@ def test_bad_value_is_one_line_naming_the_setting(monkeypatch):
     assert "SP_KAFKA__SESSION_TIMEOUT_MS" in msg and "kafka.session_timeout_ms" in msg
 
 
+def test_a_fetch_bound_below_librdkafkas_floor_is_one_line(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__FETCH_MAX_BYTES", "65536")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value).count("\n") == 0 and "SP_KAFKA__FETCH_MAX_BYTES" in str(err.value)
+    monkeypatch.setenv("SP_KAFKA__FETCH_MAX_BYTES", "4194304")
+    assert load_settings().kafka.fetch_max_bytes == 4_194_304
+
+
 def test_a_producer_process_is_refused_with_confluent_kafka(monkeypatch):
     monkeypatch.setenv("SP_KAFKA__BACKEND", "confluent-kafka")
     monkeypatch.setenv("SP_KAFKA__PRODUCER_PROCESS", "true")

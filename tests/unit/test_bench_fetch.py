@@ -1,0 +1,38 @@
+"""bench/bench_fetch.py: its options, and the pipe override it relies on (the runs need a broker;
+the benchmark itself is not a test)."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from bench import bench_fetch, pipe
+from bench.bench_fetch import parse_args
+
+
+def test_the_module_doctests_pass():
+    result = doctest.testmod(bench_fetch)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_bounds_below_librdkafkas_floor_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--bounds", "1048576,65536"])
+    assert "at least 1,000,000" in capsys.readouterr().err
+    args = parse_args(["--bounds", "1048576,8388608", "--backends", "kafka-python"])
+    assert args.bounds == [1_048_576, 8_388_608] and args.backends == ["kafka-python"]
+
+
+def test_the_pipes_fetch_bound_follows_the_override(monkeypatch):
+    assert pipe.consumer_kwargs("h:1")["fetch_max_bytes"] == 1_048_576  # the worker's default
+    monkeypatch.setitem(pipe.SETTINGS_OVERRIDES, "fetch_max_bytes", 52_428_800)
+    assert pipe.consumer_kwargs("h:1")["fetch_max_bytes"] == 52_428_800
+
+
+def test_the_confluent_pipes_fetch_bound_follows_the_override(monkeypatch):
+    pytest.importorskip("confluent_kafka")
+    assert pipe.confluent_configs("h:1", "g")[0]["fetch.max.bytes"] == 1_048_576
+    monkeypatch.setitem(pipe.SETTINGS_OVERRIDES, "fetch_max_bytes", 52_428_800)
+    consumer, _ = pipe.confluent_configs("h:1", "g")
+    assert consumer["fetch.max.bytes"] == 52_428_800 and consumer["group.id"] == "g"
