@@ -176,6 +176,13 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path)
           f"the worker's own: {own[:3]}")
 
 
+# kafka-python 3.0.12 leaks one socket when a client is closed while a connection to the broker
+# is being opened (see test_rebalance.py); this test's broker is its own, on a port of its own, so
+# the broker tests' teardown filter (tests/integration/conftest.py) does not cover it. Seen once
+# in a full run: a socket to this broker collected while the predictions were read back.
+@pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.timeout(120)
 def test_broker_unreachable_at_start_then_appears(tmp_path):
     """Start the worker against a port where nothing listens; it must retry with backoff, log
