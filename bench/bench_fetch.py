@@ -31,7 +31,7 @@ from typing import Any
 from bench.worker.contenders import CF, KP, SHORT, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import dense_records
-from bench.worker.processes import Ctx, run_contender_process, run_worker
+from bench.worker.processes import Ctx, broker_at, run_contender_process, run_worker
 
 DEFAULT_BOUNDS = (1_048_576, 52_428_800)  # the worker's default and the clients' own
 SESSION_TIMEOUT_MS = 6_000  # the embedded broker holds a group join for half of it
@@ -101,34 +101,23 @@ def summary_rows(runs: dict[tuple[str, int], list[dict[str, Any]]]) -> list[list
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    broker = None
-    with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
-        try:
-            if args.bootstrap is None:
-                from stream_perceptron.broker import EmbeddedBroker
-
-                broker = EmbeddedBroker()
-                broker.start()
-            bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
-            ctx = Ctx(bootstrap, f"fetch-{int(time.time())}", Path(tmp), SESSION_TIMEOUT_MS,
-                      broker.pid if broker else None)
-            values, meta = dense_records(args.records, 20, seed=args.seed)
-            runs: dict[tuple[str, int], list[dict[str, Any]]] = {
-                (b, bound): [] for b in args.backends for bound in args.bounds
-            }
-            with ctx.scope():
-                in_topic, _ = ctx.new_input("input", values)
-                for k in range(args.repeats):
-                    for bound in rotated(args.bounds, k):
-                        for backend in args.backends:
-                            r = one_round(ctx, backend, bound, in_topic, args.records)
-                            runs[(backend, bound)].append(r)
-                            print(f"  repeat {k + 1}/{args.repeats} {backend:<16} {bound:>11,} B: "
-                                  f"pipe {r['pipe']['rate']:>9,.0f} rec/s, "
-                                  f"worker {r['worker']['rate']:>9,.0f} rec/s", file=sys.stderr)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp, \
+            broker_at(args.bootstrap) as (bootstrap, broker_pid):
+        ctx = Ctx(bootstrap, f"fetch-{int(time.time())}", Path(tmp), SESSION_TIMEOUT_MS, broker_pid)
+        values, meta = dense_records(args.records, 20, seed=args.seed)
+        runs: dict[tuple[str, int], list[dict[str, Any]]] = {
+            (b, bound): [] for b in args.backends for bound in args.bounds
+        }
+        with ctx.scope():
+            in_topic, _ = ctx.new_input("input", values)
+            for k in range(args.repeats):
+                for bound in rotated(args.bounds, k):
+                    for backend in args.backends:
+                        r = one_round(ctx, backend, bound, in_topic, args.records)
+                        runs[(backend, bound)].append(r)
+                        print(f"  repeat {k + 1}/{args.repeats} {backend:<16} {bound:>11,} B: "
+                              f"pipe {r['pipe']['rate']:>9,.0f} rec/s, "
+                              f"worker {r['worker']['rate']:>9,.0f} rec/s", file=sys.stderr)
     headers = ["client", "fetch_max_bytes", "pipe rec/s", "worker rec/s", "worker / pipe",
                "pipe peak RSS MB", "worker peak RSS MB"]
     rows = summary_rows(runs)

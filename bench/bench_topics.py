@@ -24,6 +24,7 @@ end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from typing import Any
 
 from bench.pipe import producer_kwargs
 from bench.worker.formatting import format_table, write_json
+from bench.worker.processes import broker_at
 from bench.worker.topics import create_topics, delete_topics, topic_count
 
 
@@ -64,13 +66,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     counts = sorted(int(c) for c in args.topics.split(","))
-    broker = None
-    if args.bootstrap is None:
-        from stream_perceptron.broker import EmbeddedBroker
-
-        broker = EmbeddedBroker()
-        broker.start()
-    bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
+    brokers = contextlib.ExitStack()
+    bootstrap, _ = brokers.enter_context(broker_at(args.bootstrap))
     prefix = f"bt{int(time.time())}"
     target, fillers = f"{prefix}-send", []
     results: list[dict[str, Any]] = []
@@ -89,8 +86,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         if args.bootstrap is not None:
             delete_topics(bootstrap, [target, *fillers])
-        if broker is not None:
-            broker.stop()
+        brokers.close()
     base = results[0]["median_us"]
     rows = [
         [f"{r['broker_topics']:,}", f"{r['producer_topics']:,}", f"{r['median_us']:.1f}",

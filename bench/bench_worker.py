@@ -45,6 +45,7 @@ modules of ``bench/worker/`` (listed in ``bench/README.md``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -77,7 +78,7 @@ from bench.worker.latency import LATENCY_EXTRA_FETCH_WAIT_MS, section_latency
 from bench.worker.machine import git_state, kafka_client_settings, machine_info
 from bench.worker.measures import cpu_counters, loadavg, steal_share
 from bench.worker.memory import MEMORY_MILESTONES_FULL, MEMORY_MILESTONES_QUICK, section_memory
-from bench.worker.processes import Ctx
+from bench.worker.processes import Ctx, broker_at
 from bench.worker.profile import PROFILE_RECORDS, section_profile
 from bench.worker.report import print_report, render_markdown
 from bench.worker.sizes import section_sizes
@@ -284,23 +285,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "input": "pre-produced once per size into a fresh one-partition topic, read by every run",
         },
     }
-    broker = None
+    brokers = contextlib.ExitStack()
     try:
-        if args.bootstrap is None:
-            from stream_perceptron.broker import EmbeddedBroker
-
-            broker = EmbeddedBroker()
-            broker.start()
-            bootstrap = broker.bootstrap
-        else:
-            bootstrap = args.bootstrap
-        report["machine"] = machine_info(bootstrap, broker is not None)
+        bootstrap, broker_pid = brokers.enter_context(broker_at(args.bootstrap))
+        report["machine"] = machine_info(bootstrap, broker_pid is not None)
         m = report["machine"]
         say(
             f"machine: {m['cpu_model']} | {m['logical_cores']} cores | Python {m['python']} | "
             f"kafka-python {m['kafka_python']} | {m['broker']} at {bootstrap} | load {m['loadavg_at_start']}"
         )
-        ctx = Ctx(bootstrap, prefix, workdir, args.session_timeout_ms, broker.pid if broker else None)
+        ctx = Ctx(bootstrap, prefix, workdir, args.session_timeout_ms, broker_pid)
         ctx.worker_env = dict(item.split("=", 1) for item in args.worker_env)
         backends = args.backends
         worker_max: dict[str, float] = {}
@@ -387,8 +381,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 )
             section_done("profile")
     finally:
-        if broker is not None:
-            broker.stop()
+        brokers.close()
         report["loadavg_at_end"] = loadavg()
         report["source_at_end"] = git_state()  # HEAD may move while a long run is going
         report["wall_seconds"] = time.perf_counter() - t_all

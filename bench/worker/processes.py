@@ -143,6 +143,24 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def broker_at(bootstrap: str | None) -> Iterator[tuple[str, int | None]]:
+    """``(bootstrap, broker pid)`` for the block: ``bootstrap`` as given (pid None), or, when it is
+    None, the embedded broker, started for the block and stopped after it.
+
+    >>> with broker_at("kafka:9092") as (servers, pid):
+    ...     servers, pid
+    ('kafka:9092', None)
+    """
+    if bootstrap is not None:
+        yield bootstrap, None
+        return
+    from stream_perceptron.broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        yield broker.bootstrap, broker.pid
+
+
 @dataclass
 class Ctx:
     """What every run needs: the broker, a name prefix, a scratch directory, the group-join setting."""
