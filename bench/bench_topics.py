@@ -24,7 +24,6 @@ end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -66,27 +65,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     counts = sorted(int(c) for c in args.topics.split(","))
-    brokers = contextlib.ExitStack()
-    bootstrap, _ = brokers.enter_context(broker_at(args.bootstrap))
-    prefix = f"bt{int(time.time())}"
-    target, fillers = f"{prefix}-send", []
-    results: list[dict[str, Any]] = []
-    try:
-        create_topics(bootstrap, [target])
-        for count in counts:
-            have = topic_count(bootstrap) or 1
-            more = [f"{prefix}-filler-{len(fillers) + i}" for i in range(max(0, count - have))]
-            if more:
-                create_topics(bootstrap, more)
-                fillers += more
-            runs = [time_sends(bootstrap, target, args.records) for _ in range(args.repeats)]
-            us = [u for u, _ in runs]
-            results.append({"broker_topics": topic_count(bootstrap), "producer_topics": runs[-1][1],
-                            "us_per_send": us, "median_us": statistics.median(us)})
-    finally:
-        if args.bootstrap is not None:
-            delete_topics(bootstrap, [target, *fillers])
-        brokers.close()
+    with broker_at(args.bootstrap) as (bootstrap, _):
+        prefix = f"bt{int(time.time())}"
+        target, fillers = f"{prefix}-send", []
+        results: list[dict[str, Any]] = []
+        try:
+            create_topics(bootstrap, [target])
+            for count in counts:
+                have = topic_count(bootstrap) or 1
+                more = [f"{prefix}-filler-{len(fillers) + i}" for i in range(max(0, count - have))]
+                if more:
+                    create_topics(bootstrap, more)
+                    fillers += more
+                runs = [time_sends(bootstrap, target, args.records) for _ in range(args.repeats)]
+                us = [u for u, _ in runs]
+                results.append({"broker_topics": topic_count(bootstrap), "producer_topics": runs[-1][1],
+                                "us_per_send": us, "median_us": statistics.median(us)})
+        finally:
+            if args.bootstrap is not None:
+                delete_topics(bootstrap, [target, *fillers])
     base = results[0]["median_us"]
     rows = [
         [f"{r['broker_topics']:,}", f"{r['producer_topics']:,}", f"{r['median_us']:.1f}",

@@ -70,11 +70,11 @@ def kafka_settings(bootstrap: str) -> Any:
 
 def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
     """KafkaConsumer kwargs as the worker's (no group: the caller uses ``assign()``)."""
-    from stream_perceptron.kafka_io import client_config, consumer_fetch_config
+    from stream_perceptron.kafka_io import consumer_config, consumer_fetch_config
 
     kafka = kafka_settings(bootstrap)
     return {
-        **client_config(kafka),
+        **consumer_config(kafka),
         "group_id": None,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",

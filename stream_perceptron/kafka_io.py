@@ -78,21 +78,27 @@ _MEMBERSHIP_ERRORS = (
 _T = TypeVar("_T")
 
 
-def consumer_fetch_config(kafka: KafkaSettings) -> dict[str, Any]:
-    """How much a kafka-python consumer fetches and returns at a time.
+def consumer_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """Common kwargs for every kafka-python consumer: :func:`client_config`, and the bound on one
+    fetch response.
 
     ``fetch_max_bytes`` bounds one fetch response. Kafka-python's own default (50 MB) lets a
     broker that ignores the per-partition limit, as the embedded one does, answer with 5 MB
     (50,000 records) at a time, which came and went as 15-30 MB of resident memory.
 
-    >>> consumer_fetch_config(KafkaSettings())
-    {'max_poll_records': 2000, 'fetch_max_wait_ms': 100, 'fetch_max_bytes': 1048576}
+    >>> consumer_config(KafkaSettings(bootstrap_servers="a:9092"))["fetch_max_bytes"]
+    1048576
     """
-    return {
-        "max_poll_records": kafka.max_poll_records,
-        "fetch_max_wait_ms": kafka.fetch_max_wait_ms,
-        "fetch_max_bytes": kafka.fetch_max_bytes,
-    }
+    return {**client_config(kafka), "fetch_max_bytes": kafka.fetch_max_bytes}
+
+
+def consumer_fetch_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """How many records the worker's consumer returns per poll and how long a fetch waits.
+
+    >>> consumer_fetch_config(KafkaSettings())
+    {'max_poll_records': 2000, 'fetch_max_wait_ms': 100}
+    """
+    return {"max_poll_records": kafka.max_poll_records, "fetch_max_wait_ms": kafka.fetch_max_wait_ms}
 
 
 def client_config(kafka: KafkaSettings) -> dict[str, Any]:
@@ -338,7 +344,7 @@ class KafkaEdge(EdgeBase):
         consumer: Any = None
         try:
             consumer = KafkaConsumer(
-                **self._client_config(),
+                **self._with_timeout(consumer_config(self._kafka)),
                 group_id=self._kafka.group_id,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
@@ -365,14 +371,12 @@ class KafkaEdge(EdgeBase):
             _servers(self._kafka),
         )
 
-    def _client_config(self) -> dict[str, Any]:
-        config = client_config(self._kafka)
-        config["bootstrap_timeout_ms"] = self._timeout_ms
-        return config
+    def _with_timeout(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "bootstrap_timeout_ms": self._timeout_ms}
 
     def _new_producer(self) -> Any:
         return KafkaProducer(
-            **self._client_config(),
+            **self._with_timeout(client_config(self._kafka)),
             acks="all",
             linger_ms=self._kafka.linger_ms,
             batch_size=self._kafka.batch_size,

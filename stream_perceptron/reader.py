@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.kafka_io import consumer_config
 from stream_perceptron.records import decode
 from stream_perceptron.settings import KafkaSettings
 
@@ -21,10 +21,7 @@ def read_topic(
 ) -> list[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
     per partition. Stops at the high-water marks, or after ``idle_s`` with nothing new."""
-    consumer = KafkaConsumer(
-        **client_config(kafka), enable_auto_commit=False, group_id=None,
-        fetch_max_bytes=kafka.fetch_max_bytes,
-    )
+    consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
     try:
         deadline = time.monotonic() + timeout_s
         parts = None
