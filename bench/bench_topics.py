@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.pipe import producer_kwargs
+from bench.pipe import kafka_settings, producer_kwargs
 from bench.worker.formatting import format_table, write_json
 from bench.worker.processes import broker_at
 from bench.worker.topics import create_topics, delete_topics, topic_count
@@ -40,7 +40,7 @@ def time_sends(bootstrap: str, topic: str, records: int) -> tuple[float, int]:
     """(µs per ``send`` call, topics in the producer's metadata) for a fresh producer."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**producer_kwargs(bootstrap))
+    producer = KafkaProducer(**producer_kwargs(kafka_settings(bootstrap)))
     try:
         producer.send(topic, b"warm-up", partition=0).get(timeout=30)
         known = len(producer._metadata.topics())  # private, read once: what send() iterates

@@ -26,7 +26,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bench.pipe import consume_produce, contender_args, emit_result
+from bench.pipe import consume_produce, contender_args, emit_result, kafka_settings
 
 
 def peer(bootstrap: str, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def peer(bootstrap: str, input_topic: str, output_topic: str, records: int) -> d
         counts["mistakes"] += mistakes
         counts["labeled"] += labeled
 
-    result = consume_produce(bootstrap, input_topic, records, handle)
+    result = consume_produce(kafka_settings(bootstrap), input_topic, records, handle)
     result.update(counts)
     return result
 

@@ -49,30 +49,33 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stream_perceptron.settings import KafkaSettings
 
 RESULT_PREFIX = "BENCH_RESULT "
 PRODUCER_ACKS = "all"  # stream_perceptron.kafka_io.KafkaEdge._new_producer hard-codes acks="all"
 CLIENTS = ("kafka-python", "kafka-python+process", "confluent-kafka")
 
 
-# Settings a run overrides for an experiment (``--fetch-max-bytes``); empty: the worker's defaults.
-SETTINGS_OVERRIDES: dict[str, Any] = {}
+def kafka_settings(bootstrap: str, **overrides: Any) -> KafkaSettings:
+    """The worker's Kafka settings pointed at ``bootstrap``: its defaults, and ``overrides`` (an
+    experiment's, named as the settings are) in their place. Every client helper below takes
+    these, so an override reaches a pipe exactly as it would reach the worker's edge.
 
-
-def kafka_settings(bootstrap: str) -> Any:
-    """The worker's Kafka settings (defaults, and any ``SETTINGS_OVERRIDES``) pointed at
-    ``bootstrap``."""
+    >>> kafka_settings("h:1", fetch_max_wait_ms=10).fetch_max_wait_ms
+    10
+    """
     from stream_perceptron.settings import KafkaSettings
 
-    return KafkaSettings(bootstrap_servers=bootstrap, **SETTINGS_OVERRIDES)
+    return KafkaSettings(bootstrap_servers=bootstrap, **overrides)
 
 
-def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
+def consumer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     """KafkaConsumer kwargs as the worker's (no group: the caller uses ``assign()``)."""
     from stream_perceptron.kafka_io import consumer_config, consumer_fetch_config
 
-    kafka = kafka_settings(bootstrap)
     return {
         **consumer_config(kafka),
         "group_id": None,
@@ -82,11 +85,10 @@ def consumer_kwargs(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def producer_kwargs(bootstrap: str) -> dict[str, Any]:
+def producer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     """KafkaProducer kwargs as the worker's producer."""
     from stream_perceptron.kafka_io import PRODUCER_MAX_BLOCK_MS, client_config
 
-    kafka = kafka_settings(bootstrap)
     return {
         **client_config(kafka),
         "acks": PRODUCER_ACKS,
@@ -96,15 +98,12 @@ def producer_kwargs(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def poll_params(bootstrap: str) -> tuple[int, int]:
-    """(poll timeout ms, max records per poll), the worker's defaults."""
-    kafka = kafka_settings(bootstrap)
+def poll_params(kafka: KafkaSettings) -> tuple[int, int]:
+    """(poll timeout ms, max records per poll), as the worker's edge polls."""
     return kafka.poll_timeout_ms, kafka.max_poll_records
 
 
-def assigned_consumer(
-    bootstrap: str, topic: str, partition: int = 0, *, fetch_max_wait_ms: int | None = None
-) -> Any:
+def assigned_consumer(kafka: KafkaSettings, topic: str, partition: int = 0) -> Any:
     """A consumer assigned to ``topic``/``partition``, positioned at offset 0.
 
     The benchmark's topics are fresh, so offset 0 is their beginning; an explicit seek avoids a
@@ -112,10 +111,7 @@ def assigned_consumer(
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    kwargs = consumer_kwargs(bootstrap)
-    if fetch_max_wait_ms is not None:
-        kwargs["fetch_max_wait_ms"] = fetch_max_wait_ms
-    consumer = KafkaConsumer(**kwargs)
+    consumer = KafkaConsumer(**consumer_kwargs(kafka))
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek(tp, 0)
@@ -123,13 +119,12 @@ def assigned_consumer(
 
 
 def consume_produce(
-    bootstrap: str,
+    kafka: KafkaSettings,
     input_topic: str,
     records: int,
     handle_batch: Callable[[list[Any], Any], None],
     *,
     timeout_s: float = 600.0,
-    fetch_max_wait_ms: int | None = None,
     tune_gc: bool = False,
 ) -> dict[str, Any]:
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch(recs, producer)``,
@@ -140,11 +135,11 @@ def consume_produce(
     from stream_perceptron.runtime import tune_gc as worker_gc
 
     t_start = time.time()
-    consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
-    producer = KafkaProducer(**producer_kwargs(bootstrap))
+    consumer = assigned_consumer(kafka, input_topic)
+    producer = KafkaProducer(**producer_kwargs(kafka))
     if tune_gc:
         worker_gc()
-    poll_ms, max_records = poll_params(bootstrap)
+    poll_ms, max_records = poll_params(kafka)
     t_ready = time.time()
     consumed = 0
     t_first: float | None = None
@@ -171,9 +166,7 @@ def consume_produce(
     }
 
 
-def pipe(
-    bootstrap: str, input_topic: str, output_topic: str, records: int, *, fetch_max_wait_ms: int | None = None
-) -> dict[str, Any]:
+def pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
     """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged
     (kafka-python)."""
 
@@ -185,27 +178,21 @@ def pipe(
         for r in recs:
             send(output_topic, value=r.value, key=r.key, partition=partition)
 
-    result = consume_produce(
-        bootstrap, input_topic, records, forward, fetch_max_wait_ms=fetch_max_wait_ms, tune_gc=True
-    )
-    return result
+    return consume_produce(kafka, input_topic, records, forward, tune_gc=True)
 
 
-def split_pipe(
-    bootstrap: str, input_topic: str, output_topic: str, records: int, *, fetch_max_wait_ms: int | None = None
-) -> dict[str, Any]:
+def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
     """Forward ``records`` records with the producer in a second process (the worker's
     ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``)."""
     from stream_perceptron.kafka_producer_process import SplitKafkaEdge
     from stream_perceptron.runtime import tune_gc
 
     t_start = time.time()
-    kafka = kafka_settings(bootstrap).model_copy(update={"producer_process": True})
-    edge = SplitKafkaEdge(kafka, input_topic, _ignore, _ignore)
+    edge = SplitKafkaEdge(kafka.model_copy(update={"producer_process": True}), input_topic, _ignore, _ignore)
     edge._producer = edge._new_producer()  # the producer only: this pipe has its own consumer
-    consumer = assigned_consumer(bootstrap, input_topic, fetch_max_wait_ms=fetch_max_wait_ms)
+    consumer = assigned_consumer(kafka, input_topic)
     tune_gc()
-    poll_ms, max_records = poll_params(bootstrap)
+    poll_ms, max_records = poll_params(kafka)
     t_ready = time.time()
     consumed, t_first = 0, None
     deadline = time.monotonic() + 600.0
@@ -232,37 +219,26 @@ def _ignore(*_args: Any) -> None:
     return None
 
 
-def confluent_configs(
-    bootstrap: str, group: str, *, fetch_wait_max_ms: int | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(consumer, producer) librdkafka properties exactly as ``ConfluentEdge`` builds them for
-    ``kafka_settings(bootstrap)`` (the worker's defaults), minus its Python callbacks (logger,
-    error and delivery callbacks, which the caller sets). ``group`` is only the consumer's
-    ``group.id`` (librdkafka wants one even with ``assign()``; no group is joined).
-    ``fetch_wait_max_ms`` overrides ``fetch.wait.max.ms`` (an experiment, not the edge's setting).
+def confluent_configs(kafka: KafkaSettings, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(consumer, producer) librdkafka properties exactly as ``ConfluentEdge`` builds them from
+    ``kafka``, minus its Python callbacks (logger, error and delivery callbacks, which the caller
+    sets). ``group`` is only the consumer's ``group.id`` (librdkafka wants one even with
+    ``assign()``; no group is joined).
     """
     from stream_perceptron.kafka_confluent import ConfluentEdge
 
-    kafka = kafka_settings(bootstrap).model_copy(update={"group_id": group, "client_id": group})
-    edge = ConfluentEdge(kafka, "(unused)", _ignore, _ignore)  # builds nothing until start()
+    named = kafka.model_copy(update={"group_id": group, "client_id": group})
+    edge = ConfluentEdge(named, "(unused)", _ignore, _ignore)  # builds nothing until start()
     consumer = edge._consumer_config()
     producer = edge._producer_config()
     for cfg in (consumer, producer):
         for name in ("logger", "error_cb", "on_delivery"):
             cfg.pop(name, None)
-    if fetch_wait_max_ms is not None:
-        consumer["fetch.wait.max.ms"] = fetch_wait_max_ms
     return consumer, producer
 
 
 def confluent_pipe(
-    bootstrap: str,
-    input_topic: str,
-    output_topic: str,
-    records: int,
-    *,
-    fetch_wait_max_ms: int | None = None,
-    timeout_s: float = 600.0,
+    kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, timeout_s: float = 600.0
 ) -> dict[str, Any]:
     """Forward ``records`` records of ``input_topic`` to ``output_topic`` with confluent-kafka,
     consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
@@ -281,14 +257,12 @@ def confluent_pipe(
             failed.append(str(err))
 
     t_start = time.time()
-    c_cfg, p_cfg = confluent_configs(
-        bootstrap, f"bench-pipe-{os.getpid()}-{int(t_start)}", fetch_wait_max_ms=fetch_wait_max_ms
-    )
+    c_cfg, p_cfg = confluent_configs(kafka, f"bench-pipe-{os.getpid()}-{int(t_start)}")
     consumer = Consumer({**c_cfg, "error_cb": on_error})
     consumer.assign([TopicPartition(input_topic, 0, 0)])  # fresh topic: offset 0 is its beginning
     producer = Producer({**p_cfg, "error_cb": on_error, "on_delivery": on_delivery})
     tune_gc()
-    poll_ms, max_records = poll_params(bootstrap)
+    poll_ms, max_records = poll_params(kafka)
     poll_s = poll_ms / 1000
     t_ready = time.time()
     consumed = skipped = 0
@@ -323,6 +297,7 @@ def confluent_pipe(
         t_flushed = time.time()
     finally:
         consumer.close()
+        close_confluent_producer(producer)
     if remaining or failed:
         raise RuntimeError(f"{remaining} records unacknowledged, {len(failed)} failed: {failed[:3]}")
     return {
@@ -333,6 +308,18 @@ def confluent_pipe(
         "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
+
+
+def close_confluent_producer(producer: Any) -> None:
+    """Drop what ``producer`` still holds (its caller flushed what it wanted delivered), then
+    close it, as ``ConfluentEdge`` closes its own: at once, never waiting on a broker that may be
+    gone. Left to the collector, it would reconnect to a stopped broker and log each attempt."""
+    if len(producer) > 0:
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.flush(0)  # serve the purge reports
+    close = getattr(producer, "close", None)  # confluent-kafka >= 2.10
+    if close is not None:
+        close()
 
 
 def timings(
@@ -381,20 +368,30 @@ def contender_args(
             "--fetch-wait-ms",
             type=int,
             default=None,
-            help="override the consumer's fetch wait (fetch_max_wait_ms / fetch.wait.max.ms); "
-            "default: what the worker's edge of the same client uses",
+            help="override the consumer's fetch wait (SP_KAFKA__FETCH_MAX_WAIT_MS, for every client); "
+            "default: the worker's",
         )
         p.add_argument(
             "--fetch-max-bytes",
             type=int,
             default=None,
-            help="override the consumer's fetch bound (SP_KAFKA__FETCH_MAX_BYTES, for both clients); "
+            help="override the consumer's fetch bound (SP_KAFKA__FETCH_MAX_BYTES, for every client); "
             "default: the worker's",
         )
     args = p.parse_args(argv)
     if args.records < 1:
         p.error("--records must be positive")
     return args
+
+
+def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The Kafka settings a pipe's options override, named as the settings are.
+
+    >>> settings_overrides(argparse.Namespace(fetch_wait_ms=10, fetch_max_bytes=None))
+    {'fetch_max_wait_ms': 10}
+    """
+    given = {"fetch_max_wait_ms": args.fetch_wait_ms, "fetch_max_bytes": args.fetch_max_bytes}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -404,21 +401,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from stream_perceptron.runtime import limit_malloc_arenas
 
     limit_malloc_arenas()  # as the worker's `run` command does, before any client thread
-    if args.fetch_max_bytes is not None:
-        SETTINGS_OVERRIDES["fetch_max_bytes"] = args.fetch_max_bytes
+    kafka = kafka_settings(args.bootstrap, **settings_overrides(args))
     if args.client == "confluent-kafka":
-        result = confluent_pipe(
-            args.bootstrap, args.input, args.output, args.records, fetch_wait_max_ms=args.fetch_wait_ms
-        )
+        result = confluent_pipe(kafka, args.input, args.output, args.records)
     elif args.client == "kafka-python+process":
-        result = split_pipe(
-            args.bootstrap, args.input, args.output, args.records, fetch_max_wait_ms=args.fetch_wait_ms
-        )
+        result = split_pipe(kafka, args.input, args.output, args.records)
         result["client"] = args.client
     else:
-        result = pipe(
-            args.bootstrap, args.input, args.output, args.records, fetch_max_wait_ms=args.fetch_wait_ms
-        )
+        result = pipe(kafka, args.input, args.output, args.records)
         result["client"] = "kafka-python"
     result["contender"] = "pipe"
     emit_result(result)

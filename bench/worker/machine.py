@@ -107,9 +107,9 @@ def kafka_client_settings() -> dict[str, Any]:
         "source": "stream_perceptron.settings.KafkaSettings defaults; acks as kafka_io builds its producer",
     }
     if confluent_available():
-        from bench.pipe import confluent_configs
+        from bench.pipe import confluent_configs, kafka_settings
 
-        consumer, producer = confluent_configs("127.0.0.1:9092", "g")
+        consumer, producer = confluent_configs(kafka_settings("127.0.0.1:9092"), "g")
         safe = {"bootstrap.servers", "group.id", "client.id"}
         out["confluent_consumer"] = {k2: v for k2, v in consumer.items() if k2 not in safe}
         out["confluent_producer"] = {k2: v for k2, v in producer.items() if k2 not in safe}

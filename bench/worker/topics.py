@@ -59,9 +59,9 @@ def produce_all(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:
     """Send ``values`` (keys = the index) with the worker's producer settings; returns seconds."""
     from kafka import KafkaProducer
 
-    from bench.pipe import producer_kwargs
+    from bench.pipe import kafka_settings, producer_kwargs
 
-    producer = KafkaProducer(**producer_kwargs(bootstrap))
+    producer = KafkaProducer(**producer_kwargs(kafka_settings(bootstrap)))
     t0 = time.perf_counter()
     try:
         send = producer.send
@@ -106,10 +106,10 @@ def read_back(
 def _read_back_once(
     bootstrap: str, topic: str, expected: int | None, values: bool, timeout_s: float, idle_s: float
 ) -> ReadBack:
-    from bench.pipe import assigned_consumer
+    from bench.pipe import assigned_consumer, kafka_settings
 
     out = ReadBack()
-    consumer = assigned_consumer(bootstrap, topic)
+    consumer = assigned_consumer(kafka_settings(bootstrap), topic)
     from kafka import TopicPartition
 
     tp = TopicPartition(topic, 0)
@@ -152,20 +152,20 @@ class LoadProducer:
         if self.client == CF:
             from confluent_kafka import Producer
 
-            from bench.pipe import confluent_configs
+            from bench.pipe import confluent_configs, kafka_settings
 
             def on_delivery(err: Any, _msg: Any) -> None:
                 if err is not None:
                     self.failed.append(str(err))
 
-            _, cfg = confluent_configs(bootstrap, "bench-load")
+            _, cfg = confluent_configs(kafka_settings(bootstrap), "bench-load")
             self._p: Any = Producer({**cfg, "on_delivery": on_delivery})
         else:
             from kafka import KafkaProducer
 
-            from bench.pipe import producer_kwargs
+            from bench.pipe import kafka_settings, producer_kwargs
 
-            self._p = KafkaProducer(**producer_kwargs(bootstrap))
+            self._p = KafkaProducer(**producer_kwargs(kafka_settings(bootstrap)))
 
     def sender(self, topic: str) -> Callable[[bytes, bytes], None]:
         """``send(value, key)`` to ``topic``."""
@@ -190,7 +190,12 @@ class LoadProducer:
             raise RuntimeError(f"load generator: {len(self.failed)} records failed: {self.failed[:3]}")
 
     def close(self) -> None:
-        if self.client == KP:
+        """Close the producer now, before the benchmark stops the broker."""
+        if self.client == CF:
+            from bench.pipe import close_confluent_producer
+
+            close_confluent_producer(self._p)
+        else:
             self._p.close()
 
 
@@ -199,19 +204,22 @@ class TopicReader:
     confluent-kafka when installed (fast, ``fetch.wait.max.ms`` 10), else kafka-python."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
+        from bench.pipe import kafka_settings
+
+        kafka = kafka_settings(bootstrap, fetch_max_wait_ms=10)
         self.client = CF if confluent_available() else KP
         if self.client == CF:
             from confluent_kafka import Consumer, TopicPartition
 
             from bench.pipe import confluent_configs
 
-            cfg, _ = confluent_configs(bootstrap, f"bench-reader-{os.getpid()}", fetch_wait_max_ms=10)
+            cfg, _ = confluent_configs(kafka, f"bench-reader-{os.getpid()}")
             self._c: Any = Consumer(cfg)
             self._c.assign([TopicPartition(topic, 0, 0)])
         else:
             from bench.pipe import assigned_consumer
 
-            self._c = assigned_consumer(bootstrap, topic, fetch_max_wait_ms=10)
+            self._c = assigned_consumer(kafka, topic)
 
     def poll(self, timeout_s: float = 0.2) -> list[tuple[int, int, bytes]]:
         if self.client == CF:

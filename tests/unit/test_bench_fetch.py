@@ -16,6 +16,11 @@ def test_the_module_doctests_pass():
     assert result.attempted >= 2 and result.failed == 0
 
 
+def test_the_pipes_doctests_pass():
+    result = doctest.testmod(pipe)
+    assert result.attempted >= 2 and result.failed == 0
+
+
 def test_bounds_below_librdkafkas_floor_are_refused(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--bounds", "1048576,65536"])
@@ -24,15 +29,26 @@ def test_bounds_below_librdkafkas_floor_are_refused(capsys):
     assert args.bounds == [1_048_576, 8_388_608] and args.backends == ["kafka-python"]
 
 
-def test_the_pipes_fetch_bound_follows_the_override(monkeypatch):
-    assert pipe.consumer_kwargs("h:1")["fetch_max_bytes"] == 1_048_576  # the worker's default
-    monkeypatch.setitem(pipe.SETTINGS_OVERRIDES, "fetch_max_bytes", 52_428_800)
-    assert pipe.consumer_kwargs("h:1")["fetch_max_bytes"] == 52_428_800
+def test_the_pipes_options_override_the_workers_settings():
+    required = ["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1"]
+    given = [*required, "--fetch-max-bytes", "52428800", "--fetch-wait-ms", "10"]
+    args = pipe.contender_args("pipe", "", given, with_client=True)
+    assert pipe.settings_overrides(args) == {"fetch_max_wait_ms": 10, "fetch_max_bytes": 52_428_800}
+    assert pipe.settings_overrides(pipe.contender_args("pipe", "", required, with_client=True)) == {}
 
 
-def test_the_confluent_pipes_fetch_bound_follows_the_override(monkeypatch):
+def test_the_pipes_fetch_bound_follows_the_override():
+    assert pipe.consumer_kwargs(pipe.kafka_settings("h:1"))["fetch_max_bytes"] == 1_048_576  # the worker's
+    kafka = pipe.kafka_settings("h:1", fetch_max_bytes=52_428_800, fetch_max_wait_ms=10)
+    kwargs = pipe.consumer_kwargs(kafka)
+    assert kwargs["fetch_max_bytes"] == 52_428_800 and kwargs["fetch_max_wait_ms"] == 10
+
+
+def test_the_confluent_pipes_fetch_bound_follows_the_override():
     pytest.importorskip("confluent_kafka")
-    assert pipe.confluent_configs("h:1", "g")[0]["fetch.max.bytes"] == 1_048_576
-    monkeypatch.setitem(pipe.SETTINGS_OVERRIDES, "fetch_max_bytes", 52_428_800)
-    consumer, _ = pipe.confluent_configs("h:1", "g")
+    assert pipe.confluent_configs(pipe.kafka_settings("h:1"), "g")[0]["fetch.max.bytes"] == 1_048_576
+    kafka = pipe.kafka_settings("h:1", fetch_max_bytes=52_428_800, fetch_max_wait_ms=10)
+    consumer, _ = pipe.confluent_configs(kafka, "g")
     assert consumer["fetch.max.bytes"] == 52_428_800 and consumer["group.id"] == "g"
+    assert consumer["fetch.wait.max.ms"] == 10
+

@@ -413,13 +413,14 @@ def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
 
 def test_the_confluent_pipe_uses_the_edges_librdkafka_settings() -> None:
     pytest.importorskip("confluent_kafka")
-    from bench.pipe import confluent_configs
+    from bench.pipe import confluent_configs, kafka_settings
 
-    consumer, producer = confluent_configs("127.0.0.1:9092", "g")
+    consumer, producer = confluent_configs(kafka_settings("127.0.0.1:9092"), "g")
     assert producer["acks"] == "all" and producer["linger.ms"] == 20 and producer["batch.size"] == 262_144
     assert consumer["enable.auto.commit"] is False and consumer["isolation.level"] == "read_uncommitted"
     assert not {"logger", "error_cb", "on_delivery"} & (set(consumer) | set(producer))
-    assert confluent_configs("127.0.0.1:9092", "g", fetch_wait_max_ms=7)[0]["fetch.wait.max.ms"] == 7
+    waiting = kafka_settings("127.0.0.1:9092", fetch_max_wait_ms=7)
+    assert confluent_configs(waiting, "g")[0]["fetch.wait.max.ms"] == 7
     # the edge's bounded prefetch, not librdkafka's 100,000 messages and one-second backoff
     assert consumer["queued.min.messages"] == 20_000 and consumer["fetch.queue.backoff.ms"] == 10
     assert consumer["queued.max.messages.kbytes"] == 32_768
