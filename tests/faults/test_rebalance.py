@@ -4,6 +4,14 @@ One model per worker (README): each worker learns from the partitions it holds a
 to its own directory, so a partition that comes back to a worker is replayed from that worker's
 checkpoint and the predictions of different workers for one offset may differ. What must hold:
 no input offset goes without a prediction, and no worker crashes.
+
+On the embedded tansu broker, members leave one at a time: after each leave the test waits until
+every remaining member has been assigned partitions again. tansu 0.6.0 keeps a member that
+leaves *during* a rebalance as the group's leader: every later JoinGroup names that departed
+leader, so no member may send the assignment, every SyncGroup fails with REBALANCE_IN_PROGRESS,
+and the group never forms again (2 of 34 runs, each time right after two workers left back to
+back; see docs/reliability.md). Apache Kafka elects a leader among the members that rejoined, so
+against it (``KAFKA_BOOTSTRAP_SERVERS``) workers leave back to back, as written.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from kafka import KafkaProducer
 
 from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.kafka_io import client_config
+from tests.integration.conftest import is_tansu
 from tests.integration.helpers import (
     ThreadedWorker,
     encode_stream,
@@ -41,7 +50,7 @@ PARTITIONS = 4
     "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.timeout(180)
 def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
-    fast_kafka, new_topic, tmp_path, caplog
+    fast_kafka, new_topic, tmp_path, caplog, kafka_bootstrap
 ):
     caplog.set_level(logging.INFO, logger="stream_perceptron")
     topics = topics_for(new_topic, partitions=PARTITIONS)
@@ -84,6 +93,19 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
     stopped: list[tuple[ThreadedWorker, int | None]] = []
     producer = threading.Thread(target=produce, daemon=True)
     joins = leaves = 0
+    one_at_a_time = is_tansu(kafka_bootstrap)
+
+    def leave(w: ThreadedWorker) -> None:
+        """Stop ``w`` (already out of ``live``); on tansu, then wait for the group to re-form."""
+        nonlocal leaves
+        others = [anchor, *live]
+        before = [o.worker.counters.rebalances for o in others]
+        stopped.append((w, w.stop()))
+        leaves += 1
+        if one_at_a_time:
+            wait_until(lambda: all(o.worker.counters.rebalances > before[k] for k, o in enumerate(others)),
+                       30, f"the group to re-form after {w.worker.settings.kafka.client_id} left")
+
     try:
         wait_until(lambda: len(anchor.assignment()) == PARTITIONS, 30, "the first assignment")
         producer.start()
@@ -99,17 +121,13 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
             time.sleep(rng.uniform(0.2, 1.0))  # deliberate fault timing
             rng.shuffle(live)
             for _ in range(rng.randint(1, len(live))):
-                w = live.pop()
-                stopped.append((w, w.stop()))
-                leaves += 1
+                leave(live.pop())
             time.sleep(rng.uniform(0.2, 1.0))  # deliberate fault timing
         producer.join(timeout=30)
         assert not producer.is_alive() and not producing_error, producing_error
         assert sum(sent_to.values()) == n
-        for w in live:
-            stopped.append((w, w.stop()))
-            leaves += 1
-        live.clear()
+        while live:
+            leave(live.pop())
         expected = {(p, o) for p in range(PARTITIONS) for o in range(sent_to[p])}
         wait_until(lambda: set(predictions_by_offset(fast_kafka(), topics["predictions"]))
                    >= expected, 60, "a prediction for every offset", every_s=1)
