@@ -244,6 +244,7 @@ def confluent_pipe(
     consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
+    from stream_perceptron.kafka_confluent import drop_and_close
     from stream_perceptron.runtime import tune_gc
 
     errors: list[str] = []
@@ -297,7 +298,7 @@ def confluent_pipe(
         t_flushed = time.time()
     finally:
         consumer.close()
-        close_confluent_producer(producer)
+        drop_and_close(producer)
     if remaining or failed:
         raise RuntimeError(f"{remaining} records unacknowledged, {len(failed)} failed: {failed[:3]}")
     return {
@@ -308,18 +309,6 @@ def confluent_pipe(
         "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
-
-
-def close_confluent_producer(producer: Any) -> None:
-    """Drop what ``producer`` still holds (its caller flushed what it wanted delivered), then
-    close it, as ``ConfluentEdge`` closes its own: at once, never waiting on a broker that may be
-    gone. Left to the collector, it would reconnect to a stopped broker and log each attempt."""
-    if len(producer) > 0:
-        producer.purge(in_queue=True, in_flight=True, blocking=False)
-        producer.flush(0)  # serve the purge reports
-    close = getattr(producer, "close", None)  # confluent-kafka >= 2.10
-    if close is not None:
-        close()
 
 
 def timings(

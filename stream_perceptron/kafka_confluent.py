@@ -207,6 +207,25 @@ def confluent_config(kafka: KafkaSettings) -> dict[str, Any]:
     return config
 
 
+def drop_and_close(producer: Producer) -> None:
+    """Drop every record ``producer`` still holds and close it, never waiting on the broker.
+
+    The dropped records' delivery reports (``_PURGE_QUEUE``, ``_PURGE_INFLIGHT``) are served
+    before the close, so a delivery callback sees each of them. ``close()`` runs even when the
+    purge raises; the error then propagates. Without the purge, ``close()`` would wait up to
+    ``message.timeout.ms`` for records queued to a broker that may be gone; left to the collector,
+    the producer would go on reconnecting to it, logging each attempt.
+    """
+    try:
+        if len(producer) > 0:  # records not yet acknowledged, and events not yet served
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            producer.flush(0)  # serve the purge reports
+    finally:
+        close = getattr(producer, "close", None)  # confluent-kafka >= 2.10
+        if close is not None:
+            close()
+
+
 def _error_of(exc: BaseException) -> KafkaError | None:
     """The :class:`KafkaError` a :class:`KafkaException` carries, if any."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
@@ -437,17 +456,16 @@ class ConfluentEdge(EdgeBase):
         try:
             if graceful and len(producer) > 0:
                 producer.flush(self._timeout_ms / 1000)
-            pending = len(producer)
-            if pending > 0:
-                log.warning("dropping %d unacknowledged records to close the producer", pending)
-                producer.purge(in_queue=True, in_flight=True, blocking=False)
-                producer.flush(0)  # serve the purge reports
+        except KafkaException as exc:
+            log.warning("flushing the producer before closing it: %s", _describe(exc))
+        try:
+            drop_and_close(producer)
         except KafkaException as exc:
             log.warning("closing the producer: %s", _describe(exc))
+        dropped = sum(1 for u in self._unsent if u.code in _PURGED)  # one report per record
+        if dropped:
+            log.warning("dropped %d unacknowledged records to close the producer", dropped)
         self._unsent = [u for u in self._unsent if u.code not in _PURGED]
-        close = getattr(producer, "close", None)  # confluent-kafka >= 2.10
-        if close is not None:
-            close()
 
     # -- rebalance callbacks (librdkafka calls them inside consume() and close()) ----------
 

@@ -192,9 +192,9 @@ class LoadProducer:
     def close(self) -> None:
         """Close the producer now, before the benchmark stops the broker."""
         if self.client == CF:
-            from bench.pipe import close_confluent_producer
+            from stream_perceptron.kafka_confluent import drop_and_close
 
-            close_confluent_producer(self._p)
+            drop_and_close(self._p)
         else:
             self._p.close()
 

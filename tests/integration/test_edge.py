@@ -223,7 +223,10 @@ def leaky_sockets(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 @pytest.mark.usefixtures("leaky_sockets")
-def test_an_unreachable_broker_does_not_crash_the_edge(backend: str) -> None:
+def test_an_unreachable_broker_does_not_crash_the_edge(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="stream_perceptron")
     try:
         broker = EmbeddedBroker()
         broker.start()
@@ -261,6 +264,11 @@ def test_an_unreachable_broker_does_not_crash_the_edge(backend: str) -> None:
             print(f"\n{backend} edge: outage calls failed within {took:.1f} s")
             assert took < 20
         # close() dropped the unacknowledged record and returned
+        dropped = {
+            "kafka-python": "dropping unacknowledged records to close the producer",
+            "confluent-kafka": "dropped 1 unacknowledged records to close the producer",
+        }
+        assert dropped[backend] in caplog.text
     finally:
         broker.stop()
     with pytest.raises(KafkaEdgeError, match="cannot reach Kafka"):

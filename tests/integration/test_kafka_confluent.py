@@ -1,5 +1,6 @@
 """What only the confluent-kafka side does: ``confluent_config``, librdkafka's translation of the
-settings (kafka-python's is ``client_config``, in test_kafka_io.py). The edge contract both
+settings (kafka-python's is ``client_config``, in test_kafka_io.py), and ``drop_and_close``, which
+closes a producer without waiting on a broker. The edge contract both
 backends share, ``ConfluentEdge`` included, is in test_edge.py."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from pydantic import SecretStr
 
 pytest.importorskip("confluent_kafka")
 
+from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
+
 from stream_perceptron.errors import KafkaEdgeError  # noqa: E402
-from stream_perceptron.kafka_confluent import confluent_config  # noqa: E402
+from stream_perceptron.kafka_confluent import confluent_config, drop_and_close  # noqa: E402
 from stream_perceptron.settings import KafkaSettings  # noqa: E402
 
 
@@ -47,3 +50,45 @@ def test_confluent_config_maps_the_security_settings() -> None:
     assert not any(k.startswith(("sasl.", "ssl.")) for k in plain)  # librdkafka defaults apply
     with pytest.raises(KafkaEdgeError, match="bootstrap_servers"):
         confluent_config(KafkaSettings())
+
+
+# No broker answers here: the records stay queued, as they do when the broker has gone. close()
+# waits for queued records up to message.timeout.ms (five minutes by default), hence the purge;
+# the short timeout keeps the failed-purge case quick.
+_NOWHERE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0, "message.timeout.ms": 1000}
+
+
+class _RecordingProducer(Producer):
+    """A real producer that notes its ``close()`` and can be told to fail its purge."""
+
+    def __init__(self, config: dict[str, object], *, fail_purge: bool = False) -> None:
+        super().__init__(config)
+        self.fail_purge = fail_purge
+        self.closed = 0
+
+    def purge(self, *args: object, **kwargs: object) -> None:
+        if self.fail_purge:
+            raise KafkaException(KafkaError(KafkaError._STATE))
+        super().purge(*args, **kwargs)
+
+    def close(self) -> None:
+        self.closed += 1
+        super().close()
+
+
+def test_drop_and_close_purges_the_queue_serves_its_reports_and_closes() -> None:
+    reports: list[int] = []
+    producer = _RecordingProducer(_NOWHERE)
+    for i in range(3):
+        producer.produce("t", b"v%d" % i, on_delivery=lambda err, _msg: reports.append(err.code()))
+    drop_and_close(producer)
+    assert reports == [KafkaError._PURGE_QUEUE] * 3  # served before the close, not lost
+    assert producer.closed == 1
+
+
+def test_drop_and_close_closes_even_when_the_purge_fails() -> None:
+    producer = _RecordingProducer(_NOWHERE, fail_purge=True)
+    producer.produce("t", b"v")
+    with pytest.raises(KafkaException, match="Erroneous state"):
+        drop_and_close(producer)
+    assert producer.closed == 1

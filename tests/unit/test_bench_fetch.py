@@ -51,4 +51,3 @@ def test_the_confluent_pipes_fetch_bound_follows_the_override():
     consumer, _ = pipe.confluent_configs(kafka, "g")
     assert consumer["fetch.max.bytes"] == 52_428_800 and consumer["group.id"] == "g"
     assert consumer["fetch.wait.max.ms"] == 10
-
