@@ -462,10 +462,11 @@ class ConfluentEdge(EdgeBase):
             drop_and_close(producer)
         except KafkaException as exc:
             log.warning("closing the producer: %s", _describe(exc))
-        dropped = sum(1 for u in self._unsent if u.code in _PURGED)  # one report per record
+        kept = [u for u in self._unsent if u.code not in _PURGED]
+        dropped = len(self._unsent) - len(kept)  # one purge report per record
+        self._unsent = kept
         if dropped:
             log.warning("dropped %d unacknowledged records to close the producer", dropped)
-        self._unsent = [u for u in self._unsent if u.code not in _PURGED]
 
     # -- rebalance callbacks (librdkafka calls them inside consume() and close()) ----------
 
