@@ -149,6 +149,39 @@ def test_seek_and_commit_inside_the_rebalance_callbacks(
         assert [other.committed(topic, p) for p in (0, 1)] == [9, 9]
 
 
+def test_polls_hand_out_at_most_max_records_and_a_seek_applies_to_records_already_fetched(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    # each partition fits one fetch response: the client has fetched far past what was handed out
+    kafka, topic = kafka_settings(backend=backend), new_topic(2)
+    fill_partitions(kafka, topic, {0: 3_000, 1: 3_000})
+    seen: dict[int, list[int]] = {0: [], 1: []}
+
+    def poll_once(max_records: int) -> int:
+        batches = edge.poll(timeout_ms=200, max_records=max_records)
+        assert [(b.topic, b.partition) for b in batches] == sorted({(b.topic, b.partition) for b in batches})
+        assert len(batches) == len({b.partition for b in batches})  # one batch per partition
+        for b in batches:
+            assert b.values == [f"p{b.partition}-{o}".encode() for o in b.offsets]
+            seen[b.partition].extend(b.offsets)
+        return sum(len(b) for b in batches)
+
+    with started(kafka, topic) as edge:
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while len(seen[0]) < 200:
+            assert time.monotonic() < deadline, f"timed out; got {seen[0][-1:]} of partition 0"
+            assert poll_once(100) <= 100
+        assert poll_once(30) <= 30  # a smaller bound applies at once
+        before = len(seen[0])
+        edge.seek(topic, 0, 5)
+        while len(seen[0]) < before + 2_995 or len(seen[1]) < 3_000:
+            assert time.monotonic() < deadline, f"timed out; got {len(seen[0])}, {len(seen[1])}"
+            assert poll_once(500) <= 500
+    # partition 0: a run from 0, then from the seek on; partition 1: every record once, in order
+    assert seen[0] == list(range(before)) + list(range(5, 3_000))
+    assert seen[1] == list(range(3_000))
+
+
 def test_an_exception_in_a_callback_comes_out_of_poll_and_skips_no_record(
     backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
 ) -> None:
