@@ -32,7 +32,7 @@ LATENCY_WARMUP = 200
 LATENCY_EXTRA_FETCH_WAIT_MS = 10  # one extra kafka-python worker point at this fetch_max_wait_ms
 
 
-def _latency_run(
+def latency_run(
     ctx: Ctx,
     label: str,
     values: Sequence[bytes],
@@ -254,17 +254,17 @@ def section_latency(
             cmd += ["--input", in_topic, "--output", out_topic, "--records", str(count)]
             if p["fetch_wait_ms"] is not None:
                 cmd += ["--fetch-wait-ms", str(p["fetch_wait_ms"])]
-            return popen_logged(cmd, clean_env(), log), out_topic, log
+            return popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root), out_topic, log
 
         with ctx.scope():
             if p["kind"] == "worker":
                 # the prediction's offset field is the input offset
-                res = _latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
+                res = latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
                 lines = worker_log(Path(res["log"]))
                 res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
             else:
                 # the input's "id" is its index, which is its offset in the fresh one-partition topic
-                res = _latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)
+                res = latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)
         runs.append({**p, "name": latency_run_name(p), "plan_index": k, "repeat": rep, **res})
     return {
         "target_rates": rates,

@@ -114,9 +114,13 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def popen_logged(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def popen_logged(
+    cmd: list[str], env: dict[str, str], log: Path, code_root: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in ``code_root``, output to ``log``. ``python -m`` puts its working directory
+    first on ``sys.path``, so the checkout it starts in is the code it runs."""
     with open(log, "wb") as fh:
-        return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        return subprocess.Popen(cmd, env=env, cwd=code_root, stdout=fh, stderr=subprocess.STDOUT)
 
 
 def wait_logged(proc: subprocess.Popen[bytes], timeout_s: float, log: Path, what: str) -> int:
@@ -137,9 +141,10 @@ def log_tail(path: Path, chars: int = 3000) -> str:
         return "(no log)"
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(code_root: Path = ROOT) -> dict[str, str]:
+    """The environment without ``SP_*`` settings, ``code_root`` first on ``PYTHONPATH``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(code_root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -171,6 +176,7 @@ class Ctx:
     session_timeout_ms: int
     broker_pid: int | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
+    code_root: Path = ROOT  # the checkout whose pipe, peer and worker run (bench.bench_ab sets it)
     topics: list[str] = field(default_factory=list)
     counter: int = 0
 
@@ -242,7 +248,7 @@ def run_contender_process(
     ]
     t0 = time.time()
     broker = ctx.broker_sampler()
-    proc = popen_logged(cmd, clean_env(), log)
+    proc = popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root)
     rss = RssSampler(proc.pid)
     rss.start()
     code = wait_logged(proc, 120 + n / 500, log, module)
@@ -288,7 +294,7 @@ def worker_env(
     """``SP_*`` for one worker run: fresh group, topics and checkpoint directory; defaults otherwise."""
     from stream_perceptron.settings import Settings
 
-    env = clean_env()
+    env = clean_env(ctx.code_root)
     env.update(
         {
             "SP_KAFKA__BOOTSTRAP_SERVERS": ctx.bootstrap,
@@ -346,7 +352,7 @@ def start_worker(
     log = ctx.workdir / f"{group}.log"
     t0 = time.time()
     broker = ctx.broker_sampler()
-    proc = popen_logged(cmd, env, log)
+    proc = popen_logged(cmd, env, log, ctx.code_root)
     rss = None
     if sample_rss:
         rss = RssSampler(proc.pid)

@@ -1,0 +1,209 @@
+"""Two versions of the worker side by side on one broker: this checkout against a git ref.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_ab --base HEAD~1                      # throughput, kafka-python
+    .venv/bin/python -m bench.bench_ab --base 4161bf6 --only latency --backends kafka-python+process \\
+        --latency-rate 32000 --repeats 5 --json bench/results/ab.json
+
+A change to the worker is worth keeping when it measures better than the code before it, and on a
+shared machine only a side-by-side run shows that. This checks ``--base`` out into a temporary git
+worktree ("base") and runs it against this checkout as it is on disk ("head"), uncommitted changes
+included. Both sides use this virtual environment; each process starts in its side's directory, and
+``python -m`` puts that directory first on ``sys.path``, so each runs its own ``stream_perceptron``
+and ``bench`` code.
+
+Sections (``--only``), per backend and repeat, the two sides in rotated order:
+
+* ``throughput``: each side's bare pipe (``bench.pipe``) and worker (predictions on) on the same
+  pre-produced input topic of ``--records`` records (20 features), rate from the output topic's
+  CreateTime, first to last record, as ``bench.bench_worker`` measures it;
+* ``latency``: each side's worker at ``--latency-rate`` input records/s for ``--latency-seconds``,
+  p50 and p99 from input to prediction CreateTime (``bench.worker.latency``).
+
+The table gives medians over the repeats, every repeat's value, and head / base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, confluent_available, rotated
+from bench.worker.formatting import format_table, write_json
+from bench.worker.inputs import DEFAULT_D, dense_records
+from bench.worker.latency import LATENCY_WARMUP, latency_run
+from bench.worker.processes import Ctx, broker_at, run_contender_process, run_worker, start_worker
+
+SIDES = ("base", "head")
+SECTIONS = ("throughput", "latency")
+SESSION_TIMEOUT_MS = 6_000  # the embedded broker holds a group join for half of it
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--base", required=True, help="the git ref to compare this checkout with")
+    p.add_argument("--only", default="throughput", help=f"comma-separated of {','.join(SECTIONS)}")
+    p.add_argument("--backends", default="kafka-python", help=f"comma-separated of {','.join(BACKENDS)}")
+    p.add_argument("--records", type=int, default=100_000, help="records per throughput run")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--latency-rate", type=float, default=20_000, help="input records/s of the latency runs")
+    p.add_argument("--latency-seconds", type=float, default=15)
+    p.add_argument("--bootstrap", help="host:port of a broker; default: start the embedded one")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    args.sections = [s for s in args.only.split(",") if s]
+    args.backends = [b for b in args.backends.split(",") if b]
+    if not args.sections or not set(args.sections) <= set(SECTIONS):
+        p.error(f"--only takes {', '.join(SECTIONS)}")
+    if not args.backends or not set(args.backends) <= set(BACKENDS):
+        p.error(f"--backends takes {', '.join(BACKENDS)}")
+    if CF in args.backends and not confluent_available():
+        p.error("confluent-kafka is not installed")
+    if args.records < 10 or args.repeats < 1 or args.latency_rate <= 0 or args.latency_seconds <= 0:
+        p.error("--records must be >= 10, --repeats >= 1, the latency rate and seconds positive")
+    return args
+
+
+@contextmanager
+def worktree(ref: str) -> Iterator[tuple[Path, str]]:
+    """``ref`` checked out (detached) in a temporary git worktree: its path and commit."""
+    commit = _git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
+        path = Path(tmp) / "base"
+        _git("worktree", "add", "--detach", str(path), commit)
+        try:
+            yield path, commit
+        finally:
+            _git("worktree", "remove", "--force", str(path))
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def throughput_round(ctx: Ctx, backend: str, in_topic: str, n: int, tag: str) -> dict[str, float]:
+    """One side's pipe, then its worker, on ``in_topic``: their rates."""
+    with ctx.scope():
+        pipe = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, ["--client", backend])
+    with ctx.scope():
+        worker = run_worker(ctx, in_topic, n, "all", f"{tag}-w", backend)
+    if not worker.get("complete"):
+        raise RuntimeError(f"{tag}: the worker's run was incomplete: {worker}")
+    return {"pipe": pipe["rate"], "worker": worker["rate"]}
+
+
+def latency_round(
+    ctx: Ctx, backend: str, values: Sequence[bytes], rate: float, tag: str
+) -> dict[str, float]:
+    """One side's worker at ``rate``: p50 and p99 in ms."""
+
+    def start(in_topic: str) -> tuple[Any, str, Path]:
+        wp = start_worker(
+            ctx, in_topic, "all", tag, until_caught_up=False, sample_rss=False, env_extra=backend_env(backend)
+        )
+        return wp.proc, wp.topics["predictions"], wp.log
+
+    with ctx.scope():
+        res = latency_run(ctx, tag, values, rate, start, lambda v: int(v["offset"]), lambda _: None)
+    return {"p50_ms": res["latency"]["p50_ms"], "p99_ms": res["latency"]["p99_ms"]}
+
+
+def summary_rows(runs: dict[tuple[str, str, str], dict[str, list[float]]]) -> list[list[str]]:
+    """Per (section, backend, measure): each side's median and runs, and head / base.
+
+    >>> summary_rows({("throughput", "kafka-python", "worker"): {"base": [10.0, 12.0, 11.0],
+    ...                                                           "head": [12.0, 13.0, 14.0]}})
+    [['throughput', 'kafka-python', 'worker rec/s', '11', '10, 12, 11', '13', '12, 13, 14', '1.18x']]
+    """
+    rows = []
+    for (section, backend, measure), sides in runs.items():
+        med = {side: statistics.median(sides[side]) for side in SIDES}
+        unit = " rec/s" if section == "throughput" else ""
+        rows.append([
+            section, backend, f"{measure}{unit}",
+            f"{med['base']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["base"]),
+            f"{med['head']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["head"]),
+            f"{med['head'] / med['base']:.2f}x",
+        ])
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    runs: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+
+    def record(section: str, backend: str, side: str, measures: dict[str, float]) -> None:
+        for measure, value in measures.items():
+            runs.setdefault((section, backend, measure), {s: [] for s in SIDES})[side].append(value)
+        shown = ", ".join(f"{m} {v:,.0f}" for m, v in measures.items())
+        print(f"  {section} {backend} {side}: {shown}", file=sys.stderr, flush=True)
+
+    t0 = time.time()
+    with worktree(args.base) as (base_root, base_commit), \
+            tempfile.TemporaryDirectory(prefix="bench-ab-run-") as tmp, \
+            broker_at(args.bootstrap) as (bootstrap, broker_pid):
+        roots = {"base": base_root, "head": ROOT}
+        ctx = Ctx(bootstrap, f"ab-{int(t0)}", Path(tmp), SESSION_TIMEOUT_MS, broker_pid)
+
+        def rounds(section: str) -> Iterator[tuple[str, str, str]]:
+            """(backend, side, tag) of each run of ``section``, the side's checkout made current."""
+            for k in range(args.repeats):
+                for backend in args.backends:
+                    for side in rotated(SIDES, k):
+                        ctx.code_root = roots[side]
+                        yield backend, side, f"{section[0]}{k}-{SHORT[backend]}-{side}"
+
+        if "throughput" in args.sections:
+            values, _ = dense_records(args.records, DEFAULT_D, seed=args.seed)
+            with ctx.scope():
+                in_topic, _ = ctx.new_input("input", values)
+                for backend, side, tag in rounds("throughput"):
+                    rates = throughput_round(ctx, backend, in_topic, args.records, tag)
+                    record("throughput", backend, side, rates)
+        if "latency" in args.sections:
+            n = max(100, int(args.latency_rate * args.latency_seconds))
+            values, _ = dense_records(LATENCY_WARMUP + n, DEFAULT_D, seed=args.seed + 2)
+            for backend, side, tag in rounds("latency"):
+                percentiles = latency_round(ctx, backend, values, args.latency_rate, tag)
+                record("latency", backend, side, percentiles)
+        ctx.code_root = ROOT
+    headers = ["section", "backend", "measure", "base median", "base runs", "head median", "head runs",
+               "head / base"]
+    rows = summary_rows(runs)
+    head_commit = _git("rev-parse", "HEAD").strip()
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
+    print(f"base {base_commit[:7]} ({args.base}), head {head_commit[:7]}{' with changes' if dirty else ''}; "
+          f"medians of {args.repeats} interleaved repeats; {time.time() - t0:,.0f} s")
+    if "throughput" in args.sections:
+        print(f"throughput: {args.records:,} records of {DEFAULT_D} features")
+    if "latency" in args.sections:
+        print(f"latency: {args.latency_rate:,.0f} records/s for {args.latency_seconds:g} s")
+    print(format_table(headers, rows))
+    report = {
+        "base": {"ref": args.base, "commit": base_commit},
+        "head": {"commit": head_commit, "uncommitted_changes": dirty},
+        "repeats": args.repeats, "records": args.records,
+        "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds,
+        "table": [dict(zip(headers, row, strict=True)) for row in rows],
+        "runs": [{"section": s, "backend": b, "measure": m, **sides} for (s, b, m), sides in runs.items()],
+    }
+    if args.json:
+        write_json(args.json, report)
+    return report
+
+
+if __name__ == "__main__":
+    main()
