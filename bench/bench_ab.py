@@ -179,7 +179,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for backend, side, tag in rounds("latency"):
                 percentiles = latency_round(ctx, backend, values, args.latency_rate, tag)
                 record("latency", backend, side, percentiles)
-        ctx.code_root = ROOT
     headers = ["section", "backend", "measure", "base median", "base runs", "head median", "head runs",
                "head / base"]
     rows = summary_rows(runs)
