@@ -40,8 +40,8 @@ from typing import Any
 from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.latency import LATENCY_WARMUP, latency_run
-from bench.worker.processes import Ctx, broker_at, run_contender_process, run_worker, start_worker
+from bench.worker.latency import LATENCY_WARMUP, latency_run, worker_starter
+from bench.worker.processes import Ctx, broker_at, pipe_then_worker
 
 SIDES = ("base", "head")
 SECTIONS = ("throughput", "latency")
@@ -96,26 +96,14 @@ def _git(*args: str) -> str:
 
 def throughput_round(ctx: Ctx, backend: str, in_topic: str, n: int, tag: str) -> dict[str, float]:
     """One side's pipe, then its worker, on ``in_topic``: their rates."""
-    with ctx.scope():
-        pipe = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, ["--client", backend])
-    with ctx.scope():
-        worker = run_worker(ctx, in_topic, n, "all", f"{tag}-w", backend)
-    if not worker.get("complete"):
-        raise RuntimeError(f"{tag}: the worker's run was incomplete: {worker}")
-    return {"pipe": pipe["rate"], "worker": worker["rate"]}
+    return {kind: r["rate"] for kind, r in pipe_then_worker(ctx, backend, in_topic, n, tag).items()}
 
 
 def latency_round(
     ctx: Ctx, backend: str, values: Sequence[bytes], rate: float, tag: str
 ) -> dict[str, float]:
     """One side's worker at ``rate``: p50 and p99 in ms."""
-
-    def start(in_topic: str) -> tuple[Any, str, Path]:
-        wp = start_worker(
-            ctx, in_topic, "all", tag, until_caught_up=False, sample_rss=False, env_extra=backend_env(backend)
-        )
-        return wp.proc, wp.topics["predictions"], wp.log
-
+    start = worker_starter(ctx, tag, backend_env(backend))
     with ctx.scope():
         res = latency_run(ctx, tag, values, rate, start, lambda v: int(v["offset"]), lambda _: None)
     return {"p50_ms": res["latency"]["p50_ms"], "p99_ms": res["latency"]["p99_ms"]}

@@ -31,7 +31,7 @@ from typing import Any
 from bench.worker.contenders import CF, KP, SHORT, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import dense_records
-from bench.worker.processes import Ctx, broker_at, run_contender_process, run_worker
+from bench.worker.processes import Ctx, broker_at, pipe_then_worker
 
 DEFAULT_BOUNDS = (1_048_576, 52_428_800)  # the worker's default and the clients' own
 SESSION_TIMEOUT_MS = 6_000  # the embedded broker holds a group join for half of it
@@ -59,19 +59,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def one_round(ctx: Ctx, backend: str, bound: int, in_topic: str, n: int) -> dict[str, Any]:
     """The pipe, then the worker, of ``backend`` with the fetch bound ``bound``."""
-    tag = f"{SHORT[backend]}-{bound // 1024}k"
-    with ctx.scope():
-        pipe = run_contender_process(
-            ctx, "bench.pipe", f"{tag}-pipe", in_topic, n,
-            ["--client", backend, "--fetch-max-bytes", str(bound)],
-        )
     ctx.worker_env = {"SP_KAFKA__FETCH_MAX_BYTES": str(bound)}
-    with ctx.scope():
-        worker = run_worker(ctx, in_topic, n, "all", f"{tag}-w", backend)
-    for r in (pipe, worker):
-        if not r.get("complete"):
-            raise RuntimeError(f"{backend}, fetch_max_bytes={bound}: an incomplete run: {r}")
-    return {"pipe": pipe, "worker": worker}
+    tag = f"{SHORT[backend]}-{bound // 1024}k"
+    return pipe_then_worker(ctx, backend, in_topic, n, tag, ["--fetch-max-bytes", str(bound)])
 
 
 def _median(rounds: list[dict[str, Any]], kind: str, key: str) -> float:

@@ -114,6 +114,21 @@ def latency_run(
     }
 
 
+def worker_starter(
+    ctx: Ctx, label: str, env_extra: dict[str, str]
+) -> Callable[[str], tuple[subprocess.Popen[bytes], str, Path]]:
+    """``start`` for :func:`latency_run`: a worker (predictions on, not stopping when caught up)
+    on the given input topic, with ``env_extra`` (its backend and any other setting)."""
+
+    def start(in_topic: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+        wp = start_worker(
+            ctx, in_topic, "all", label, until_caught_up=False, sample_rss=False, env_extra=env_extra
+        )
+        return wp.proc, wp.topics["predictions"], wp.log
+
+    return start
+
+
 def latency_plan(
     rates: dict[str, float],
     *,
@@ -238,13 +253,6 @@ def section_latency(
         vals = values[: LATENCY_WARMUP + n]
         label = f"lat{k}r{rep}-{SHORT[p['backend']]}-{p['kind']}"
 
-        def start_w(in_topic: str, p: dict[str, Any] = p, label: str = label) -> tuple[Any, str, Path]:
-            env = {**backend_env(p["backend"]), **p["extra_env"]}
-            wp = start_worker(
-                ctx, in_topic, "all", label, until_caught_up=False, sample_rss=False, env_extra=env
-            )
-            return wp.proc, wp.topics["predictions"], wp.log
-
         def start_pipe(
             in_topic: str, p: dict[str, Any] = p, label: str = label, count: int = len(vals)
         ) -> tuple[Any, str, Path]:
@@ -259,6 +267,7 @@ def section_latency(
         with ctx.scope():
             if p["kind"] == "worker":
                 # the prediction's offset field is the input offset
+                start_w = worker_starter(ctx, label, {**backend_env(p["backend"]), **p["extra_env"]})
                 res = latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
                 lines = worker_log(Path(res["log"]))
                 res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
