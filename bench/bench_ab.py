@@ -41,11 +41,10 @@ from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, conf
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
 from bench.worker.latency import LATENCY_WARMUP, latency_run, worker_starter
-from bench.worker.processes import Ctx, broker_at, pipe_then_worker
+from bench.worker.processes import SESSION_TIMEOUT_MS, Ctx, broker_at, pipe_then_worker
 
 SIDES = ("base", "head")
 SECTIONS = ("throughput", "latency")
-SESSION_TIMEOUT_MS = 6_000  # the embedded broker holds a group join for half of it
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

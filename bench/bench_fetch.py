@@ -31,10 +31,9 @@ from typing import Any
 from bench.worker.contenders import CF, KP, SHORT, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import dense_records
-from bench.worker.processes import Ctx, broker_at, pipe_then_worker
+from bench.worker.processes import SESSION_TIMEOUT_MS, Ctx, broker_at, pipe_then_worker
 
 DEFAULT_BOUNDS = (1_048_576, 52_428_800)  # the worker's default and the clients' own
-SESSION_TIMEOUT_MS = 6_000  # the embedded broker holds a group join for half of it
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -96,7 +96,7 @@ def consumer_fetch_config(kafka: KafkaSettings) -> dict[str, Any]:
     """How many records the worker's consumer returns per poll and how long a fetch waits.
 
     >>> consumer_fetch_config(KafkaSettings())
-    {'max_poll_records': 2000, 'fetch_max_wait_ms': 100}
+    {'max_poll_records': 2000, 'fetch_max_wait_ms': 50}
     """
     return {"max_poll_records": kafka.max_poll_records, "fetch_max_wait_ms": kafka.fetch_max_wait_ms}
 

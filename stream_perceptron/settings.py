@@ -47,7 +47,9 @@ class KafkaSettings(_Section):
     heartbeat_interval_ms: int = Field(3_000, ge=100)
     max_poll_records: int = Field(2_000, ge=1)
     poll_timeout_ms: int = Field(500, ge=0)
-    fetch_max_wait_ms: int = Field(100, ge=0, description="how long a fetch may wait for data (latency)")
+    fetch_max_wait_ms: int = Field(
+        50, ge=0, description="how long the broker may hold a fetch for data (latency against idle requests)"
+    )
     fetch_max_bytes: int = Field(
         1_048_576,
         ge=1_000_000,  # librdkafka refuses less than its message.max.bytes (1,000,000)

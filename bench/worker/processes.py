@@ -31,6 +31,7 @@ from bench.worker.measures import (
 from bench.worker.topics import create_topics, delete_topics, produce_all, read_back, topic_count
 
 RSS_INTERVAL_S = 0.05
+SESSION_TIMEOUT_MS = 6_000  # a group join: the embedded broker holds one for half of it
 
 
 class RssSampler(threading.Thread):
