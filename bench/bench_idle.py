@@ -34,9 +34,11 @@ from bench.worker.processes import (
     SESSION_TIMEOUT_MS,
     Ctx,
     WorkerProc,
+    assignments,
     broker_at,
     log_tail,
     start_worker,
+    wait_logged,
     worker_log,
 )
 
@@ -72,7 +74,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def wait_for_join(wp: WorkerProc, timeout_s: float = JOIN_TIMEOUT_S) -> None:
     """Until the worker logs its assignment; fails if it exits or takes longer than ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while not any(ln.get("msg", "").startswith("on_assigned") for ln in worker_log(wp.log)):
+    while not assignments(worker_log(wp.log)):
         if wp.proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the idle worker did not join; log: {wp.log}\n{log_tail(wp.log)}")
         time.sleep(0.1)
@@ -97,11 +99,7 @@ def idle_run(
                 raise RuntimeError(f"the idle worker exited; log: {wp.log}\n{log_tail(wp.log)}")
         finally:
             wp.proc.send_signal(signal.SIGTERM)
-            try:
-                wp.proc.wait(30)
-            except Exception:
-                wp.proc.kill()
-                wp.proc.wait(10)
+            wait_logged(wp.proc, 30, wp.log, "the idle worker")
             for sampler in (wp.rss, wp.broker):
                 if sampler is not None:
                     sampler.stop()

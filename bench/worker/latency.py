@@ -19,6 +19,7 @@ from bench.worker.measures import latency_summary, rate_from_timestamps
 from bench.worker.processes import (
     Ctx,
     RssSampler,
+    assignments,
     clean_env,
     log_tail,
     popen_logged,
@@ -270,7 +271,7 @@ def section_latency(
                 start_w = worker_starter(ctx, label, {**backend_env(p["backend"]), **p["extra_env"]})
                 res = latency_run(ctx, label, vals, p["rate"], start_w, lambda v: int(v["offset"]), say)
                 lines = worker_log(Path(res["log"]))
-                res["rebalanced"] = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned")) > 1
+                res["rebalanced"] = assignments(lines) > 1
             else:
                 # the input's "id" is its index, which is its offset in the fresh one-partition topic
                 res = latency_run(ctx, label, vals, p["rate"], start_pipe, lambda v: int(v["id"]), say)

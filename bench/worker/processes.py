@@ -371,6 +371,16 @@ def worker_log(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def assignments(lines: Sequence[dict[str, Any]]) -> int:
+    """How many partition assignments the worker logged ("on_assigned"): 0 before it joined its
+    group, more than 1 after a rebalance.
+
+    >>> assignments([{"msg": "kafka edge (kafka-python) started"}, {"msg": "on_assigned: [('t', 0)]"}])
+    1
+    """
+    return sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned"))
+
+
 def join_seconds(lines: Sequence[dict[str, Any]]) -> float | None:
     """From "kafka edge ... started" to the first "on_assigned" log line: the group join.
 
@@ -404,7 +414,7 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
     by_stats = rate_from_stats(stats)
     by_ts = rate_from_timestamps(preds.timestamps)
     lines = worker_log(wp.log)
-    assigned = sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned"))
+    assigned = assignments(lines)
     last = max(stats, key=lambda s: s.get("seen", 0)) if stats else {}
     w0: float | None
     w1: float | None
