@@ -50,12 +50,38 @@ def target_check(
     return out
 
 
+def per_repeat_ratios(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> list[float]:
+    """``a``'s rate over ``b``'s in each repeat both completed, in repeat order: how far a verdict
+    drawn from the two medians moves from one repeat to the next.
+
+    >>> runs = {"w": [{"repeat": 0, "rate": 9.0}, {"repeat": 1, "rate": 8.0}, {"repeat": 2, "rate": 7.0}],
+    ...         "p": [{"repeat": 1, "rate": 10.0}, {"repeat": 0, "rate": 10.0}, {"repeat": 2, "rate": None}]}
+    >>> per_repeat_ratios(runs, "w", "p")
+    [0.9, 0.8]
+    """
+    rates_b = {r.get("repeat"): r.get("rate") for r in runs.get(b, [])}
+    out = []
+    for r in sorted(runs.get(a, []), key=lambda r: r.get("repeat", 0)):
+        mine, theirs = r.get("rate"), rates_b.get(r.get("repeat"))
+        if mine and theirs:
+            out.append(mine / theirs)
+    return out
+
+
+def _each_repeat(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> str:
+    ratios = per_repeat_ratios(runs, a, b)
+    if len(ratios) < 2:
+        return ""
+    return "; per repeat: " + ", ".join(f"{v:.2f}" for v in ratios)
+
+
 def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The four targets, per backend measured: worker ≥ 0.9 × its own client's bare pipe; worker ≥
     3 × the river loop; RSS after 1M records within 10% of RSS after 100k; p99 ≤ 100 ms at half of
     the worker's own maximum rate (default settings)."""
     out: list[dict[str, Any]] = []
     tp = (report.get("throughput") or {}).get("summary") or {}
+    tp_runs = (report.get("throughput") or {}).get("runs") or {}
     for b in BACKENDS:
         w = (tp.get(WORKER_OF[b]) or {}).get("median_rate")
         pipe = (tp.get(PIPE_OF[b]) or {}).get("median_rate")
@@ -69,7 +95,8 @@ def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                         w / pipe,
                         TARGET_WORKER_OVER_PIPE,
                     ),
-                    "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s",
+                    "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s"
+                    + _each_repeat(tp_runs, WORKER_OF[b], PIPE_OF[b]),
                 }
             )
         one_process = (tp.get(PIPE_KP) or {}).get("median_rate")

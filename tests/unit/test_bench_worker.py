@@ -402,6 +402,23 @@ def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
     assert any(row.startswith("| MET | confluent-kafka ") for row in md)
 
 
+def test_the_worker_over_pipe_target_shows_the_ratio_of_each_repeat() -> None:
+    fake = _fake_report()
+    def runs(*rates: float) -> list[dict]:
+        return [{"repeat": k, "rate": r} for k, r in enumerate(rates)]
+
+    fake["throughput"]["runs"] = {
+        contenders.WORKER_KP: runs(32_000.0, 38_000.0, 30_000.0),
+        contenders.PIPE_KP: runs(40_000.0, 40_000.0, 50_000.0),
+    }
+    own = [t for t in targets.evaluate_targets(fake) if t["target"].endswith("own client's bare pipe")]
+    kp = {t["backend"]: t for t in own}
+    assert kp["kafka-python"]["value"] == pytest.approx(0.75)  # the verdict stays the medians'
+    assert kp["kafka-python"]["detail"].endswith("; per repeat: 0.80, 0.95, 0.60")
+    assert "per repeat" not in kp["confluent-kafka"]["detail"]  # no runs of its own in the report
+    assert "per repeat: 0.80, 0.95, 0.60" in targets.target_line(kp["kafka-python"])
+
+
 def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
     r = throughput.throughput_ratios(_fake_report()["throughput"]["summary"])
     assert r["kafka-python"]["worker_over_own_pipe"] == pytest.approx(0.75)
