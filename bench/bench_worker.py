@@ -10,6 +10,7 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_worker --backends kafka-python --only throughput
     .venv/bin/python -m bench.bench_worker --bootstrap 127.0.0.1:9092 --records 200000
     .venv/bin/python -m bench.bench_worker --only profile --profile pyspy --profile-records 200000
+    .venv/bin/python -m bench.bench_worker --only profile --profile pyspy-gil --backends kafka-python
 
 Without ``--bootstrap`` it starts the embedded broker (``stream_perceptron.broker.EmbeddedBroker``,
 tansu, memory only) once for the whole run. Every contender is a separate process, reads the SAME
@@ -134,8 +135,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--profile",
         default="none",
-        choices=("none", "cprofile", "pyspy", "both"),
-        help="profile the worker on --profile-records records",
+        choices=("none", "cprofile", "pyspy", "pyspy-gil", "both"),
+        help="profile the worker on --profile-records records: cProfile, py-spy sampling wall time "
+        "(pyspy) or the GIL's holder (pyspy-gil); both: cprofile and pyspy",
     )
     p.add_argument("--profile-records", type=int, default=PROFILE_RECORDS)
     p.add_argument("--latency-seconds", type=float, default=None, help="steady-rate phase (20; --quick 2)")

@@ -93,6 +93,11 @@ def _frame(text: str) -> tuple[str, str]:
 
 PYSPY_HZ = 250
 
+# py-spy's two ways of sampling. --idle: every thread at every sample, waits included (for the GIL,
+# in poll), so wall time. --gil: only the thread holding the GIL, so the samples share out the one
+# core that a Python process's own work gets, busy background threads included.
+PYSPY_MODES = {"pyspy": "--idle", "pyspy-gil": "--gil"}
+
 
 def _pyspy() -> str | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -136,47 +141,60 @@ def _profile_backend(
         res.pop("_stats", None)
         out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
         say(f"  cProfile worker ({backend}): {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
-    if "pyspy" in tools:
-        spy = _pyspy()
-        if spy is None:
-            out["pyspy"] = {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}
-            return out
-        # --idle: wall time, including waits (for the GIL, in poll); --nonblocking: never pause it
-        base = [spy, "record", "--idle", "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
-        raw = ctx.workdir / f"worker-{tag}.pyspy.txt"
-        wp = start_worker(
-            ctx,
-            in_topic,
-            "all",
-            f"prof-spy-{tag}",
-            wrap=[*base, str(raw), "--"],
-            sample_rss=False,
-            env_extra=env,
-        )
-        res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
-        res.pop("_stats", None)
-        out["pyspy"] = {
+    for tool in PYSPY_MODES:
+        if tool in tools:
+            spy = _pyspy()
+            if spy is None:
+                out[tool.replace("-", "_")] = {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}
+                return out
+            out.update(_pyspy_pair(ctx, spy, tool, in_topic, n, backend, say))
+    return out
+
+
+def _pyspy_pair(
+    ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str, say: Say
+) -> dict[str, Any]:
+    """The worker, then the bare pipe of its client, on ``in_topic`` under py-spy in ``tool``'s
+    mode; their summaries under ``tool`` (``pyspy``, ``pyspy-gil``) and ``tool + "_pipe"``."""
+    gil, tag, key = tool == "pyspy-gil", SHORT[backend], tool.replace("-", "_")
+    # --nonblocking: never pause the process to sample it
+    base = [spy, "record", PYSPY_MODES[tool], "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
+    raw = ctx.workdir / f"worker-{tag}.{tool}.txt"
+    wp = start_worker(
+        ctx,
+        in_topic,
+        "all",
+        f"prof-{tool}-{tag}",
+        wrap=[*base, str(raw), "--"],
+        sample_rss=False,
+        env_extra=backend_env(backend),
+    )
+    res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
+    res.pop("_stats", None)
+    out: dict[str, Any] = {
+        key: {
             "run": res,
-            **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=res.get("group_join_s")),
+            **summarize_pyspy(
+                raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=res.get("group_join_s"), gil=gil
+            ),
         }
-        say(
-            f"  py-spy worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled at {PYSPY_HZ} Hz; "
-            f"{raw}"
-        )
-        raw_pipe = ctx.workdir / f"pipe-{tag}.pyspy.txt"
-        (out_topic,) = ctx.new_topics(f"prof-pipe-{tag}-out")
-        log = ctx.workdir / f"pipe-{tag}-pyspy.log"
-        cmd = [*base, str(raw_pipe), "--", sys.executable, "-m", "bench.pipe", "--client", backend]
-        cmd += ["--bootstrap", ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(n)]
-        t0 = time.time()
-        wait_logged(popen_logged(cmd, clean_env(), log), 120 + n / 500, log, "the profiled pipe")
-        wall = time.time() - t0
-        back = read_back(ctx.bootstrap, out_topic, expected=n)
-        out["pyspy_pipe"] = {
-            "rate": rate_from_timestamps(back.timestamps),
-            **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None),
-        }
-        say(f"  py-spy pipe ({backend}): {fmt_rate(out['pyspy_pipe']['rate'])} rec/s; {raw_pipe}")
+    }
+    mode = PYSPY_MODES[tool]
+    say(f"  py-spy {mode} worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
+    raw_pipe = ctx.workdir / f"pipe-{tag}.{tool}.txt"
+    (out_topic,) = ctx.new_topics(f"prof-pipe-{tag}-out")
+    log = ctx.workdir / f"pipe-{tag}-{tool}.log"
+    cmd = [*base, str(raw_pipe), "--", sys.executable, "-m", "bench.pipe", "--client", backend]
+    cmd += ["--bootstrap", ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(n)]
+    t0 = time.time()
+    wait_logged(popen_logged(cmd, clean_env(), log), 120 + n / 500, log, "the profiled pipe")
+    wall = time.time() - t0
+    back = read_back(ctx.bootstrap, out_topic, expected=n)
+    pipe = out[f"{key}_pipe"] = {
+        "rate": rate_from_timestamps(back.timestamps),
+        **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None, gil=gil),
+    }
+    say(f"  py-spy {mode} pipe ({backend}): {fmt_rate(pipe['rate'])} rec/s; {raw_pipe}")
     return out
 
 
@@ -328,14 +346,20 @@ _IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire"}
 
 
 def summarize_pyspy(
-    path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None
+    path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None, gil: bool = False
 ) -> dict[str, Any]:
     """Samples per category (worker-level and library-level), in seconds and µs per record.
 
-    py-spy falls behind its nominal rate on a busy machine, so samples become seconds at the
-    effective rate: main-thread samples / the process's wall time. ``join_s`` (the worker's group
-    join, from its log) is taken out of the poll categories, and start-up is left out of the
-    shares, so that the shares describe steady processing.
+    Sampled with ``--idle`` (``gil`` false), every thread is in every sample. py-spy falls behind
+    its nominal rate on a busy machine, so samples become seconds at the effective rate:
+    main-thread samples / the process's wall time. ``join_s`` (the worker's group join, from its
+    log) is taken out of the poll categories, and start-up is left out of the shares, so that the
+    shares describe steady processing.
+
+    Sampled with ``--gil``, a sample holds only the thread that held the GIL, and none is taken
+    while no thread held it. There is no wall clock to calibrate against, so samples become seconds
+    at the nominal ``hz``, a lower bound where py-spy fell behind. Nothing is taken out of poll: a
+    group join waits without the GIL, so it leaves no samples.
     """
     fine: dict[str, int] = {}
     coarse: dict[str, int] = {}
@@ -360,8 +384,8 @@ def summarize_pyspy(
             child = names[i + 1] if i + 1 < len(names) else "KafkaProducer.send (itself)"
             in_send[child] = in_send.get(child, 0) + k
     main = sum(v for k, v in coarse.items() if not k.startswith("background"))
-    eff_hz = main / wall_s if wall_s > 0 and main else float(hz)
-    join = int(round((join_s or 0.0) * eff_hz))
+    eff_hz = main / wall_s if wall_s > 0 and main and not gil else float(hz)
+    join = 0 if gil else int(round((join_s or 0.0) * eff_hz))
 
     def table(counts: dict[str, int]) -> list[dict[str, Any]]:
         adj = dict(counts)
@@ -386,6 +410,7 @@ def summarize_pyspy(
     total_send = sum(in_send.values())
     return {
         "raw_file": str(path),
+        "mode": "--gil" if gil else "--idle",
         "hz": hz,
         "effective_hz_main_thread": eff_hz,
         "process_wall_s": wall_s,

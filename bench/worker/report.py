@@ -262,17 +262,31 @@ def _profile_rows(rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
     ]
 
 
-def profile_text(entry: dict[str, Any], records: int, markdown: bool = False) -> str:
-    """One backend's py-spy summary: the worker by its own steps, then worker and pipe side by side."""
+PYSPY_KEYS = ("pyspy", "pyspy_gil")  # an entry's py-spy summaries: --idle, --gil
+
+
+def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, key: str = "pyspy") -> str:
+    """One backend's py-spy summary (``key``: ``pyspy``, sampled ``--idle``, or ``pyspy_gil``,
+    sampled ``--gil``): the worker by its own steps, then worker and pipe side by side."""
     table = markdown_table if markdown else format_table
-    ps, pipe = entry["pyspy"], entry.get("pyspy_pipe")
+    ps, pipe = entry[key], entry.get(f"{key}_pipe")
     b = entry.get("backend", KP)
     head = ["category", "seconds", "us/record", "share of processing"]
+    run = f"run rate {fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled"
+    if ps.get("mode") == "--gil":
+        about = (
+            f"py-spy --gil at {ps['hz']} Hz (only the thread holding the GIL: how the one core of the "
+            f"process's Python is shared out; seconds at the nominal rate), {records:,} records, "
+            f"predictions=all; {run}"
+        )
+    else:
+        about = (
+            f"py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where "
+            f"it happens), worker main thread, {records:,} records, predictions=all; the group join "
+            f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; {run}"
+        )
     parts = [
-        f"PROFILE ({b}): py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where "
-        f"it happens), worker main thread, {records:,} records, predictions=all; the group join "
-        f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; run rate "
-        f"{fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled",
+        f"PROFILE ({b}): {about}",
         table(head, _profile_rows(ps["categories"])),
         "",
         f"client-library calls per record, worker vs the bare {b} pipe (same records, same client "
@@ -375,8 +389,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += ["", markdown_table(headers, rows)]
     prof = report.get("profile") or {}
     for entry in _profile_entries(prof):
-        if "pyspy" in entry and "categories" in entry["pyspy"]:
-            out += ["", profile_text(entry, prof["records"], markdown=True)]
+        for key in PYSPY_KEYS:
+            if "categories" in (entry.get(key) or {}):
+                out += ["", profile_text(entry, prof["records"], markdown=True, key=key)]
         if "cprofile" in entry:
             cp = entry["cprofile"]
             out += [
@@ -438,8 +453,9 @@ def print_report(report: dict[str, Any], say: Say) -> None:
     prof = report.get("profile") or {}
     for entry in _profile_entries(prof):
         say("")
-        if "pyspy" in entry and "categories" in entry["pyspy"]:
-            say(profile_text(entry, prof["records"]))
+        for key in PYSPY_KEYS:
+            if "categories" in (entry.get(key) or {}):
+                say(profile_text(entry, prof["records"], key=key))
         if "cprofile" in entry:
             say("")
             say(

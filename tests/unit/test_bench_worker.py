@@ -242,6 +242,38 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
     assert lib["kafka-python KafkaConsumer.poll (incl. waiting)"]["samples"] == 100
 
 
+def test_a_gil_profile_counts_samples_at_the_nominal_rate_and_keeps_poll_whole(tmp_path: Path) -> None:
+    main = "Worker.run (stream_perceptron/worker.py:220)"
+    poll = ";".join(
+        [
+            main,
+            "KafkaEdge.poll (stream_perceptron/kafka_io.py:450)",
+            "KafkaConsumer.poll (kafka/consumer/group.py:1)",
+        ]
+    )
+    learn = ";".join(
+        [
+            main,
+            "Worker.process (stream_perceptron/worker.py:378)",
+            "Perceptron.learn_many (stream_perceptron/perceptron.py:1)",
+        ]
+    )
+    raw = tmp_path / "raw.txt"
+    raw.write_text(f"{poll} 50\n{learn} 25\n", encoding="utf-8")
+    # --gil: 75 samples over a 10 s process are 0.3 s of GIL at 250 Hz, not 75 samples / 10 s
+    s = profile.summarize_pyspy(raw, 250, 1000, wall_s=10.0, join_s=2.0, gil=True)
+    assert s["mode"] == "--gil" and s["effective_hz_main_thread"] == 250.0
+    assert s["group_join_samples_removed_from_poll"] == 0  # a join waits without the GIL
+    by = {r["category"]: r for r in s["categories"]}
+    assert by["edge poll (client poll + column copies), incl. waiting"]["samples"] == 50
+    assert by["learn_many"]["us_per_record"] == pytest.approx(100.0)  # 25 / 250 Hz / 1000 records
+    entry = {"backend": "kafka-python", "pyspy_gil": {**s, "run": {"rate": 1000.0}}}
+    text = report.profile_text(entry, 1000, key="pyspy_gil")
+    assert text.startswith("PROFILE (kafka-python): py-spy --gil at 250 Hz (only the thread holding the GIL")
+    assert "taken out of poll" not in text
+    assert bw.parse_args(["--profile", "pyspy-gil"]).sections >= {"profile"}
+
+
 def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path: Path) -> None:
     main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:204)"]
     edge = "stream_perceptron/kafka_confluent.py"
