@@ -452,9 +452,9 @@ def print_report(report: dict[str, Any], say: Say) -> None:
         say(format_table(headers, rows))
     prof = report.get("profile") or {}
     for entry in _profile_entries(prof):
-        say("")
         for key in PYSPY_KEYS:
             if "categories" in (entry.get(key) or {}):
+                say("")
                 say(profile_text(entry, prof["records"], key=key))
         if "cprofile" in entry:
             say("")
