@@ -375,8 +375,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}, "
                 "per backend"
             )
-            # py-spy samples one process: the producer process's share would go unseen
-            profiled = [b for b in backends if b != KPP]
+            # the producer-process worker is two processes: only py-spy --gil --subprocesses
+            # tells their GILs apart (bench/worker/profile.py)
+            profiled = [b for b in backends if b != KPP or "pyspy-gil" in tools]
             with ctx.scope():
                 report["profile"] = section_profile(
                     ctx, args.profile_records, tools, args.seed, say, profiled

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.worker.contenders import BACKENDS, KP, ROOT, SHORT, backend_env
+from bench.worker.contenders import BACKENDS, KP, KPP, ROOT, SHORT, backend_env
 from bench.worker.formatting import Say, fmt_rate
 from bench.worker.inputs import DEFAULT_D, dense_records
 from bench.worker.measures import rate_from_timestamps
@@ -60,6 +60,9 @@ def categorize_stack(frames: Sequence[str]) -> str:
 
 _EDGE_FILES = {"kafka_confluent.py": "kafka_io.py", "edge.py": "kafka_io.py"}
 
+# the worker's (or the pipe's) side of SplitKafkaEdge.send_many: msgpack and the pipe's write
+HAND_OFF = "hand-off to the producer process (msgpack + pipe write)"
+
 _MARKERS: list[tuple[tuple[str, str], str]] = [
     # checking the topics and connecting, before the loop: start-up, however long the broker takes
     (("_start_edge", "worker.py"), "start-up, imports, other"),
@@ -78,6 +81,9 @@ _MARKERS: list[tuple[tuple[str, str], str]] = [
     (("encode_predictions", "records.py"), "encode_predictions (structs + msgspec)"),
     (("send", "kafka_io.py"), "edge send (client send + loop)"),
     (("send_many", "kafka_io.py"), "edge send (client send + loop)"),
+    (("send_many", "kafka_producer_process.py"), HAND_OFF),
+    (("_flush", "kafka_producer_process.py"), "producer process: flush (for a checkpoint)"),
+    (("run", "kafka_producer_process.py"), "producer process: reading the pipe, its loop"),
     (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),
     (("process", "worker.py"), "batch loop: other (decode loop, bookkeeping)"),
     (("run", "worker.py"), "run loop: other (policies, caught_up)"),
@@ -126,6 +132,9 @@ def _profile_backend(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"backend": backend}
     tag, env = SHORT[backend], backend_env(backend)
+    if backend == KPP:
+        # two processes: only py-spy --gil --subprocesses tells each process's GIL apart
+        tools = [t for t in tools if t == "pyspy-gil"]
     if "cprofile" in tools:
         prof = ctx.workdir / f"worker-{tag}.prof"
         wp = start_worker(
@@ -155,10 +164,15 @@ def _pyspy_pair(
     ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str, say: Say
 ) -> dict[str, Any]:
     """The worker, then the bare pipe of its client, on ``in_topic`` under py-spy in ``tool``'s
-    mode; their summaries under ``tool`` (``pyspy``, ``pyspy-gil``) and ``tool + "_pipe"``."""
+    mode; their summaries under ``key`` (``pyspy``, ``pyspy_gil``) and ``key + "_pipe"``. With
+    the producer process (``kafka-python+process``, ``--gil`` only), also its child's, under
+    ``key + "_child"`` and ``key + "_child_pipe"``."""
     gil, tag, key = tool == "pyspy-gil", SHORT[backend], tool.replace("-", "_")
-    # --nonblocking: never pause the process to sample it
-    base = [spy, "record", PYSPY_MODES[tool], "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
+    # --nonblocking: never pause the process to sample it; --subprocesses: the producer process too
+    base = [spy, "record", PYSPY_MODES[tool], "--nonblocking", "-r", str(PYSPY_HZ)]
+    base += ["--subprocesses"] if backend == KPP else []
+    base += ["-f", "raw", "-o"]
+    processes = {key: 1, f"{key}_child": 2} if backend == KPP else {key: 1}
     raw = ctx.workdir / f"worker-{tag}.{tool}.txt"
     wp = start_worker(
         ctx,
@@ -171,13 +185,15 @@ def _pyspy_pair(
     )
     res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
     res.pop("_stats", None)
+    join_s = res.get("group_join_s")
     out: dict[str, Any] = {
-        key: {
+        name: {
             "run": res,
             **summarize_pyspy(
-                raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=res.get("group_join_s"), gil=gil
+                raw, PYSPY_HZ, n, wall_s=res["process_wall_s"], join_s=join_s, gil=gil, process=depth
             ),
         }
+        for name, depth in processes.items()
     }
     mode = PYSPY_MODES[tool]
     say(f"  py-spy {mode} worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
@@ -190,11 +206,13 @@ def _pyspy_pair(
     wait_logged(popen_logged(cmd, clean_env(), log), 120 + n / 500, log, "the profiled pipe")
     wall = time.time() - t0
     back = read_back(ctx.bootstrap, out_topic, expected=n)
-    pipe = out[f"{key}_pipe"] = {
-        "rate": rate_from_timestamps(back.timestamps),
-        **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None, gil=gil),
-    }
-    say(f"  py-spy {mode} pipe ({backend}): {fmt_rate(pipe['rate'])} rec/s; {raw_pipe}")
+    rate = rate_from_timestamps(back.timestamps)
+    for name, depth in processes.items():
+        out[f"{name}_pipe"] = {
+            "rate": rate,
+            **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None, gil=gil, process=depth),
+        }
+    say(f"  py-spy {mode} pipe ({backend}): {fmt_rate(rate)} rec/s; {raw_pipe}")
     return out
 
 
@@ -328,6 +346,8 @@ def library_category(frames: Sequence[str]) -> str:
         return "ConfluentEdge.send_many: Python around produce (loop, counter)"
     if "ConfluentEdge.poll" in names:
         return "ConfluentEdge.poll: Python around consume (column copies, highwater)"
+    if "SplitKafkaEdge.send_many" in names:
+        return HAND_OFF
     if leaf_fn == "confluent_pipe":
         if "consume_first(" in leaf_text or "consume_batch(" in leaf_text:
             return CF_CONSUME
@@ -337,7 +357,7 @@ def library_category(frames: Sequence[str]) -> str:
             return CF_FLUSH
         if "serve(" in leaf_text:
             return CF_SERVE
-    if "Worker.run" in names or "consume_produce" in names or "confluent_pipe" in names:
+    if names & {"Worker.run", "consume_produce", "confluent_pipe", "split_pipe", "_Child.run"}:
         return "own code (everything else)"
     return "start-up, imports, other"
 
@@ -345,8 +365,31 @@ def library_category(frames: Sequence[str]) -> str:
 _IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire"}
 
 
+def split_process(frames: Sequence[str]) -> tuple[int, list[str]]:
+    """How deep in the process tree a py-spy stack was sampled (1: the process started, 2: its
+    child, ...) and the stack without the ``process PID:"cmdline"`` frames that ``--subprocesses``
+    puts at its root (a stack without them is the process started).
+
+    >>> split_process(['process 7:"python -m w"', 'process 9:"python -m c 3"', "run (c.py:1)"])
+    (2, ['run (c.py:1)'])
+    >>> split_process(["run (w.py:1)"])
+    (1, ['run (w.py:1)'])
+    """
+    k = 0
+    while k < len(frames) and frames[k].startswith("process ") and ':"' in frames[k]:
+        k += 1
+    return max(k, 1), list(frames[k:])
+
+
 def summarize_pyspy(
-    path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None, gil: bool = False
+    path: Path,
+    hz: int,
+    records: int,
+    *,
+    wall_s: float,
+    join_s: float | None,
+    gil: bool = False,
+    process: int = 1,
 ) -> dict[str, Any]:
     """Samples per category (worker-level and library-level), in seconds and µs per record.
 
@@ -360,6 +403,9 @@ def summarize_pyspy(
     while no thread held it. There is no wall clock to calibrate against, so samples become seconds
     at the nominal ``hz``, a lower bound where py-spy fell behind. Nothing is taken out of poll: a
     group join waits without the GIL, so it leaves no samples.
+
+    Recorded with ``--subprocesses``, only the stacks of ``process`` (1: the process started, 2:
+    its child; see :func:`split_process`) are counted.
     """
     fine: dict[str, int] = {}
     coarse: dict[str, int] = {}
@@ -369,7 +415,9 @@ def summarize_pyspy(
         if not stack or not num.isdigit():
             continue
         k = int(num)
-        frames = stack.split(";")
+        depth, frames = split_process(stack.split(";"))
+        if depth != process or not frames:
+            continue
         lib = library_category(frames)
         if lib.startswith("background") and _frame(frames[-1])[0].rsplit(".", 1)[-1] in _IDLE_LEAVES:
             lib = "background threads: idle (select, wait)"
@@ -411,6 +459,7 @@ def summarize_pyspy(
     return {
         "raw_file": str(path),
         "mode": "--gil" if gil else "--idle",
+        "process": process,
         "hz": hz,
         "effective_hz_main_thread": eff_hz,
         "process_wall_s": wall_s,

@@ -262,7 +262,8 @@ def _profile_rows(rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
     ]
 
 
-PYSPY_KEYS = ("pyspy", "pyspy_gil")  # an entry's py-spy summaries: --idle, --gil
+# an entry's py-spy summaries: --idle, --gil, and --gil of the producer process (its child)
+PYSPY_KEYS = ("pyspy", "pyspy_gil", "pyspy_gil_child")
 
 
 def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, key: str = "pyspy") -> str:
@@ -274,9 +275,10 @@ def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, ke
     head = ["category", "seconds", "us/record", "share of processing"]
     run = f"run rate {fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled"
     if ps.get("mode") == "--gil":
+        which = "the producer process (the child), " if ps.get("process", 1) > 1 else ""
         about = (
             f"py-spy --gil at {ps['hz']} Hz (only the thread holding the GIL: how the one core of the "
-            f"process's Python is shared out; seconds at the nominal rate), {records:,} records, "
+            f"process's Python is shared out; seconds at the nominal rate), {which}{records:,} records, "
             f"predictions=all; {run}"
         )
     else:

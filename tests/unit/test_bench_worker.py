@@ -274,6 +274,47 @@ def test_a_gil_profile_counts_samples_at_the_nominal_rate_and_keeps_poll_whole(t
     assert bw.parse_args(["--profile", "pyspy-gil"]).sections >= {"profile"}
 
 
+def test_a_producer_process_profile_is_split_by_process(tmp_path: Path) -> None:
+    worker, child = 'process 10:"python -m stream_perceptron.cli run"', 'process 11:"python -m c 5"'
+    run = "Worker.run (stream_perceptron/worker.py:220)"
+    hand_off = ";".join(
+        [
+            worker,
+            run,
+            "Worker.process (stream_perceptron/worker.py:378)",
+            "SplitKafkaEdge.send_many (stream_perceptron/kafka_producer_process.py:157)",
+        ]
+    )
+    child_root = ";".join(
+        [worker, child, "<module> (stream_perceptron/kafka_producer_process.py:306)",
+         "_Child.run (stream_perceptron/kafka_producer_process.py:258)"]
+    )
+    send = ";".join(
+        [
+            child_root,
+            "_Child.handle (stream_perceptron/kafka_producer_process.py:272)",
+            "KafkaEdge.send_many (stream_perceptron/kafka_io.py:566)",
+            "KafkaProducer.send (kafka/producer/kafka.py:1)",
+        ]
+    )
+    read = f"{child_root};_decode (x.py:1)"
+    raw = tmp_path / "raw.txt"
+    raw.write_text(f"{hand_off} 10\n{send} 30\n{read} 5\n", encoding="utf-8")
+    main = profile.summarize_pyspy(raw, 250, 100, wall_s=1.0, join_s=None, gil=True)
+    kid = profile.summarize_pyspy(raw, 250, 100, wall_s=1.0, join_s=None, gil=True, process=2)
+    assert [(r["category"], r["samples"]) for r in main["library"]] == [(profile.HAND_OFF, 10)]
+    assert {r["category"]: r["samples"] for r in kid["library"]} == {
+        "kafka-python KafkaProducer.send": 30,
+        "own code (everything else)": 5,
+    }
+    assert {r["category"] for r in kid["categories"]} == {
+        "edge send (client send + loop)",
+        "producer process: reading the pipe, its loop",
+    }
+    entry = {"backend": contenders.KPP, "pyspy_gil_child": {**kid, "run": {"rate": 1.0}}}
+    assert "the producer process (the child)" in report.profile_text(entry, 100, key="pyspy_gil_child")
+
+
 def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path: Path) -> None:
     main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:204)"]
     edge = "stream_perceptron/kafka_confluent.py"
