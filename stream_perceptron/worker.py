@@ -137,6 +137,10 @@ class Worker:
         self.checkpoint_ok = True
         self.last_checkpoint_path: str | None = None
         self._dirty = False
+        # Statistics records sent since the last flush: a checkpoint confirms them even when the
+        # model and offsets have not moved, so an idle worker notices a broker that stopped
+        # acknowledging (its input stalls with it, and nothing else would ask for a flush).
+        self._stats_unflushed = False
         # Why the worker's state must not be checkpointed (None while it may): a batch that did
         # not finish (its rows learned, its offsets not advanced), or outputs given up.
         self._open_batch: str | None = None
@@ -439,10 +443,12 @@ class Worker:
     def checkpoint(self, reason: str) -> bool:
         """Flush outputs, write a checkpoint, then commit its offsets. Returns False on failure.
 
-        Nothing is written when nothing changed since the last durable checkpoint, and nothing
-        ever once the state is not one to resume from: a batch that raised half-way (rows learned,
-        offsets not advanced), or outputs the edge gave up (:class:`UndeliveredError`, which also
-        stops the worker). A restart then resumes from the last checkpoint and replays.
+        Nothing is written when nothing changed since the last durable checkpoint; statistics
+        records sent since are still flushed, and a failure to flush them is reported as for any
+        output. Nothing is ever written once the state is not one to resume from: a batch that
+        raised half-way (rows learned, offsets not advanced), or outputs the edge gave up
+        (:class:`UndeliveredError`, which also stops the worker). A restart then resumes from the
+        last checkpoint and replays.
         """
         self._ckpt_policy.reset()
         started = time.monotonic()
@@ -455,7 +461,7 @@ class Worker:
             )
             self._record_checkpoint(False, started)
             return False
-        if not self._dirty:
+        if not (self._dirty or self._stats_unflushed):
             return True
         try:
             self.edge.flush()
@@ -472,6 +478,9 @@ class Worker:
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
             self._record_checkpoint(False, started)
             return False
+        self._stats_unflushed = False
+        if not self._dirty:
+            return True  # only statistics records to confirm: the last checkpoint still holds
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
         snapshot = {t: dict(p) for t, p in self.offsets.items()}
@@ -555,6 +564,7 @@ class Worker:
         lags = self.lag()
         rec = self.stats_record(lags)
         self.edge.send(self.settings.topics.stats, None, encode(rec))
+        self._stats_unflushed = True
         if self.observer is not None:
             self.observer.stats(rec)
             self.observer.lag(lags)

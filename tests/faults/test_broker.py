@@ -176,6 +176,48 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path)
           f"the worker's own: {own[:3]}")
 
 
+@pytest.mark.timeout(120)
+def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path):
+    """No input at all, so the model and offsets never change and there is no checkpoint to
+    write; the broker is then frozen. The statistics records the worker keeps publishing go
+    unacknowledged, and its checkpoint interval says so in the worker's own log line, without
+    waiting for input that cannot come."""
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=5_000)
+    _create_topics(kafka)
+    settings = fault_settings(kafka, TOPICS, tmp_path / "ckpt",
+                              checkpoint={"every_examples": 1000, "every_seconds": 1},
+                              stats={"every_examples": 1000, "every_seconds": 0.5})
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, log=log)
+    tail = LogTail(log)
+    try:
+        wait_until(lambda: b"on_assigned" in tail.poll().text and tail.seen == 0, 60,
+                   "the worker assigned and publishing statistics", alive=proc, log=log)
+        time.sleep(1.5)  # a few statistics records and checkpoint intervals while the broker answers
+        assert b" stream_perceptron." not in _trouble(tail.poll().text)
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        frozen, mark = time.monotonic(), len(tail.text)
+        try:
+            wait_until(lambda: b" stream_perceptron." in _trouble(tail.poll().text[mark:]), 40,
+                       "the worker's own warning while the broker is frozen", alive=proc, log=log)
+            said_s = time.monotonic() - frozen
+        finally:
+            os.kill(own_broker.pid, signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        reap(proc)
+    own = [ln for ln in _trouble(tail.poll().text[mark:]).splitlines() if b" stream_perceptron." in ln]
+    assert any(b"not acknowledged" in ln for ln in own), own
+    assert CheckpointStore(tmp_path / "ckpt").load() is None  # nothing to write, nothing written
+    print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0].decode(errors='replace')}")
+
+
+def _trouble(text: bytes) -> bytes:
+    """The WARNING and ERROR lines of a text log."""
+    return b"\n".join(ln for ln in text.splitlines() if b" WARNING " in ln or b" ERROR " in ln)
+
+
 # kafka-python 3.0.12 leaks one socket when a client is closed while a connection to the broker
 # is being opened (see test_rebalance.py); this test's broker is its own, on a port of its own, so
 # the broker tests' teardown filter (tests/integration/conftest.py) does not cover it. Seen once

@@ -88,6 +88,22 @@ def test_outputs_given_up_stop_the_worker_and_no_checkpoint_covers_them(tmp_path
     assert "outputs since the last checkpoint were given up" in caplog.text
 
 
+def test_an_idle_worker_still_confirms_its_statistics_records(tmp_path, caplog):
+    edge = FailingEdge()
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert w.checkpoint("interval") and edge.flushes == 1
+    assert w.checkpoint("interval") and edge.flushes == 1  # nothing sent since: nothing to do
+    w.publish_stats()  # idle, so the model and offsets stay as checkpointed
+    edge.flush_error = KafkaEdgeError("flush failed after 5 attempts")
+    assert not w.checkpoint("interval")  # the broker does not acknowledge: said, not silent
+    assert edge.flushes == 2 and "outputs not acknowledged" in caplog.text
+    assert w.checkpoint("interval") and edge.flushes == 3  # the same records, confirmed now
+    assert w.checkpoint("interval") and edge.flushes == 3
+    assert [c.name for c in sorted(tmp_path.glob("ckpt-*.json"))] == ["ckpt-000000000001.json"]
+    assert edge.commits == [{("in", 0): 10}] and w.counters.checkpoints == 1
+
+
 def test_a_transient_flush_failure_only_postpones_the_checkpoint(tmp_path):
     edge = FailingEdge(flush_error=KafkaEdgeError("flush failed after 5 attempts"))
     w = _worker(tmp_path, edge)
