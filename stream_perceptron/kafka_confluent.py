@@ -823,7 +823,7 @@ class ConfluentEdge(EdgeBase):
     _describe = staticmethod(_describe)
 
 
-__all__ = ["ConfluentEdge", "confluent_config"]
+_second = operator.itemgetter(1)  # a timestamp's milliseconds, from (type, ms)
 
 
 def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaError]]:
@@ -869,9 +869,6 @@ def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaErro
     ], []
 
 
-_second = operator.itemgetter(1)  # a timestamp's milliseconds, from (type, ms)
-
-
 def _batches_one_by_one(messages: Sequence[Any]) -> tuple[list[Batch], list[KafkaError]]:
     """:func:`batches_of` for a poll that returned an error among its messages."""
     batches: dict[Partition, Batch] = {}
@@ -890,3 +887,6 @@ def _batches_one_by_one(messages: Sequence[Any]) -> tuple[list[Batch], list[Kafk
         batch.values.append(m.value())
         batch.timestamps_ms.append(m.timestamp()[1])
     return [batches[tp] for tp in sorted(batches)], errors
+
+
+__all__ = ["ConfluentEdge", "batches_of", "confluent_config"]
