@@ -2,9 +2,8 @@
 
 ``kafka_confluent.batches_of`` (each column read with one ``map`` of the accessor over the
 poll's messages, the messages split by partition only when there are several) against the
-message-by-message loop it replaced (every accessor called and every column appended in
-bytecode, once per message; ``_batches_one_by_one``, which still serves a poll with an error in
-it).
+message-by-message loop it replaced, kept here as :func:`message_by_message` (every accessor
+called and every column appended in bytecode, once per message).
 
 Run from the repository root::
 
@@ -31,16 +30,37 @@ from confluent_kafka import Message
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
-from stream_perceptron.edge import Batch
-from stream_perceptron.kafka_confluent import _batches_one_by_one, batches_of
+from stream_perceptron.edge import Batch, Partition
+from stream_perceptron.kafka_confluent import batches_of
 
 POLL_MESSAGES = 2_000
 RUN = 50  # messages of one partition in a row, in the input of several partitions
 
 Convert = Callable[[Sequence[Message]], tuple[list[Batch], list[Any]]]
 
+
+def message_by_message(messages: Sequence[Any]) -> tuple[list[Batch], list[Any]]:
+    """The earlier ``ConfluentEdge.poll`` loop: a batch per partition, built message by message."""
+    batches: dict[Partition, Batch] = {}
+    errors = []
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            errors.append(err)
+            continue
+        topic, partition = m.topic(), m.partition()
+        batch = batches.get((topic, partition))
+        if batch is None:
+            batch = batches[(topic, partition)] = Batch(topic, partition, [], [], [], [])
+        batch.offsets.append(m.offset())
+        batch.keys.append(m.key())
+        batch.values.append(m.value())
+        batch.timestamps_ms.append(m.timestamp()[1])
+    return [batches[tp] for tp in sorted(batches)], errors
+
+
 CONTENDERS: dict[str, Convert] = {
-    "message by message (earlier)": _batches_one_by_one,
+    "message by message (earlier)": message_by_message,
     "batches_of": batches_of,
 }
 

@@ -832,7 +832,7 @@ def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaErro
 
     Each column is read with one ``map`` of the accessor over every message (a C loop, no
     bytecode per record); the messages are split by partition only when a poll returned more
-    than one, and go one by one only when one of them is an error.
+    than one. A poll with an error in it has its errors set apart first.
 
     >>> ms = [Message(topic="a", partition=p, offset=o, key=None, value=b"v%d" % o, timestamp=(1, o))
     ...       for p, o in [(1, 7), (0, 3), (1, 8)]]
@@ -844,7 +844,9 @@ def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaErro
         return [], []
     # identity, not list.count(None): a KafkaError compared with None raises
     if not all(map(operator.is_, map(Message.error, messages), itertools.repeat(None))):
-        return _batches_one_by_one(messages)  # rare: one at a time, errors apart
+        # rare: the errors apart, then the other messages as any poll's
+        errors = [e for e in map(Message.error, messages) if e is not None]
+        return batches_of([m for m in messages if m.error() is None])[0], errors
     # a message with no error has its topic, partition and offset (the stubs allow None)
     topics: list[Any] = list(map(Message.topic, messages))
     partitions: list[Any] = list(map(Message.partition, messages))
@@ -859,34 +861,18 @@ def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaErro
     # partition changes (found in C), and join each partition's runs in order.
     tps = list(zip(topics, partitions, strict=True))
     cuts = [0, *itertools.compress(range(1, n), map(operator.ne, tps[1:], tps)), n]
-    runs: dict[Partition, list[tuple[int, int]]] = {}
+    spans: dict[Partition, list[slice]] = {}
     for start, end in itertools.pairwise(cuts):
-        runs.setdefault(tps[start], []).append((start, end))
-    return [
-        Batch(tp[0], tp[1], *(list(itertools.chain.from_iterable(column[a:b] for a, b in runs[tp]))
-                              for column in (offsets, keys, values, stamps)))
-        for tp in sorted(runs)
-    ], []
+        spans.setdefault(tps[start], []).append(slice(start, end))
 
+    def joined(column: list[Any], parts: list[slice]) -> list[Any]:
+        return list(itertools.chain.from_iterable(column[part] for part in parts))
 
-def _batches_one_by_one(messages: Sequence[Any]) -> tuple[list[Batch], list[KafkaError]]:
-    """:func:`batches_of` for a poll that returned an error among its messages."""
-    batches: dict[Partition, Batch] = {}
-    errors: list[KafkaError] = []
-    for m in messages:
-        err = m.error()
-        if err is not None:
-            errors.append(err)
-            continue
-        topic, partition = m.topic(), m.partition()
-        batch = batches.get((topic, partition))
-        if batch is None:
-            batch = batches[(topic, partition)] = Batch(topic, partition, [], [], [], [])
-        batch.offsets.append(m.offset())
-        batch.keys.append(m.key())
-        batch.values.append(m.value())
-        batch.timestamps_ms.append(m.timestamp()[1])
-    return [batches[tp] for tp in sorted(batches)], errors
+    batches = []
+    for (topic, partition), parts in sorted(spans.items()):
+        columns = (joined(column, parts) for column in (offsets, keys, values, stamps))
+        batches.append(Batch(topic, partition, *columns))
+    return batches, []
 
 
 __all__ = ["ConfluentEdge", "batches_of", "confluent_config"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, Message
 
+from bench.bench_columns import message_by_message
 from stream_perceptron.edge import Batch
-from stream_perceptron.kafka_confluent import _batches_one_by_one, batches_of
+from stream_perceptron.kafka_confluent import batches_of
 
 
 def message(topic: str, partition: int, offset: int, key: bytes | None = None) -> Message:
@@ -41,10 +42,12 @@ def test_same_topic_other_partition_is_not_taken_for_one_partition():
 def test_an_error_among_the_messages_is_returned_and_the_rest_are_batched():
     eof = Message(topic="in", partition=0, offset=3, timestamp=(0, 0),
                   error=KafkaError(KafkaError._PARTITION_EOF))
-    ms = [message("in", 0, 1), eof, message("in", 0, 2)]
+    ms = [message("in", 0, 1), eof, message("in", 1, 5), message("in", 0, 2)]
     batches, errors = batches_of(ms)
     assert [e.code() for e in errors] == [KafkaError._PARTITION_EOF]
-    assert [(b.partition, b.offsets) for b in batches] == [(0, [1, 2])]
+    assert [(b.partition, b.offsets) for b in batches] == [(0, [1, 2]), (1, [5])]
+    assert (batches, [e.code() for e in errors]) == (
+        message_by_message(ms)[0], [e.code() for e in message_by_message(ms)[1]])
 
 
 def test_nothing_polled_is_no_batch():
@@ -53,4 +56,4 @@ def test_nothing_polled_is_no_batch():
 
 def test_the_columns_are_those_of_the_message_by_message_loop():
     ms = [message(t, p, o) for o in range(40) for t, p in [("x", o % 3), ("y", 0)]]
-    assert batches_of(ms) == _batches_one_by_one(ms)
+    assert batches_of(ms) == message_by_message(ms)
