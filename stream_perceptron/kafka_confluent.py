@@ -842,11 +842,12 @@ def batches_of(messages: Sequence[Message]) -> tuple[list[Batch], list[KafkaErro
     n = len(messages)
     if not n:
         return [], []
+    errors = list(map(Message.error, messages))
     # identity, not list.count(None): a KafkaError compared with None raises
-    if not all(map(operator.is_, map(Message.error, messages), itertools.repeat(None))):
+    if not all(map(operator.is_, errors, itertools.repeat(None))):
         # rare: the errors apart, then the other messages as any poll's
-        errors = [e for e in map(Message.error, messages) if e is not None]
-        return batches_of([m for m in messages if m.error() is None])[0], errors
+        clean = [m for m, e in zip(messages, errors, strict=True) if e is None]
+        return batches_of(clean)[0], [e for e in errors if e is not None]
     # a message with no error has its topic, partition and offset (the stubs allow None)
     topics: list[Any] = list(map(Message.topic, messages))
     partitions: list[Any] = list(map(Message.partition, messages))

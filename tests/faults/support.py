@@ -104,6 +104,11 @@ class LogTail:
         return [ln for ln in self.poll().text.decode(errors="replace").splitlines() if needle in ln]
 
 
+def trouble_lines(text: str, containing: str = "") -> list[str]:
+    """The WARNING and ERROR lines of a worker's log ``text`` that contain ``containing``."""
+    return [ln for ln in text.splitlines() if (" WARNING " in ln or " ERROR " in ln) and containing in ln]
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
                every_s: float = 0.05, alive: subprocess.Popen[bytes] | None = None,
                log: Path | None = None) -> None:

@@ -36,10 +36,13 @@ from .support import (
     fault_settings,
     reap,
     start_worker,
+    trouble_lines,
     wait_until,
 )
 
 pytestmark = pytest.mark.faults
+
+OWN = " stream_perceptron."  # in a log line: written by the worker's own code, not a client's
 
 STALL_S = float(os.environ.get("SP_FAULTS_STALL_S", "30"))
 
@@ -167,8 +170,8 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path)
     finally:
         reap(proc)
     # it said what was wrong while the broker was away (one line per problem, not silence)
-    trouble = [ln for ln in during.splitlines() if " WARNING " in ln or " ERROR " in ln]
-    own = [ln for ln in trouble if " stream_perceptron." in ln]
+    trouble = trouble_lines(during)
+    own = trouble_lines(during, OWN)
     assert own, "the worker said nothing while the broker was frozen:\n" + during[-3000:]
     figures = _assert_exact_against_input(kafka, ckpt_dir, n)
     print(f"\nfrozen {STALL_S:.0f} s at seen={seen_at_stop} (t={frozen_at:.0f}); progress again "
@@ -194,11 +197,15 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path):
         wait_until(lambda: b"on_assigned" in tail.poll().text and tail.seen == 0, 60,
                    "the worker assigned and publishing statistics", alive=proc, log=log)
         time.sleep(1.5)  # a few statistics records and checkpoint intervals while the broker answers
-        assert b" stream_perceptron." not in _trouble(tail.poll().text)
+        assert not trouble_lines(tail.poll().text.decode(errors="replace"), OWN)
         os.kill(own_broker.pid, signal.SIGSTOP)
         frozen, mark = time.monotonic(), len(tail.text)
+
+        def own_since_frozen() -> list[str]:
+            return trouble_lines(tail.poll().text[mark:].decode(errors="replace"), OWN)
+
         try:
-            wait_until(lambda: b" stream_perceptron." in _trouble(tail.poll().text[mark:]), 40,
+            wait_until(lambda: bool(own_since_frozen()), 40,
                        "the worker's own warning while the broker is frozen", alive=proc, log=log)
             said_s = time.monotonic() - frozen
         finally:
@@ -207,15 +214,10 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path):
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
         reap(proc)
-    own = [ln for ln in _trouble(tail.poll().text[mark:]).splitlines() if b" stream_perceptron." in ln]
-    assert any(b"not acknowledged" in ln for ln in own), own
+    own = own_since_frozen()
+    assert any("not acknowledged" in ln for ln in own), own
     assert CheckpointStore(tmp_path / "ckpt").load() is None  # nothing to write, nothing written
-    print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0].decode(errors='replace')}")
-
-
-def _trouble(text: bytes) -> bytes:
-    """The WARNING and ERROR lines of a text log."""
-    return b"\n".join(ln for ln in text.splitlines() if b" WARNING " in ln or b" ERROR " in ln)
+    print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0]}")
 
 
 # kafka-python 3.0.12 leaks one socket when a client is closed while a connection to the broker
@@ -242,8 +244,7 @@ def test_broker_unreachable_at_start_then_appears(tmp_path):
         assert proc.poll() is None, (
             f"the worker exited ({proc.returncode}) with no broker:\n{log.read_text()[-3000:]}")
         text = log.read_text()
-        retries = [ln for ln in text.splitlines() if f"127.0.0.1:{port}" in ln
-                   and (" WARNING " in ln or " ERROR " in ln)]
+        retries = trouble_lines(text, f"127.0.0.1:{port}")
         assert len(retries) >= 3, f"no clear retry lines naming the address:\n{text[-3000:]}"
         delays = [float(d) for d in re.findall(r"retrying in ([0-9.]+) s", "\n".join(retries))]
         assert len(delays) >= 3 and delays == sorted(delays) and delays[-1] > delays[0], (

@@ -14,7 +14,7 @@ from stream_perceptron.kafka_io import client_config
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.helpers import encode_stream, noisy_stream, send_all, topics_for, worker_env
 
-from .support import LogTail, fault_settings, reap, run_cli, start_worker
+from .support import LogTail, fault_settings, reap, run_cli, start_worker, trouble_lines
 
 pytestmark = pytest.mark.faults
 
@@ -67,7 +67,7 @@ def test_missing_input_topic_is_reported_and_not_created(fast_kafka, new_topic, 
         tail = LogTail(log)
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline and proc.poll() is None:
-            if [ln for ln in tail.lines(topics["input"]) if " WARNING " in ln or " ERROR " in ln]:
+            if trouble_lines(tail.poll().text.decode(errors="replace"), topics["input"]):
                 break
             time.sleep(0.1)
         text = log.read_text()
@@ -83,8 +83,7 @@ def test_missing_input_topic_is_reported_and_not_created(fast_kafka, new_topic, 
         consumer.close()
     exited_with_one_line = proc.returncode not in (0, -signal.SIGTERM) and any(
         topics["input"] in ln for ln in _prefixed(text))
-    warned = [ln for ln in text.splitlines() if topics["input"] in ln
-              and (" WARNING " in ln or " ERROR " in ln)]
+    warned = trouble_lines(text, topics["input"])
     assert exited_with_one_line or warned, f"nothing says the topic is missing:\n{text[-2500:]}"
     assert topics["input"] not in existing, "the worker created the missing input topic"
 
