@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.worker.contenders import offline_parser, rotated
-from bench.worker.formatting import format_table, timing_rows, write_json
+from bench.worker.formatting import contender_report
 from bench.worker.inputs import sparse_records
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import BatchDecoder, Limits
@@ -105,15 +105,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for r in range(args.repeats):
         for name in rotated(list(CONTENDERS), r):
             runs[name].append(time_contender(CONTENDERS[name], batches))
-    print(f"{args.records:,} sparse records (20 of 10,000 names) in batches of {BATCH_RECORDS};"
-          f" median of {args.repeats} interleaved runs")
-    rows = timing_rows(runs, args.records, base=next(iter(CONTENDERS)))
-    print(format_table(["named rows to sparse rows", "us/record", "spread", "x earlier"], rows))
-    report = {"records": args.records, "repeats": args.repeats, "batch_records": BATCH_RECORDS,
-              "seconds": runs}
-    if args.json is not None:
-        write_json(args.json, report)
-    return report
+    return contender_report(
+        args, runs, input_text=f"sparse records (20 of 10,000 names) in batches of {BATCH_RECORDS}",
+        column="named rows to sparse rows", batch_records=BATCH_RECORDS,
+    )
 
 
 if __name__ == "__main__":

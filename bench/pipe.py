@@ -287,7 +287,7 @@ def confluent_pipe(
                     continue
                 while True:
                     try:
-                        produce(output_topic, value=m.value(), key=m.key())
+                        produce(output_topic, m.value(), m.key())  # positional, as the edge
                         break
                     except BufferError:
                         serve(0.05)

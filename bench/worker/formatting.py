@@ -98,3 +98,19 @@ def write_json(path: Path, report: dict[str, Any]) -> None:
     are written as text)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def contender_report(
+    args: Any, runs: dict[str, list[float]], *, input_text: str, column: str, **sizes: int
+) -> dict[str, Any]:
+    """The close of a one-table offline benchmark: prints ``args.records`` and ``input_text``,
+    then one :func:`timing_rows` table of ``runs`` (seconds per repeat, by contender) against the
+    first contender, headed ``column``; writes the report to ``args.json`` if given, and returns
+    it: ``records``, ``repeats``, ``sizes`` and the ``seconds``."""
+    print(f"{args.records:,} {input_text}; median of {args.repeats} interleaved runs")
+    rows = timing_rows(runs, args.records, base=next(iter(runs)))
+    print(format_table([column, "us/record", "spread", "x earlier"], rows))
+    report = {"records": args.records, "repeats": args.repeats, **sizes, "seconds": runs}
+    if args.json is not None:
+        write_json(args.json, report)
+    return report

@@ -1,9 +1,12 @@
 """What only the confluent-kafka side does: ``confluent_config``, librdkafka's translation of the
-settings (kafka-python's is ``client_config``, in test_kafka_io.py), and ``drop_and_close``, which
-closes a producer without waiting on a broker. The edge contract both
+settings (kafka-python's is ``client_config``, in test_kafka_io.py); ``drop_and_close``, which
+closes a producer without waiting on a broker; and ``ConfluentEdge.send_many``'s slow path, which
+waits out a full local queue (kafka-python's ``send`` blocks instead). The edge contract both
 backends share, ``ConfluentEdge`` included, is in test_edge.py."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -13,8 +16,10 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
 
 from stream_perceptron.errors import KafkaEdgeError  # noqa: E402
-from stream_perceptron.kafka_confluent import confluent_config, drop_and_close  # noqa: E402
+from stream_perceptron.kafka_confluent import ConfluentEdge, confluent_config, drop_and_close  # noqa: E402
 from stream_perceptron.settings import KafkaSettings  # noqa: E402
+
+from .helpers import poll_until, started  # noqa: E402
 
 
 def test_confluent_config_maps_the_security_settings() -> None:
@@ -92,3 +97,30 @@ def test_drop_and_close_closes_even_when_the_purge_fails() -> None:
     with pytest.raises(KafkaException, match="Erroneous state"):
         drop_and_close(producer)
     assert producer.closed == 1
+
+
+def test_a_full_producer_queue_is_waited_out_and_every_record_arrives_in_order(
+    kafka_settings: Any, new_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a local queue of one record: every produce() after the first finds it full until the
+    # record before is delivered (linger.ms and the broker's ack), so send_many takes the slow path
+    config = ConfluentEdge._producer_config
+    monkeypatch.setattr(
+        ConfluentEdge, "_producer_config", lambda self: {**config(self), "queue.buffering.max.messages": 1}
+    )
+    slow: list[bytes | None] = []
+    retrying = ConfluentEdge._send_retrying
+
+    def counted(self: ConfluentEdge, producer: Producer, topic: str, key: bytes | None, value: bytes) -> None:
+        slow.append(key)
+        retrying(self, producer, topic, key, value)
+
+    monkeypatch.setattr(ConfluentEdge, "_send_retrying", counted)
+    topic = new_topic(1)
+    keys, values = [b"k%d" % i for i in range(5)], [b"v%d" % i for i in range(5)]
+    with started(kafka_settings(backend="confluent-kafka"), topic) as edge:
+        edge.send_many(topic, keys, values)
+        edge.flush()
+        records = poll_until([edge], lambda got: len(got) >= 5)
+    assert slow == keys[1:]
+    assert [(r.offset, r.key, r.value) for r in records] == [(i, keys[i], values[i]) for i in range(5)]
