@@ -32,9 +32,11 @@ from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 from stream_perceptron.broker import free_port
+from stream_perceptron.settings import KafkaSettings
 
 POLL_RECORDS = 2_000
 TOPIC = "out"
+DEFAULTS = KafkaSettings()  # the edge's batching settings, as a worker gets them
 
 Poll = tuple[list[bytes], list[bytes]]  # keys, values
 Send = Callable[[Producer, Poll], None]
@@ -73,7 +75,7 @@ def queue_only_producer(records: int, purged: list[int]) -> Producer:
 
     return Producer({
         "bootstrap.servers": f"127.0.0.1:{free_port()}",  # nothing listens: calls only queue
-        "linger.ms": 20, "batch.size": 262_144, "acks": "all",
+        "linger.ms": DEFAULTS.linger_ms, "batch.size": DEFAULTS.batch_size, "acks": "all",
         "queue.buffering.max.messages": max(records, 1),
         "queue.buffering.max.kbytes": 2_097_151,
         "delivery.report.only.error": True,

@@ -46,8 +46,8 @@ def test_an_error_among_the_messages_is_returned_and_the_rest_are_batched():
     batches, errors = batches_of(ms)
     assert [e.code() for e in errors] == [KafkaError._PARTITION_EOF]
     assert [(b.partition, b.offsets) for b in batches] == [(0, [1, 2]), (1, [5])]
-    assert (batches, [e.code() for e in errors]) == (
-        message_by_message(ms)[0], [e.code() for e in message_by_message(ms)[1]])
+    loop_batches, loop_errors = message_by_message(ms)
+    assert (batches, [e.code() for e in errors]) == (loop_batches, [e.code() for e in loop_errors])
 
 
 def test_nothing_polled_is_no_batch():
