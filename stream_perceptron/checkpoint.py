@@ -204,21 +204,27 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
         raise CheckpointError("not a stream-perceptron checkpoint")
     if header.get("version") != VERSION:
         raise CheckpointError(f"format version {header.get('version')}, this build reads {VERSION}")
-    body = rest[: header.get("length", -1)]
-    if not sep or len(body) != header.get("length"):
-        raise CheckpointError(f"truncated: {len(rest)} of {header.get('length')} body bytes")
-    if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+    length = header.get("length")
+    if type(length) is not int or length < 0 or not isinstance(header.get("sha256"), str):
+        raise CheckpointError("damaged header: length or sha256 is not what a writer puts there")
+    body = rest[:length]
+    if not sep or len(body) != length:
+        raise CheckpointError(f"truncated: {len(rest)} of {length} body bytes")
+    if hashlib.sha256(body).hexdigest() != header["sha256"]:
         raise CheckpointError("checksum mismatch")
-    data = orjson.loads(body)
-    return Checkpoint(
-        model=data["model"],
-        config=data["config"],
-        stats=data["stats"],
-        offsets={t: {int(p): int(o) for p, o in ps.items()} for t, ps in data["offsets"].items()},
-        created=data["created"],
-        seq=seq,
-        path=path,
-    )
+    try:  # the checksum holds, so only a file written by something else fails here
+        data = orjson.loads(body)
+        return Checkpoint(
+            model=data["model"],
+            config=data["config"],
+            stats=data["stats"],
+            offsets={t: {int(p): int(o) for p, o in ps.items()} for t, ps in data["offsets"].items()},
+            created=data["created"],
+            seq=seq,
+            path=path,
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"body is not a checkpoint: {type(exc).__name__}: {exc}") from None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -239,8 +239,14 @@ class EdgeBase:
                 f"{permanent[0].topic}: {permanent[0].error}"
                 + (f" ({transient} more failed transiently)" if transient else "")
             )
-        for unsent in failed:
-            self.send(unsent.topic, unsent.key, unsent.value)
+        for i, unsent in enumerate(failed):
+            try:
+                self.send(unsent.topic, unsent.key, unsent.value)
+            except BaseException:
+                # this record and the rest were not sent again: keep them ahead of any failure
+                # reported meanwhile, so the next flush resends them and no checkpoint covers them
+                self._unsent[:0] = failed[i:]
+                raise
         return f"{len(failed)} records failed ({failed[0].error}) and were resent"
 
     def _flush_quietly(self) -> bool:

@@ -402,6 +402,7 @@ class ConfluentEdge(EdgeBase):
                 "linger.ms": self._kafka.linger_ms,
                 "batch.size": self._kafka.batch_size,
                 "request.timeout.ms": self._timeout_ms,
+                "allow.auto.create.topics": False,  # as kafka-python's producer (kafka_io.py)
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
                 "logger": _LogBridge(self._throttle),

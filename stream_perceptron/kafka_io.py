@@ -323,6 +323,7 @@ class KafkaEdge(EdgeBase):
         self._consumer: Any = None
         self._producer: Any = None
         self._callback_committed: dict[Partition, int | None] = {}
+        self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
         self._callback_error: BaseException | None = None
 
@@ -381,6 +382,9 @@ class KafkaEdge(EdgeBase):
             linger_ms=self._kafka.linger_ms,
             batch_size=self._kafka.batch_size,
             max_block_ms=PRODUCER_MAX_BLOCK_MS,
+            # the worker creates its output topics at start; one deleted since is an error, not
+            # a topic silently recreated with the broker's defaults
+            allow_auto_create_topics=False,
         )
 
     def _replace_producer(self) -> None:
@@ -507,6 +511,11 @@ class KafkaEdge(EdgeBase):
         key = (topic, partition)
         if self._in_callback():
             if key not in self._callback_committed:
+                if self._callback_fetch_error is not None:
+                    raise KafkaEdgeError(
+                        f"the committed offset of {topic}/{partition} could not be fetched for its"
+                        f" assignment: {self._callback_fetch_error}"
+                    )
                 raise KafkaEdgeError(
                     f"committed({topic}, {partition}) inside a rebalance callback is only "
                     "available in on_assigned, for the partitions being assigned"
@@ -629,6 +638,7 @@ class KafkaEdge(EdgeBase):
         finally:
             self._callback_thread = None
             self._callback_committed = {}
+            self._callback_fetch_error = None
             deferred, self._deferred_commit = self._deferred_commit, {}
         if deferred and lost:
             log.warning("not committing offsets of lost partitions %s", keys)
@@ -645,6 +655,7 @@ class KafkaEdge(EdgeBase):
                 tps, timeout_ms=self._timeout_ms
             )
         except Exception as exc:  # kafka-python internals; the callback may not need it
+            self._callback_fetch_error = _describe(exc)
             log.warning("could not fetch committed offsets for the callback: %s", _describe(exc))
             return {}
         return {(tp.topic, tp.partition): _offset(found.get(tp)) for tp in tps}

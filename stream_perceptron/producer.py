@@ -6,7 +6,9 @@ import time
 from collections.abc import Callable
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 
+from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import client_config
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import KafkaSettings
@@ -27,16 +29,27 @@ def produce_source(
     Keys are the example's index (so an example keeps its key whatever partition it lands on);
     ``id`` is the same index. With ``unlabeled_every=k`` every k-th record is sent without its
     label. ``rate`` caps records/s (for latency runs). Flushes before returning.
+
+    Raises :class:`KafkaEdgeError` when a record cannot be sent or its delivery failed (the
+    client's own retries included), saying how many of those sent were not delivered: a
+    returned count is a count of acknowledged records.
     """
     producer = KafkaProducer(
         **client_config(kafka), acks="all", linger_ms=kafka.linger_ms, batch_size=kafka.batch_size
     )
     sent = 0
+    failed: list[BaseException] = []  # delivery reports, from the client's I/O thread
     started = time.monotonic()
     try:
         for i, (x, y) in enumerate(source):
             label = None if unlabeled_every and (i + 1) % unlabeled_every == 0 else y
-            producer.send(topic, key=str(i).encode(), value=input_record(x, label, i))
+            try:
+                future = producer.send(topic, key=str(i).encode(), value=input_record(x, label, i))
+            except KafkaError as exc:
+                raise KafkaEdgeError(
+                    f"sending record {i} to {topic} failed: {type(exc).__name__}: {exc}"
+                ) from None
+            future.add_errback(failed.append)
             sent += 1
             if rate is not None:
                 ahead = sent / rate - (time.monotonic() - started)
@@ -45,6 +58,11 @@ def produce_source(
             if on_progress is not None and sent % 1000 == 0:
                 on_progress(1000)
         producer.flush()
+        if failed:
+            raise KafkaEdgeError(
+                f"{len(failed)} of {sent} records sent to {topic} were not delivered, e.g. "
+                f"{type(failed[0]).__name__}: {failed[0]}"
+            )
         if on_progress is not None:
             on_progress(sent % 1000)
     finally:

@@ -1,11 +1,13 @@
 """What only the confluent-kafka side does: ``confluent_config``, librdkafka's translation of the
 settings (kafka-python's is ``client_config``, in test_kafka_io.py); ``drop_and_close``, which
-closes a producer without waiting on a broker; and ``ConfluentEdge.send_many``'s slow path, which
-waits out a full local queue (kafka-python's ``send`` blocks instead). The edge contract both
-backends share, ``ConfluentEdge`` included, is in test_edge.py."""
+closes a producer without waiting on a broker; ``ConfluentEdge.send_many``'s slow path, which
+waits out a full local queue (kafka-python's ``send`` blocks instead); and a producer that creates
+no topic it sends to (the embedded broker creates one for kafka-python's producer all the same).
+The edge contract both backends share, ``ConfluentEdge`` included, is in test_edge.py."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
 
 from stream_perceptron.errors import KafkaEdgeError  # noqa: E402
 from stream_perceptron.kafka_confluent import ConfluentEdge, confluent_config, drop_and_close  # noqa: E402
+from stream_perceptron.kafka_io import missing_topics  # noqa: E402
 from stream_perceptron.settings import KafkaSettings  # noqa: E402
 
 from .helpers import poll_until, started  # noqa: E402
@@ -124,3 +127,16 @@ def test_a_full_producer_queue_is_waited_out_and_every_record_arrives_in_order(
         records = poll_until([edge], lambda got: len(got) >= 5)
     assert slow == keys[1:]
     assert [(r.offset, r.key, r.value) for r in records] == [(i, keys[i], values[i]) for i in range(5)]
+
+
+def test_the_producer_does_not_create_a_topic_it_sends_to(
+    kafka_settings: Any, new_topic: Any
+) -> None:
+    # The worker creates its output topics at start. One missing later (deleted since) must not
+    # come back with the broker's defaults: its records wait, and flush reports them.
+    kafka = kafka_settings(backend="confluent-kafka", request_timeout_ms=2_000)
+    missing = new_topic(1) + "-never-created"
+    with started(kafka, new_topic(1)) as edge:
+        edge.send_many(missing, [None], [b"v"])
+        time.sleep(2)  # librdkafka asks for the topic's metadata at once, then every second
+        assert missing_topics(kafka, [missing], timeout_s=10) == [missing]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from stream_perceptron import Perceptron, RunningStats
@@ -53,18 +55,45 @@ def test_keeps_the_last_k(tmp_path):
     assert store.load().offsets == {"in": {0: 4}}
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "garbage_header"])
+def _with_header(raw: bytes, **changes) -> bytes:
+    head, _, body = raw.partition(b"\n")
+    header = {**orjson.loads(head), **changes}
+    return orjson.dumps(header) + b"\n" + body
+
+
+def _signed_body(raw: bytes, body: bytes) -> bytes:
+    """A file whose checksum holds but whose body is not a checkpoint's."""
+    head, _, _ = raw.partition(b"\n")
+    header = {**orjson.loads(head), "length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    return orjson.dumps(header) + b"\n" + body
+
+
+_DAMAGE = {
+    "truncate": lambda raw: raw[: len(raw) // 2],
+    "flip": lambda raw: raw[:-20] + bytes([raw[-20] ^ 1]) + raw[-19:],
+    "empty": lambda raw: b"",
+    "garbage_header": lambda raw: b"not json\n" + raw,
+    # one changed byte that keeps the header JSON: a length that is no index
+    "length_float": lambda raw: raw.replace(b'"length":', b'"length":0.', 1),
+    "length_infinite": lambda raw: _with_header(raw, length=None).replace(b":null", b":1e999"),
+    "length_negative": lambda raw: _with_header(raw, length=-1),
+    "length_text": lambda raw: _with_header(raw, length="12"),
+    "length_bool": lambda raw: _with_header(raw, length=True),
+    "sha256_missing": lambda raw: _with_header(raw, sha256=None),
+    "body_not_json": lambda raw: _signed_body(raw, b"{not json"),
+    "body_not_an_object": lambda raw: _signed_body(raw, b"[1, 2]"),
+    "body_missing_offsets": lambda raw: _signed_body(raw, b'{"model": {}, "config": {}, "stats": {}}'),
+    "body_bad_offset": lambda raw: _signed_body(
+        raw, b'{"model": {}, "config": {}, "stats": {}, "offsets": {"in": {"0": "x"}}, "created": 0}'),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(_DAMAGE))
 def test_damaged_newest_file_falls_back_to_the_previous(tmp_path, damage, caplog):
     store = CheckpointStore(tmp_path)
     store.save(_ckpt(_trained(1), {"in": {0: 100}}))
     newest = store.save(_ckpt(_trained(2), {"in": {0: 200}}))
-    raw = newest.read_bytes()
-    newest.write_bytes({
-        "truncate": raw[: len(raw) // 2],
-        "flip": raw[:-20] + bytes([raw[-20] ^ 1]) + raw[-19:],
-        "empty": b"",
-        "garbage_header": b"not json\n" + raw,
-    }[damage])
+    newest.write_bytes(_DAMAGE[damage](newest.read_bytes()))
     loaded = store.load()
     assert loaded.offsets == {"in": {0: 100}}
     assert "skipping checkpoint" in caplog.text

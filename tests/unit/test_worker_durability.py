@@ -6,14 +6,29 @@ from __future__ import annotations
 import pytest
 
 from stream_perceptron.checkpoint import CheckpointStore
-from stream_perceptron.edge import Batch, EdgeBase, InRecord, Unsent
+from stream_perceptron.edge import Batch, EdgeBase, InRecord, Retry, Unsent
 from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import KafkaSettings, Settings
 from stream_perceptron.worker import Worker
 
 
-class FailingEdge:
+class _OneInputPartition:
+    """The consumer side of an edge holding partition 0 of ``in``; commits noted in ``commits``."""
+
+    commits: list[dict]
+
+    def assignment(self):
+        return [("in", 0)]
+
+    def commit(self, offsets):
+        self.commits.append(dict(offsets))
+
+    def highwater(self, topic, partition):
+        return None
+
+
+class FailingEdge(_OneInputPartition):
     """Accepts records; ``send_many`` raises on call number ``fail_send``, ``flush`` raises
     ``flush_error`` once."""
 
@@ -34,15 +49,6 @@ class FailingEdge:
         error, self.flush_error = self.flush_error, None
         if error is not None:
             raise error
-
-    def assignment(self):
-        return [("in", 0)]
-
-    def commit(self, offsets):
-        self.commits.append(dict(offsets))
-
-    def highwater(self, topic, partition):
-        return None
 
 
 def _batch(start: int, n: int) -> Batch:
@@ -142,3 +148,76 @@ def test_a_permanent_failure_gives_up_the_whole_round_and_says_so():
     with pytest.raises(UndeliveredError, match=r"could not be delivered.*\(2 more failed transiently\)"):
         edge.flush()
     assert edge.replaced == 1 and edge.resent == [] and edge._unsent == []
+
+
+class _OutageEdge(_OneInputPartition, EdgeBase):
+    """Outputs fail transiently in the first flush round; while the outage lasts, the resends
+    after the first ``resends_before_outage`` raise (as a send that timed out on metadata does)."""
+
+    def _init_client_state(self) -> None:
+        self.pending: list[bytes] = []
+        self.delivered: list[bytes] = []
+        self.rounds = 0
+        self.outage = False
+        self.resends_before_outage = 1
+        self.commits: list[dict] = []
+
+    def send_many(self, topic, keys, values):
+        for value in values:
+            if self.outage:
+                if not self.resends_before_outage:
+                    raise KafkaEdgeError(f"sending to {topic} failed: KafkaTimeoutError")
+                self.resends_before_outage -= 1
+            self.pending.append(value)
+
+    def _flush_once(self):
+        self.rounds += 1
+        pending, self.pending = self.pending, []
+        if self.rounds == 1:
+            self._unsent = [Unsent("predictions", None, v, True, "RequestTimedOutError") for v in pending]
+            self.outage = True
+        else:
+            self.delivered += pending
+        return self._settle_unsent()
+
+    def _replace_producer(self):
+        raise AssertionError("no permanent failure here")
+
+    def _retriable(self, exc):
+        return None
+
+
+def test_records_whose_resend_failed_are_kept_and_sent_before_the_next_checkpoint(tmp_path):
+    edge = _OutageEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
+                       retry=Retry(attempts=3, backoff_s=0.0))
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    sent = list(edge.pending)
+    assert len(sent) == 10
+    assert not w.checkpoint("interval")  # one record resent, then the resends failed
+    assert [u.value for u in edge._unsent] == sent[1:]  # kept, in order, for the next flush
+    edge.outage = False
+    assert w.checkpoint("interval")
+    assert sorted(edge.delivered) == sorted(sent)  # every prediction acknowledged before ...
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}  # ... their offsets
+    assert edge.commits == [{("in", 0): 10}]
+
+
+def test_a_resend_that_fails_keeps_the_rest_ahead_of_failures_reported_meanwhile():
+    edge = _OutageEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
+    later = Unsent("predictions", None, b"later", True, "RequestTimedOutError")
+    failed = [Unsent("predictions", None, v, True, "RequestTimedOutError") for v in (b"a", b"b", b"c")]
+    edge._unsent = list(failed)
+    edge.outage = True
+    original = edge.send_many
+
+    def send_many(topic, keys, values):  # a delivery report arrives during the first resend
+        if later not in edge._unsent:
+            edge._unsent.append(later)
+        original(topic, keys, values)
+
+    edge.send_many = send_many  # type: ignore[method-assign]
+    with pytest.raises(KafkaEdgeError, match="KafkaTimeoutError"):
+        edge._settle_unsent()
+    assert edge.pending == [b"a"]
+    assert [u.value for u in edge._unsent] == [b"b", b"c", b"later"]
