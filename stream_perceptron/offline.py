@@ -66,7 +66,8 @@ def fit_source(
     if not xs:
         raise SourceError(f"{spec} has no examples")
     model = Perceptron(
-        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept
+        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept,
+        max_names=settings.limits.max_names,
     )
     X, rejected = model.vectorize_many(xs)
     if rejected:

@@ -69,6 +69,10 @@ class Perceptron(base.Classifier):
     n_features
         The dimension of θ. ``None`` fixes it from the first dense example; named (dict) features
         are mapped to indices in the order their names first appear, up to ``n_features`` when set.
+    max_names
+        With ``n_features`` unset, the most feature names indexed (``None``: no bound). A row
+        bringing new names past either bound is refused, and no name of it is indexed. It bounds
+        memory, not the model, so a checkpoint does not record it.
     fit_intercept
         Learn the offset θ0. ``False`` gives perceptron-through-origin.
     initial_weights
@@ -106,8 +110,10 @@ class Perceptron(base.Classifier):
         n_features: int | None = None,
         fit_intercept: bool = True,
         initial_weights: Sequence[float] | None = None,
+        max_names: int | None = None,
     ) -> None:
         self.n_features = n_features
+        self.max_names = max_names
         self.fit_intercept = fit_intercept
         self.initial_weights = initial_weights
         self._w: FloatArray | None = None
@@ -192,14 +198,12 @@ class Perceptron(base.Classifier):
         if grow:
             new = [k for k in x if k not in index]
             if new:
-                limit = self.n_features
+                limit = self._name_limit
                 if limit is not None and len(index) + len(new) > limit:
-                    raise DimensionError(
-                        f"x brings {len(new)} new feature names; the model allows {limit} in all"
-                    )
+                    raise DimensionError(self._too_many_names(len(new)))
                 for name in new:
                     index[name] = len(index)
-                self._ensure_dim(max(len(index), limit or 0))
+                self._ensure_dim(max(len(index), self.n_features or 0))
         v = np.zeros(len(index) if self._w is None else len(self._w), dtype=np.float64)
         for name, value in x.items():
             i = index.get(name)
@@ -258,13 +262,13 @@ class Perceptron(base.Classifier):
 
     def _index_new_names(self, xs: Sequence[Mapping[str, float]]) -> dict[int, str]:
         """Give the new names of each row, in order, the next indices; returns ``{row: reason}``
-        for the rows whose new names would take the model past ``n_features`` (none indexed)."""
-        index, limit = self._index, self.n_features
+        for the rows whose new names would take the model past its bound on names (none indexed)."""
+        index, limit = self._index, self._name_limit
         rejected: dict[int, str] = {}
         for i, x in enumerate(xs):
             new = [k for k in x if k not in index]
             if limit is not None and len(index) + len(new) > limit:
-                rejected[i] = f"x brings {len(new)} new feature names; the model allows {limit} in all"
+                rejected[i] = self._too_many_names(len(new))
                 continue
             for name in new:
                 index[name] = len(index)
@@ -452,6 +456,15 @@ class Perceptron(base.Classifier):
             row, reason = next(iter(rejected.items()))
             raise DimensionError(f"row {row}: {reason}")
         return rows
+
+    @property
+    def _name_limit(self) -> int | None:
+        """The most names this model indexes: ``n_features`` when set, else ``max_names``."""
+        return self.n_features if self.n_features is not None else self.max_names
+
+    def _too_many_names(self, new: int) -> str:
+        bound = "model.n_features" if self.n_features is not None else "limits.max_names"
+        return f"x brings {new} new feature names; the model allows {self._name_limit} in all ({bound})"
 
     def _fixed_by_dense(self) -> bool:
         """Whether dense vectors fixed the dimension (named features are then refused). A model

@@ -51,6 +51,8 @@ class Limits:
 
     max_record_bytes: int = 1_048_576
     max_features: int = 100_000
+    max_name_chars: int = 256
+    max_names: int = 1_000_000
     max_abs_value: float = 1e12
     dead_letter_value_bytes: int = 262_144
     max_key_bytes: int = 4_096
@@ -126,6 +128,13 @@ def _features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
             f"x has {len(values)} features, over the limit of {limits.max_features}"
             " (limits.max_features)"
         )
+    if isinstance(x, dict):
+        longest = max(map(len, x))
+        if longest > limits.max_name_chars:
+            raise DecodeError(
+                f"x has a feature name of {longest} characters, over the limit of"
+                f" {limits.max_name_chars} (limits.max_name_chars)"
+            )
     if not set(map(type, values)) <= {int, float}:
         names = list(x) if isinstance(x, dict) else range(len(values))
         for name, v in zip(names, values, strict=True):
@@ -190,7 +199,8 @@ class BatchDecoder:
         value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
         text_id = Annotated[str, msgspec.Meta(max_length=limits.max_id_chars)]
         size = msgspec.Meta(min_length=1, max_length=limits.max_features)
-        features = Annotated[list[value], size] | Annotated[dict[str, value], size]
+        name = Annotated[str, msgspec.Meta(max_length=limits.max_name_chars)]
+        features = Annotated[list[value], size] | Annotated[dict[name, value], size]
         schema = msgspec.defstruct(
             "InputRecord",
             [
@@ -198,6 +208,9 @@ class BatchDecoder:
                 ("y", bool | int | float | str | None, None),
                 ("id", _ID_INT | float | text_id | None, None),
             ],
+            # msgspec skips an unknown member without checking its UTF-8 or its numbers: a
+            # record with one goes to decode_example, which checks the whole document
+            forbid_unknown_fields=True,
         )
         self._decode = msgspec.json.Decoder(schema).decode
         labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1

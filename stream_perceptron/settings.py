@@ -13,7 +13,16 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,7 +31,7 @@ from pydantic_settings import (
 )
 
 from stream_perceptron.errors import SettingsError
-from stream_perceptron.records import Limits, check_output_bounds
+from stream_perceptron.records import OUTPUT_RECORD_BYTES, Limits, check_output_bounds
 
 ENV_PREFIX = "SP_"
 ENV_NESTED = "__"
@@ -66,11 +75,22 @@ class KafkaSettings(_Section):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = None
-    ssl_certfile: Path | None = None
-    ssl_keyfile: Path | None = None
+    # checked at load: a missing file is one line naming the setting, not a client that
+    # retries a handshake it can never make
+    ssl_cafile: FilePath | None = None
+    ssl_certfile: FilePath | None = None
+    ssl_keyfile: FilePath | None = None
     ssl_password: SecretStr | None = None
     ssl_check_hostname: bool = True
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers_listed(cls, value: str | None) -> str | None:
+        """Blank entries dropped; a value with none left is unset (``run`` then refuses)."""
+        if value is None:
+            return None
+        servers = [s.strip() for s in value.split(",") if s.strip()]
+        return ",".join(servers) or None
 
     @model_validator(mode="after")
     def _heartbeat_below_session(self) -> KafkaSettings:
@@ -112,14 +132,28 @@ class ModelSettings(_Section):
 class LimitSettings(_Section):
     """What the input decoder accepts; anything beyond goes to the dead-letter topic."""
 
-    max_record_bytes: int = Field(1_048_576, ge=16)
-    max_features: int = Field(100_000, ge=1)
-    max_abs_value: float = Field(1e12, gt=0)
+    max_record_bytes: int = Field(1_048_576, ge=16, le=2**31 - 1)
+    max_features: int = Field(100_000, ge=1, le=2**31 - 1)
+    max_name_chars: int = Field(256, ge=1, le=1_000_000)
+    # with model.n_features unset, named features would otherwise grow the model (and each
+    # checkpoint) by every new name, for good
+    max_names: int = Field(1_000_000, ge=1, le=2**31 - 1)
+    max_abs_value: float = Field(1e12, gt=0, allow_inf_nan=False)
     dead_letter_value_bytes: int = Field(262_144, ge=0, le=700_000)
-    max_key_bytes: int = Field(4_096, ge=0)
-    max_id_chars: int = Field(1_024, ge=0)
+    # a key and an id are copied into outputs, which must fit OUTPUT_RECORD_BYTES
+    max_key_bytes: int = Field(4_096, ge=0, le=OUTPUT_RECORD_BYTES)
+    max_id_chars: int = Field(1_024, ge=0, le=OUTPUT_RECORD_BYTES)
     positive_class: str | None = None
     negative_class: str | None = None
+
+    @model_validator(mode="after")
+    def _classes_differ(self) -> LimitSettings:
+        if self.positive_class is not None and self.positive_class == self.negative_class:
+            raise ValueError(
+                f"positive_class and negative_class are both {self.positive_class!r}:"
+                " a label can only be one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _outputs_fit_a_request(self) -> LimitSettings:

@@ -125,7 +125,8 @@ class Worker:
         self.settings = settings
         m, s = settings.model, settings.stats
         self.learner = Learner(
-            Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept),
+            Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                       max_names=settings.limits.max_names),
             RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
         )
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)

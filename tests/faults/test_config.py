@@ -127,6 +127,12 @@ INVALID = {
     "SP_OUTPUT__PREDICTIONS": "some",
     "SP_MODEL__FIT_INTERCEPT": "perhaps",
     "SP_KAFKA__BOOTSTRAP_SERVER": "127.0.0.1:9092",  # typo: SERVER for SERVERS
+    # these once passed validation: a traceback, gigabytes built to size an output, or a
+    # worker retrying for ever
+    "SP_LIMITS__MAX_ABS_VALUE": "inf",
+    "SP_LIMITS__MAX_ID_CHARS": "300000000",
+    "SP_KAFKA__SSL_CAFILE": "/nonexistent/kafka-ca.pem",
+    "SP_KAFKA__BOOTSTRAP_SERVERS": " , ",
 }
 
 

@@ -25,7 +25,10 @@ from stream_perceptron.settings import KafkaSettings  # noqa: E402
 from .helpers import poll_until, started  # noqa: E402
 
 
-def test_confluent_config_maps_the_security_settings() -> None:
+def test_confluent_config_maps_the_security_settings(tmp_path) -> None:
+    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    for path in files.values():
+        path.write_text("")  # the settings check that the files are there
     kafka = KafkaSettings(
         bootstrap_servers="a:1, b:2",
         client_id="me",
@@ -34,9 +37,9 @@ def test_confluent_config_maps_the_security_settings() -> None:
         sasl_mechanism="SCRAM-SHA-512",
         sasl_username="u",
         sasl_password=SecretStr("hunter2"),
-        ssl_cafile="/ca.pem",
-        ssl_certfile="/cert.pem",
-        ssl_keyfile="/key.pem",
+        ssl_cafile=files["ca"],
+        ssl_certfile=files["cert"],
+        ssl_keyfile=files["key"],
         ssl_password=SecretStr("keypass"),
         ssl_check_hostname=False,
     )
@@ -48,9 +51,9 @@ def test_confluent_config_maps_the_security_settings() -> None:
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "u",
         "sasl.password": "hunter2",
-        "ssl.ca.location": "/ca.pem",
-        "ssl.certificate.location": "/cert.pem",
-        "ssl.key.location": "/key.pem",
+        "ssl.ca.location": str(files["ca"]),
+        "ssl.certificate.location": str(files["cert"]),
+        "ssl.key.location": str(files["key"]),
         "ssl.key.password": "keypass",
         "ssl.endpoint.identification.algorithm": "none",
     }

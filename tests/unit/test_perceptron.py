@@ -245,9 +245,13 @@ _NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
         min_size=1, max_size=4,
     ),
     limit=st.none() | st.integers(1, 6),
+    bound=st.sampled_from(["n_features", "max_names"]),
 )
-def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(batches, limit):
-    model = Perceptron(n_features=limit)
+def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(batches, limit, bound):
+    # n_features fixes the width; max_names (with n_features unset) only bounds the names
+    model = Perceptron(**{bound: limit})
+    setting = {"n_features": "model.n_features", "max_names": "limits.max_names"}[bound]
+    width = limit if bound == "n_features" else None
     index: dict[str, int] = {}  # the reference: rows in order, each row's new names in its keys' order
     for batch in batches:
         rows, rejected = model.vectorize_many(batch) if batch else (None, {})
@@ -255,7 +259,9 @@ def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(bat
         for i, x in enumerate(batch):
             new = [k for k in x if k not in index]
             if limit is not None and len(index) + len(new) > limit:
-                want_rejected[i] = f"x brings {len(new)} new feature names; the model allows {limit} in all"
+                want_rejected[i] = (
+                    f"x brings {len(new)} new feature names; the model allows {limit} in all ({setting})"
+                )
                 continue
             for k in new:
                 index[k] = len(index)
@@ -265,7 +271,7 @@ def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(bat
         if rows is not None:
             got = [(cols.tolist(), vals.tolist()) for cols, vals in map(rows.row, range(len(rows)))]
             assert got == want_rows
-            assert rows.n_cols == len(model.weights) == max(len(index), limit or 0)
+            assert rows.n_cols == len(model.weights) == max(len(index), width or 0)
 
 
 def test_named_rows_are_scored_over_their_own_features_only():

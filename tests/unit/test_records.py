@@ -227,6 +227,11 @@ def test_the_batch_decoder_agrees_on_labels_and_ids_of_valid_features(x, y, rid)
         b'{"x": [1], "pad": "' + b"a" * 1000 + b'"}',
         b'{"x": ' + b"[" * 2000 + b"}",
         '{"x": [1], "id": "\ud800"}'.encode("utf-8", "surrogatepass"),
+        # an unknown member is checked as the rest of the document is
+        b'{"x": [1, 2], "y": 1, "z": "\xff"}',
+        b'{"x": [1], "\xff": 1}',
+        b'{"y": null, "x": [1000000, 1], "z": 1e999}',
+        b'{"x": [1, 2], "y": 1, "ts": "2026-11-24"}',
     ],
 )
 def test_the_batch_decoder_agrees_at_the_edges(value):

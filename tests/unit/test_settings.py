@@ -94,6 +94,54 @@ def test_limits_allowing_an_output_too_large_to_send_are_one_line(monkeypatch):
     assert load_settings().limits.max_key_bytes == 50_000
 
 
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("SP_LIMITS__MAX_ABS_VALUE", "inf", "finite"),
+    ("SP_LIMITS__MAX_ABS_VALUE", "1e400", "finite"),
+    ("SP_LIMITS__MAX_FEATURES", str(2**63), "less than or equal to 2147483647"),
+    ("SP_LIMITS__MAX_RECORD_BYTES", str(2**63), "less than or equal to 2147483647"),
+    ("SP_LIMITS__MAX_KEY_BYTES", str(2**63), "less than or equal to 1000000"),
+    ("SP_LIMITS__MAX_ID_CHARS", "300000000", "less than or equal to 1000000"),
+])
+def test_a_limit_out_of_range_is_one_line_before_anything_is_built(monkeypatch, name, value, says):
+    # these once passed validation, then failed in the decoder's set-up with a traceback, or
+    # built a record of gigabytes to measure it
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0 and msg.startswith(f"invalid setting {name} ") and says in msg
+
+
+def test_one_class_name_for_both_labels_is_refused(monkeypatch):
+    monkeypatch.setenv("SP_LIMITS__POSITIVE_CLASS", "spam")
+    monkeypatch.setenv("SP_LIMITS__NEGATIVE_CLASS", "spam")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value).count("\n") == 0
+    assert "positive_class and negative_class are both 'spam'" in str(err.value)
+    monkeypatch.setenv("SP_LIMITS__NEGATIVE_CLASS", "ham")
+    assert load_settings().limits.negative_class == "ham"
+
+
+@pytest.mark.parametrize(("value", "servers"), [
+    ("", None), (" , ,", None), (" a:1 ,, b:2 ", "a:1,b:2"), ("a:1", "a:1"),
+])
+def test_bootstrap_servers_without_a_server_are_unset(monkeypatch, value, servers):
+    monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", value)
+    assert load_settings().kafka.bootstrap_servers == servers
+
+
+@pytest.mark.parametrize("name", ["SP_KAFKA__SSL_CAFILE", "SP_KAFKA__SSL_CERTFILE", "SP_KAFKA__SSL_KEYFILE"])
+def test_a_tls_file_that_is_not_there_is_one_line(monkeypatch, tmp_path, name):
+    monkeypatch.setenv(name, str(tmp_path / "missing.pem"))
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0 and msg.startswith(f"invalid setting {name} ") and "missing.pem" in msg
+    (tmp_path / "missing.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    assert load_settings() is not None
+
+
 def test_unknown_setting_in_toml_is_named(tmp_path):
     cfg = tmp_path / "sp.toml"
     cfg.write_text("[topics]\ninptu = 'x'\n")

@@ -66,6 +66,27 @@ def test_named_features_are_learned_exactly_in_any_chunks(tmp_path):
     assert w.offsets == {"in": {0: 300}}  # the last record of the last batch, offset 299, + 1
 
 
+def test_names_past_the_bound_and_overlong_names_are_dead_letters_and_index_nothing(tmp_path):
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
+                        limits={"max_names": 5, "max_name_chars": 8})
+    edge = MemoryEdge()
+    w = Worker(settings, edge=edge)
+    xs = [{"a": 1.0, "b": 1.0}, {"c": 1.0, "d": 1.0, "e": 1.0, "f": 1.0},  # 6 names: refused
+          {"c": -1.0, "a": 2.0}, {"n" * 9: 1.0}, {"d": 1.0, "e": 1.0, "b": 0.5},  # 5 in all
+          {"g": 1.0}]  # a sixth name: refused
+    w.process(Batch.of([InRecord("in", 0, i, None, input_record(x, 1, i), 0) for i, x in enumerate(xs)]))
+    predicted = [v["offset"] for t, _, v in edge.sent if t == settings.topics.predictions]
+    dead = {v["offset"]: v["error"] for t, _, v in edge.sent if t == settings.topics.dead_letter}
+    assert predicted == [0, 2, 4]
+    assert dead == {
+        1: "x brings 4 new feature names; the model allows 5 in all (limits.max_names)",
+        3: "x has a feature name of 9 characters, over the limit of 8 (limits.max_name_chars)",
+        5: "x brings 1 new feature names; the model allows 5 in all (limits.max_names)",
+    }
+    assert w.learner.model.feature_names == ["a", "b", "c", "d", "e"]
+    assert w.learner.model.dim == 5  # the bound is not a width: nothing allocated ahead
+
+
 def test_wide_dense_rows_are_learned_in_chunks_exactly(tmp_path, monkeypatch):
     monkeypatch.setattr(worker_module, "_MATRIX_BYTES", 8 * 50 * 7)  # matrices of 7 rows at most
     rng = np.random.default_rng(6)
