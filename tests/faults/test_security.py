@@ -231,12 +231,14 @@ def _round_trip(kafka: KafkaSettings, tmp_path: Path) -> None:
 
 
 def _run_briefly(kafka: KafkaSettings, tmp_path: Path, seconds: float,
-                 words: tuple[str, ...] = ()) -> tuple[int | None, str]:
+                 words: tuple[str, ...] = (), topics: dict[str, str] | None = None,
+                 ) -> tuple[int | None, str]:
     """Run the worker with bad security settings (at DEBUG) for at most ``seconds``, or until
-    one of its *own* lines (``stream_perceptron.*`` or ``stream-perceptron:``) holds one of
-    ``words``; then SIGTERM it. Returns (exit code, full output)."""
+    one of its *own* warnings (``stream_perceptron.*`` at WARNING or ERROR, or a
+    ``stream-perceptron:`` line) holds one of ``words``; then SIGTERM it. Returns (exit code,
+    full output)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    topics = {"input": "in", "predictions": "pred", "stats": "stats", "dead_letter": "dead"}
+    topics = topics or {"input": "in", "predictions": "pred", "stats": "stats", "dead_letter": "dead"}
     log = tmp_path / "worker.log"
     settings = fault_settings(kafka.model_copy(update={"request_timeout_ms": 3000}), topics,
                               tmp_path / "ckpt", log_level="DEBUG")
@@ -256,10 +258,14 @@ def _run_briefly(kafka: KafkaSettings, tmp_path: Path, seconds: float,
 
 
 def _own_lines(text: str, words: tuple[str, ...]) -> list[str]:
-    """The worker's own lines (not kafka-python's) that name one of ``words``."""
+    """The worker's own warnings (not kafka-python's, and not the INFO lines, which repeat the
+    settings and the test's paths) that name one of ``words``."""
     return [ln for ln in text.splitlines()
-            if (" stream_perceptron." in ln or ln.startswith("stream-perceptron:"))
+            if (_OWN_WARNING.search(ln) or ln.startswith("stream-perceptron:"))
             and any(w in ln.lower() for w in words)]
+
+
+_OWN_WARNING = re.compile(r" (WARNING|ERROR) +stream_perceptron\.")
 
 
 def _fails_clearly(kafka: KafkaSettings, tmp_path: Path, words: tuple[str, ...]) -> str:
@@ -277,24 +283,43 @@ def _sasl_refused(fast_kafka) -> KafkaSettings:
                       sasl_username="alice", sasl_password=PASSWORD)
 
 
+def _sasl_refused_run(fast_kafka, new_topic, tmp_path: Path, seconds: float,
+                      words: tuple[str, ...] = ()) -> tuple[int | None, str]:
+    """The worker with refused SASL credentials, on an input topic that exists and holds
+    records: a worker that fell back to PLAINTEXT would start and process them."""
+    topics = topics_for(new_topic)
+    send_all(fast_kafka(), topics["input"], encode_stream(noisy_stream(10)))
+    return _run_briefly(_sasl_refused(fast_kafka), tmp_path, seconds, words, topics)
+
+
+_SASL_REFUSED = re.compile(
+    r"^stream-perceptron: Kafka at \S+ refused the connection: SASL authentication failed"
+    r" \(mechanism SCRAM-SHA-512, user alice\)"
+)
+
+
 @pytest.mark.timeout(60)
-def test_sasl_login_refused_never_prints_the_password(fast_kafka, tmp_path):
+def test_sasl_login_refused_never_prints_the_password(fast_kafka, new_topic, tmp_path):
     """SASL credentials against a broker that cannot accept them (the embedded tansu answers
     UNSUPPORTED_SASL_MECHANISM; an Apache Kafka PLAINTEXT listener drops the handshake): at
-    DEBUG, through the retries, the password is never printed and nothing is processed."""
-    code, text = _run_briefly(_sasl_refused(fast_kafka), tmp_path, 4)
-    assert "SaslHandshake failed" in text or "sasl" in text.lower(), text[-3000:]
+    DEBUG, through the retries, the password is never printed and nothing is processed; the
+    worker stops with one line and exit 2, a setting to fix."""
+    code, text = _sasl_refused_run(fast_kafka, new_topic, tmp_path, 20)
     assert PASSWORD not in text
-    assert "seen 1," not in text
-    assert "Traceback" not in text
-    # a refused login is a setting to fix: one line and exit 2 (or 0 if SIGTERM came first)
-    assert code in (0, 2), (code, text[-2000:])
+    assert "seen 1," not in text and "Traceback" not in text, text[-3000:]
+    assert code == 2, (code, text[-2000:])
+    ours = [ln for ln in text.splitlines() if ln.startswith("stream-perceptron:")]
+    assert len(ours) == 1 and _SASL_REFUSED.match(ours[0]), text[-2000:]
 
 
 @pytest.mark.timeout(60)
-def test_sasl_login_refused_is_reported_as_an_authentication_failure(fast_kafka, tmp_path):
+def test_sasl_login_refused_is_reported_as_an_authentication_failure(fast_kafka, new_topic, tmp_path):
     """Within 10 s the worker itself says that SASL authentication failed."""
-    _fails_clearly(_sasl_refused(fast_kafka), tmp_path, ("sasl", "authentication"))
+    code, text = _sasl_refused_run(fast_kafka, new_topic, tmp_path, 10, ("sasl", "authentication"))
+    assert PASSWORD not in text and "Traceback" not in text, text[-3000:]
+    said = _own_lines(text, ("sasl", "authentication"))
+    assert said, text[-3000:]
+    assert "SASL authentication failed (mechanism SCRAM-SHA-512, user alice)" in said[0], said
 
 
 @pytest.mark.timeout(60)

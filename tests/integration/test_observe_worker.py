@@ -32,6 +32,15 @@ def _scrape(port: int) -> dict[str, float]:
     return out
 
 
+def _lag_gauge(port: int) -> dict[tuple[str, str], float]:
+    """``consumer_lag`` per (topic, partition), as scraped."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:  # noqa: S310
+        text = resp.read().decode()
+    return {(sample.labels["topic"], sample.labels["partition"]): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples
+            if sample.name == "stream_perceptron_consumer_lag"}
+
+
 def _status(port: int, path: str) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:  # noqa: S310
@@ -55,6 +64,8 @@ def test_metrics_mistake_counter_equals_the_statistics_record(kafka_settings, ne
             last = max(stats, key=lambda r: r["ts"])
             metrics = _scrape(port)
             return (last["seen"] == 3000
+                    and last["lag"] == {f"{topics['input']}:0": 0}
+                    and _lag_gauge(port) == {(topics["input"], "0"): 0}
                     and metrics["stream_perceptron_mistakes_total"] == last["mistakes"]
                     and metrics["stream_perceptron_examples_total"] == last["seen"]
                     and metrics["stream_perceptron_labeled_examples_total"] == last["labeled"])

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import termios
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from PIL import Image
 from rich.console import Console
 
 from stream_perceptron import Perceptron, RunningStats
+from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.learner import Learner
 from stream_perceptron.records import encode
 from stream_perceptron.settings import KafkaSettings
@@ -306,10 +308,20 @@ def test_follow_stats_skips_records_that_are_not_statistics(kafka_settings, new_
     assert len(warnings) == 1 and "not JSON" in warnings[0].getMessage()
 
 
-def test_follow_stats_waits_for_a_missing_topic(kafka_settings):
-    batches = follow_stats(kafka_settings(), "test-topic-never-created", poll_timeout_ms=100)
+def test_follow_stats_waits_for_a_missing_topic_and_reads_it_once_it_appears(kafka_settings):
+    kafka = kafka_settings()
+    topic = f"test-stats-late-{uuid.uuid4().hex[:12]}"
+    batches = follow_stats(kafka, topic, poll_timeout_ms=100)
     try:
         assert [next(batches) for _ in range(3)] == [[], [], []]
+        ensure_topics(kafka, {topic: 1})
+        records = WorkerStats("late-worker", n=1000).many(2)
+        publish(kafka, topic, records)
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(next(batches))
+        assert got == records
     finally:
         batches.close()
 

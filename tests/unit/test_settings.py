@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from stream_perceptron.errors import SettingsError
@@ -48,10 +52,33 @@ def test_toml_file_and_precedence(tmp_path, monkeypatch):
     assert load_settings().topics.input == "from-toml"
 
 
-def test_example_config_file_loads():
-    from pathlib import Path
-    s = load_settings(Path(__file__).parents[2] / "config" / "stream-perceptron.toml")
-    assert s.topics.input
+_EXAMPLE = Path(__file__).parents[2] / "config" / "stream-perceptron.toml"
+
+
+def _example_keys() -> dict[str | None, set[str]]:
+    """Keys of the example config per ``[section]`` (None: top level), set or commented out."""
+    keys: dict[str | None, set[str]] = {None: set()}
+    section = None
+    for line in _EXAMPLE.read_text().splitlines():
+        if m := re.match(r"^\[(\w+)\]", line):
+            section = m.group(1)
+            keys.setdefault(section, set())
+        elif m := re.match(r"^#? ?(\w+) = ", line):
+            keys[section].add(m.group(1))
+    return keys
+
+
+def test_every_value_of_the_example_config_file_reaches_its_setting():
+    s = load_settings(_EXAMPLE)
+    data = tomllib.loads(_EXAMPLE.read_text())
+    assert data  # values, not only comments
+    for name, value in data.items():
+        if not isinstance(value, dict):
+            assert getattr(s, name) == value, name
+            continue
+        for key, set_to in value.items():
+            got = getattr(getattr(s, name), key)
+            assert (str(got) if isinstance(got, Path) else got) == set_to, f"{name}.{key}"
 
 
 def test_bad_value_is_one_line_naming_the_setting(monkeypatch):
@@ -180,11 +207,12 @@ def test_readme_and_example_config_list_every_setting():
 
     root = Path(__file__).parents[2]
     readme = (root / "README.md").read_text()
-    example = (root / "config" / "stream-perceptron.toml").read_text()
+    example = _example_keys()
     for section, field in Settings.model_fields.items():
         ann = field.annotation
         names = list(ann.model_fields) if isinstance(ann, type) and issubclass(ann, BaseModel) else [None]
         for name in names:
             env = f"SP_{section.upper()}" + (f"__{name.upper()}" if name else "")
             assert f"| `{env}` |" in readme, f"{env} missing from the README settings table"
-            assert (name or section) in example, f"{section}.{name} missing from the example config"
+            where, key = (section, name) if name else (None, section)
+            assert key in example.get(where, set()), f"{section}.{name} missing from the example config"

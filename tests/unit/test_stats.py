@@ -74,6 +74,31 @@ def test_bound_appears_on_a_separated_window():
     assert s["bound"] >= learner.model.mistakes  # the convergence theorem, live
 
 
+def test_gamma_and_bound_on_a_separated_window_with_an_intercept_equal_the_seeds_formulas():
+    # an offset separator, so the augmented margin (seed 001's reduction) differs from the plain one
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-1, 1, size=(3000, 3))
+    score = X @ [0.6, -0.8, 0.3] - 0.25
+    X, score = X[np.abs(score) > 0.15], score[np.abs(score) > 0.15]
+    y = np.where(score > 0, 1, -1).astype(np.int8)
+    learner = Learner(Perceptron(), RunningStats(window=300))
+    assert learner.model.fit(X, y, epochs=200)[-1] == 0  # converged: the last pass was clean
+    learner.step(X, y)  # a clean pass, measured: the model does not move during it
+    s = learner.stats.snapshot()
+    assert s["window_mistakes"] == 0  # the premise, not a branch
+
+    w, b = learner.model.weights, learner.model.intercept
+    last = slice(len(X) - 300, None)
+    functional = y[last] * (X[last] @ w + b)
+    gamma = functional.min() / np.sqrt(w @ w + b * b)  # margin of the window, on [x, 1] and [θ, θ0]
+    R = np.sqrt((X[last] ** 2).sum(axis=1) + 1.0).max()  # R of the augmented vectors
+    assert b != 0 and functional.min() / np.sqrt(w @ w) != gamma  # the two margins differ here
+    np.testing.assert_allclose(s["gamma"], gamma, rtol=1e-12)
+    np.testing.assert_allclose(s["R"], R, rtol=1e-12)
+    np.testing.assert_allclose(s["bound"], (R / gamma) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(s["margin_min"], functional.min() / np.sqrt(w @ w), rtol=1e-12)
+
+
 def test_first_window_with_theta_zero_has_no_gamma():
     learner = _run(np.array([[1.0, 1.0], [2.0, 2.0]]), np.array([1, 1], dtype=np.int8), window=5)
     s = learner.stats.snapshot()

@@ -159,3 +159,26 @@ def test_the_readme_names_every_field_of_every_output_record(tmp_path):
         text = sections[topic]
         missing = [n for n in sorted(names) if f"`{n}`" not in text and f'"{n}"' not in text]
         assert not missing, f"README does not describe {missing} of the {topic} records"
+
+
+class _LaggingEdge(MemoryEdge):
+    """Holds partitions 0 and 1 of ``in``; the fetch high-water mark of 0 is 500, of 1 unknown."""
+
+    def assignment(self):
+        return [("in", 0), ("in", 1)]
+
+    def highwater(self, topic, partition):
+        return 500 if (topic, partition) == ("in", 0) else None
+
+
+def test_lag_is_the_high_water_mark_less_the_next_offset_per_known_partition(tmp_path):
+    edge = _LaggingEdge()
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
+    w = Worker(settings, edge=edge)
+    assert w.stats_record()["lag"] == {"in:0": 500}  # nothing processed: all of it
+    w.process(Batch.of([InRecord("in", 0, i, None, input_record([1.0, -1.0], 1, i), 0) for i in range(300)]))
+    assert w.lag() == {("in", 0): 200}
+    assert w.stats_record()["lag"] == {"in:0": 200}  # partition 1: high-water mark unknown, left out
+    published = w.publish_stats()
+    assert published["lag"] == {"in:0": 200}
+    assert [v["lag"] for t, _, v in edge.sent if t == settings.topics.stats] == [{"in:0": 200}]
