@@ -232,6 +232,10 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
     base = settings_from(ctx, log_level=None if verbose else "WARNING")
     run_id = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out / f"run-{run_id}"
+    try:  # before the demo runs, not after: its plot and checkpoints go there
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot write the demo's output to {run_dir} (--out): {exc}", 1)
     with contextlib.ExitStack() as stack:
         bootstrap = base.kafka.bootstrap_servers
         if bootstrap is None:

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.kafka_io import ensure_topics
 from stream_perceptron.plot import plot_stats
 from stream_perceptron.producer import produce_source
@@ -90,7 +91,10 @@ def run_demo(
                             info=f"mistake rate {rate:.4f}  updates {w.learner.model.mistakes}")
             return w.counters.records >= sent and w.caught_up()
 
-        worker.run(until=until)
+        if worker.run(until=until) != 0:  # its last checkpoint failed: the log above says why
+            raise StreamPerceptronError(
+                f"the demo's worker could not checkpoint when it stopped (see above); run {run_dir}"
+            )
         elapsed = time.monotonic() - started
     stats_records = [v for _, _, _, v in read_topic(settings.kafka, t.stats)]
     plot = plot_stats(stats_records, run_dir / "mistake-rate.png",

@@ -44,6 +44,10 @@ class SourceError(StreamPerceptronError):
     """A dataset source (file, river dataset, generator spec) cannot be read."""
 
 
+class OutputError(StreamPerceptronError):
+    """A file a command was asked to write (a plot, a demo's run directory) cannot be written."""
+
+
 class BrokerError(StreamPerceptronError):
     """The embedded broker cannot be started, or a cluster cannot be reached."""
 

@@ -241,6 +241,13 @@ class Observer:
             if ok:
                 self._last_good_checkpoint = self._clock()
 
+    def outputs_confirmed(self) -> None:
+        """Outputs flushed with nothing new to checkpoint: the last checkpoint still holds, so a
+        failed attempt before (a flush that timed out) no longer makes the worker unready."""
+        with self._lock:
+            if self._checkpoint_ok is False:
+                self._checkpoint_ok = True
+
     def lag(self, lags: Mapping[tuple[str, int], int]) -> None:
         """Per-partition lag (high-water − position); replaces the previous set (absent: unknown)."""
         new = {(topic, int(part)): int(value) for (topic, part), value in lags.items()}
@@ -341,6 +348,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     """``/metrics``, ``/healthz`` and ``/readyz``; anything else is 404."""
+
+    # a client that stops half-way through its request frees its thread and socket after this
+    timeout = 10
 
     def do_GET(self) -> None:
         observer = cast(_Server, self.server).observer

@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from stream_perceptron.errors import OutputError  # noqa: E402
+
 
 def plot_stats(
     records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",
@@ -45,9 +47,13 @@ def plot_stats(
     ax.set_title(title)
     fig.tight_layout()
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=dpi, format="png")  # a PNG whatever the name ends in
+    except OSError as exc:
+        raise OutputError(f"cannot write the plot to {out}: {exc}") from None
+    finally:
+        plt.close(fig)
     return out
 
 

@@ -6,6 +6,7 @@ from fetch responses (``highwater``), not ``end_offsets``, which some brokers ge
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -15,12 +16,15 @@ from stream_perceptron.kafka_io import consumer_config
 from stream_perceptron.records import decode
 from stream_perceptron.settings import KafkaSettings
 
+log = logging.getLogger(__name__)
+
 
 def read_topic(
     kafka: KafkaSettings, topic: str, *, timeout_s: float = 30.0, idle_s: float = 2.0
 ) -> list[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
-    per partition. Stops at the high-water marks, or after ``idle_s`` with nothing new."""
+    per partition. Stops at the high-water marks, or after ``idle_s`` with nothing new; at
+    ``timeout_s`` it returns what it has read, with a warning."""
     consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
     try:
         deadline = time.monotonic() + timeout_s
@@ -48,6 +52,9 @@ def read_topic(
             )
             if done or time.monotonic() - last_new > idle_s:
                 break
+        else:  # the deadline came first: say so, rather than pass a part off as the whole
+            log.warning("read %d records of %s in %g s and stopped short of its end", len(out), topic,
+                        timeout_s)
         return sorted(out, key=lambda r: (r[0], r[1]))
     finally:
         consumer.close()

@@ -268,7 +268,9 @@ def describe_validation_error(exc: ValidationError) -> str:
         loc = tuple(p for p in err["loc"] if not isinstance(p, int))
         dotted = ".".join(str(p) for p in loc) or "settings"
         value = err.get("input")
-        shown = "" if _is_secret_loc(loc) or isinstance(value, dict) else f" (got {value!r})"
+        # an unknown name may be a misspelt secret (SP_KAFKA__SASL_PASSWD): its value is not shown
+        hidden = _is_secret_loc(loc) or isinstance(value, dict) or err["type"] == "extra_forbidden"
+        shown = "" if hidden else f" (got {value!r})"
         lines.append(f"invalid setting {env_name(loc)} ({dotted}): {err['msg']}{shown}")
     return "\n".join(lines)
 

@@ -151,6 +151,9 @@ class Worker:
         self._stats_policy = Every(settings.stats.every_examples, settings.stats.every_seconds)
         self._stats_seen = 0
         self._stats_time = time.monotonic()
+        # Where each assigned partition started (checkpoint or group commit): the position of one
+        # with nothing processed yet, for lag and caught_up (never checkpointed).
+        self._starts: dict[Partition, int] = {}
         self._started = time.monotonic()
         self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
@@ -184,6 +187,7 @@ class Worker:
         self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
         self.dead_letters_total = int(ckpt.stats.get("dead_letters", 0))
         self.last_checkpoint_path = str(ckpt.path)
+        self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
         if self.observer is not None:
             self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
         log.info(
@@ -241,6 +245,7 @@ class Worker:
         asked. A refused login and a missing input topic are settings to fix: they raise."""
         delay = 0.5
         while not self._stop.is_set():
+            self._alive()
             try:
                 self._check_topics()
                 self.edge.start()
@@ -249,11 +254,17 @@ class Worker:
                 raise
             except KafkaEdgeError as exc:
                 log.warning("Kafka not reachable yet (%s); retrying in %.1f s", exc, delay)
-                if self.observer is not None:
-                    self.observer.polled()  # alive, though not ready: nothing is assigned
-                self._stop.wait(delay)
+                deadline = time.monotonic() + delay
+                while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                    self._alive()  # the backoff can outlast liveness_timeout_s; /healthz must not
+                    self._stop.wait(min(left, 1.0))
                 delay = min(delay * 2, 30.0)
         return False
+
+    def _alive(self) -> None:
+        """Tell /healthz the process is alive, though not ready: nothing is assigned yet."""
+        if self.observer is not None:
+            self.observer.polled()
 
     def _check_topics(self) -> None:
         """The input topic must exist (it is never created with a broker's defaults); missing
@@ -314,6 +325,7 @@ class Worker:
             start = mine if mine is not None else self.edge.committed(topic, part)
             if start is not None:
                 self.edge.seek(topic, part, start)
+                self._starts[(topic, part)] = start
             log.info(
                 "assigned %s[%d]: starting at %s (%s)", topic, part,
                 "the earliest offset" if start is None else start,
@@ -321,6 +333,8 @@ class Worker:
             )
 
     def _on_revoked(self, partitions: list[Partition]) -> None:
+        for key in partitions:
+            self._starts.pop(key, None)
         if partitions:
             log.info("revoked %s: checkpointing", partitions)
             self.checkpoint("revocation")
@@ -335,9 +349,15 @@ class Worker:
             return False
         for topic, part in assigned:
             hw = self.edge.highwater(topic, part)
-            if hw is None or self.offsets.get(topic, {}).get(part, 0) < hw:
+            if hw is None or self._position(topic, part) < hw:
                 return False
         return True
+
+    def _position(self, topic: str, part: int) -> int:
+        """The next offset to process: past the last one processed, else where the partition
+        started (a group commit, with nothing after it yet), else 0."""
+        done = self.offsets.get(topic, {}).get(part)
+        return done if done is not None else self._starts.get((topic, part), 0)
 
     # ------------------------------------------------------------------ the batch
     def process(self, batch: Batch) -> None:
@@ -480,8 +500,10 @@ class Worker:
             self._record_checkpoint(False, started)
             return False
         self._stats_unflushed = False
-        if not self._dirty:
-            return True  # only statistics records to confirm: the last checkpoint still holds
+        if not self._dirty:  # only statistics records to confirm: the last checkpoint still holds
+            if self.observer is not None:
+                self.observer.outputs_confirmed()
+            return True
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
         snapshot = {t: dict(p) for t, p in self.offsets.items()}
@@ -534,7 +556,7 @@ class Worker:
         for topic, part in self.edge.assignment():
             hw = self.edge.highwater(topic, part)
             if hw is not None:
-                out[(topic, part)] = max(0, hw - self.offsets.get(topic, {}).get(part, 0))
+                out[(topic, part)] = max(0, hw - self._position(topic, part))
         return out
 
     def stats_record(self, lags: dict[Partition, int] | None = None) -> dict[str, Any]:

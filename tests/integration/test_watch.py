@@ -15,6 +15,7 @@ import subprocess
 import sys
 import termios
 import time
+import types
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -366,3 +367,22 @@ def test_run_plot_on_a_topic_of_other_records_raises_a_clear_error(kafka_setting
     send_all(kafka, topic, [orjson.dumps({"x": [1.0, 2.0], "y": 1}), orjson.dumps({"x": [0.5], "y": 0})])
     with pytest.raises(NoStatsError, match="it holds 2 records, none a statistics record"):
         run_plot(kafka, topic, tmp_path / "other.png")
+
+
+def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings, new_topic, caplog,
+                                                                  monkeypatch):
+    import stream_perceptron.reader as reader
+
+    kafka = kafka_settings()
+    topic = new_topic()
+    send_all(kafka, topic, [encode({"i": i}) for i in range(20_000)], partition=0)
+    assert len(reader.read_topic(kafka, topic)) == 20_000  # all of it, no warning
+    assert "stopped short" not in caplog.text
+
+    clock = iter(range(10**9))  # each look at the clock is a second later: the deadline comes first
+    fake_time = types.SimpleNamespace(monotonic=lambda: float(next(clock)), sleep=time.sleep)
+    monkeypatch.setattr(reader, "time", fake_time)  # the reader's clock only, not the client's
+    with caplog.at_level("WARNING", logger="stream_perceptron.reader"):
+        part = reader.read_topic(kafka, topic, timeout_s=8, idle_s=100)
+    assert len(part) < 20_000
+    assert f"read {len(part)} records of {topic} in 8 s and stopped short of its end" in caplog.text

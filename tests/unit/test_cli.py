@@ -95,3 +95,13 @@ def test_run_refuses_an_unreadable_newest_checkpoint_in_one_line(tmp_path):
     last = res.stderr.strip().splitlines()[-1]  # after the log line of the effective settings
     assert last.startswith("stream-perceptron: cannot read checkpoint ") and "Is a directory" in last
     assert "Traceback" not in res.stderr
+
+
+def test_demo_with_an_output_directory_it_cannot_write_stops_before_it_starts(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = CliRunner().invoke(main, ["demo", "--out", str(blocker / "out")],
+                             env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    assert res.exit_code == 1
+    assert res.output.startswith("stream-perceptron: cannot write the demo's output to ")
+    assert "(--out)" in res.output and res.output.count("\n") == 1  # one line, nothing run

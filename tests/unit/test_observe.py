@@ -6,6 +6,7 @@ import json
 import math
 import socket
 import threading
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -243,6 +244,28 @@ def test_readyz_transitions(make):
     obs.assigned([])
     ok, body = answer(obs, "/readyz")
     assert not ok and "no partitions assigned" in body["reason"]
+
+
+def test_outputs_confirmed_after_a_failed_flush_make_the_worker_ready_again(make):
+    obs = make(clock=Clock())
+    obs.polled()
+    obs.assigned([("examples", 0)])
+    obs.checkpoint(ok=False, duration_s=0.01)  # statistics records not acknowledged in time
+    assert answer(obs, "/readyz") == (False, {"ok": False, "reason": "the last checkpoint failed"})
+    checkpoints = value(scrape(obs), "checkpoints_total", result="ok")
+    obs.outputs_confirmed()  # the next flush worked, and nothing new was there to write
+    assert answer(obs, "/readyz")[0]
+    assert value(scrape(obs), "checkpoints_total", result="ok") == checkpoints  # none written
+
+
+def test_a_client_that_stops_half_way_through_its_request_is_let_go(make):
+    obs = make()
+    with socket.create_connection(("127.0.0.1", obs.port)) as stalled:
+        stalled.sendall(b"GET /metr")  # and nothing more
+        stalled.settimeout(30)
+        started = time.monotonic()
+        assert stalled.recv(1024) == b""  # the server closed it
+    assert 5 < time.monotonic() - started < 20
 
 
 def test_not_ready_when_polling_stops(make):

@@ -169,6 +169,13 @@ def test_a_tls_file_that_is_not_there_is_one_line(monkeypatch, tmp_path, name):
     assert load_settings() is not None
 
 
+def test_a_misspelt_setting_is_named_and_its_value_not_shown(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SASL_PASSWD", "hunter2-do-not-print")  # PASSWD for PASSWORD
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "SP_KAFKA__SASL_PASSWD" in str(err.value) and "hunter2" not in str(err.value)
+
+
 def test_unknown_setting_in_toml_is_named(tmp_path):
     cfg = tmp_path / "sp.toml"
     cfg.write_text("[topics]\ninptu = 'x'\n")

@@ -30,6 +30,12 @@ class MemoryEdge:
     def highwater(self, topic, partition):
         return None
 
+    def flush(self):
+        pass  # everything sent is delivered at once
+
+    def commit(self, offsets):
+        pass
+
 
 def _worker(tmp_path) -> tuple[Worker, MemoryEdge]:
     edge = MemoryEdge()
@@ -182,3 +188,43 @@ def test_lag_is_the_high_water_mark_less_the_next_offset_per_known_partition(tmp
     published = w.publish_stats()
     assert published["lag"] == {"in:0": 200}
     assert [v["lag"] for t, _, v in edge.sent if t == settings.topics.stats] == [{"in:0": 200}]
+
+
+class _CommittedEdge(MemoryEdge):
+    """Holds partition 0 of ``in``, whose group commit and high-water mark are both 200."""
+
+    def assignment(self):
+        return [("in", 0)]
+
+    def highwater(self, topic, partition):
+        return 200
+
+    def committed(self, topic, partition):
+        return 200
+
+    def seek(self, topic, partition, offset):
+        self.sought = (topic, partition, offset)
+
+
+def test_a_partition_started_at_the_group_commit_has_no_lag_before_its_first_record(tmp_path):
+    # a worker with a fresh checkpoint directory, given a partition another worker had processed
+    edge = _CommittedEdge()
+    w = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}), edge=edge)
+    w._on_assigned([("in", 0)])
+    assert edge.sought == ("in", 0, 200)
+    assert w.lag() == {("in", 0): 0} and w.caught_up()
+    assert w.offsets == {}  # nothing processed, so nothing to checkpoint for it
+    w._on_revoked([("in", 0)])
+    assert w._position("in", 0) == 0
+
+
+def test_the_first_rate_after_a_restore_counts_only_new_examples(tmp_path):
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
+    first = Worker(settings, edge=MemoryEdge())
+    records = [InRecord("in", 0, i, None, input_record([1.0, -1.0], 1, i), 0) for i in range(3000)]
+    first.process(Batch.of(records))
+    assert first.checkpoint("test")
+    again = Worker(settings, edge=MemoryEdge())
+    again.restore()
+    assert again.learner.stats.seen == 3000
+    assert again.stats_record()["examples_per_s"] == 0.0  # not 3,000 over the time since start

@@ -3,6 +3,9 @@ An in-memory edge stands in for Kafka (the broker-backed versions are in tests/f
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from stream_perceptron.checkpoint import CheckpointStore
@@ -108,6 +111,24 @@ def test_an_idle_worker_still_confirms_its_statistics_records(tmp_path, caplog):
     assert w.checkpoint("interval") and edge.flushes == 3
     assert [c.name for c in sorted(tmp_path.glob("ckpt-*.json"))] == ["ckpt-000000000001.json"]
     assert edge.commits == [{("in", 0): 10}] and w.counters.checkpoints == 1
+
+
+def test_an_idle_worker_is_ready_again_once_its_statistics_records_are_confirmed(tmp_path):
+    edge = FailingEdge()
+    settings = Settings(observe={"enabled": True, "host": "127.0.0.1", "port": 0},
+                        checkpoint={"dir": str(tmp_path)})
+    w = Worker(settings, edge=edge)  # type: ignore[arg-type]
+    with w.observer:
+        w.observer.polled()
+        w.observer.assigned([("in", 0)])
+        w.process(_batch(0, 10))
+        assert w.checkpoint("interval") and w.observer.readiness()[0]
+        w.publish_stats()
+        edge.flush_error = KafkaEdgeError("flush failed after 5 attempts")
+        assert not w.checkpoint("interval")
+        assert w.observer.readiness() == (False, "the last checkpoint failed")
+        assert w.checkpoint("interval")  # confirmed now; nothing new to write
+        assert w.observer.readiness()[0], w.observer.readiness()
 
 
 def test_a_transient_flush_failure_only_postpones_the_checkpoint(tmp_path):
@@ -221,3 +242,29 @@ def test_a_resend_that_fails_keeps_the_rest_ahead_of_failures_reported_meanwhile
         edge._settle_unsent()
     assert edge.pending == [b"a"]
     assert [u.value for u in edge._unsent] == [b"b", b"c", b"later"]
+
+
+class _UnreachableEdge(_OneInputPartition):
+    commits: list[dict] = []
+
+    def start(self):
+        raise KafkaEdgeError("cannot reach Kafka at 127.0.0.1:1")
+
+
+def test_the_worker_stays_alive_while_it_waits_for_kafka(tmp_path, monkeypatch):
+    # the backoff between attempts doubles up to 30 s; /healthz must hear from the worker
+    # throughout, or an orchestrator kills a worker that is only waiting for its cluster
+    settings = Settings(observe={"enabled": True, "host": "127.0.0.1", "port": 0},
+                        checkpoint={"dir": str(tmp_path)})
+    w = Worker(settings, edge=_UnreachableEdge())  # type: ignore[arg-type]
+    monkeypatch.setattr(w, "_check_topics", lambda: None)
+    beats: list[float] = []
+    monkeypatch.setattr(w.observer, "polled", lambda: beats.append(time.monotonic()))
+    stopper = threading.Timer(3.6, w.stop)  # after the backoffs of 0.5, 1 and 2 s
+    stopper.start()
+    try:
+        assert w._start_edge() is False
+    finally:
+        stopper.cancel()
+    assert len(beats) >= 5
+    assert max(b - a for a, b in zip(beats, beats[1:], strict=False)) < 1.5  # not once per 2 s backoff
