@@ -188,9 +188,8 @@ def confluent_config(kafka: KafkaSettings) -> dict[str, Any]:
     """
     if not kafka.bootstrap_servers:
         raise KafkaEdgeError("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS)")
-    servers = [s.strip() for s in kafka.bootstrap_servers.split(",") if s.strip()]
     config: dict[str, Any] = {
-        "bootstrap.servers": ",".join(servers),
+        "bootstrap.servers": ",".join(kafka.servers),
         "client.id": kafka.client_id,
         "security.protocol": kafka.security_protocol,
         "socket.timeout.ms": kafka.request_timeout_ms,

@@ -114,7 +114,7 @@ def client_config(kafka: KafkaSettings) -> dict[str, Any]:
     if not kafka.bootstrap_servers:
         raise KafkaEdgeError("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS)")
     config: dict[str, Any] = {
-        "bootstrap_servers": [s.strip() for s in kafka.bootstrap_servers.split(",") if s.strip()],
+        "bootstrap_servers": kafka.servers,
         "client_id": kafka.client_id,
         "request_timeout_ms": kafka.request_timeout_ms,
         "security_protocol": kafka.security_protocol,

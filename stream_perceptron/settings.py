@@ -87,10 +87,12 @@ class KafkaSettings(_Section):
     @classmethod
     def _servers_listed(cls, value: str | None) -> str | None:
         """Blank entries dropped; a value with none left is unset (``run`` then refuses)."""
-        if value is None:
-            return None
-        servers = [s.strip() for s in value.split(",") if s.strip()]
-        return ",".join(servers) or None
+        return ",".join(server_list(value)) or None
+
+    @property
+    def servers(self) -> list[str]:
+        """The bootstrap servers, one ``host:port`` each (empty when unset)."""
+        return server_list(self.bootstrap_servers)
 
     @model_validator(mode="after")
     def _heartbeat_below_session(self) -> KafkaSettings:
@@ -102,6 +104,15 @@ class KafkaSettings(_Section):
                 " (SP_KAFKA__BACKEND is confluent-kafka, whose producer already runs in C threads)"
             )
         return self
+
+
+def server_list(value: str | None) -> list[str]:
+    """``"a:1, ,b:2"`` as ``["a:1", "b:2"]``: comma-separated, blanks dropped.
+
+    >>> server_list(" a:1 ,, b:2 "), server_list(None)
+    (['a:1', 'b:2'], [])
+    """
+    return [s.strip() for s in (value or "").split(",") if s.strip()]
 
 
 class TopicSettings(_Section):

@@ -345,19 +345,17 @@ class Worker:
     def caught_up(self) -> bool:
         """Every assigned partition processed up to its high-water mark (from fetch responses)."""
         assigned = self.edge.assignment()
-        if not assigned:
-            return False
-        for topic, part in assigned:
-            hw = self.edge.highwater(topic, part)
-            if hw is None or self._position(topic, part) < hw:
-                return False
-        return True
+        return bool(assigned) and all(self._behind(topic, part) == 0 for topic, part in assigned)
 
-    def _position(self, topic: str, part: int) -> int:
-        """The next offset to process: past the last one processed, else where the partition
-        started (a group commit, with nothing after it yet), else 0."""
+    def _behind(self, topic: str, part: int) -> int | None:
+        """Records between the next offset to process and the fetch high-water mark (None while
+        the mark is unknown). The next offset is past the last one processed, else where the
+        partition started (a group commit, with nothing after it yet), else 0."""
+        hw = self.edge.highwater(topic, part)
+        if hw is None:
+            return None
         done = self.offsets.get(topic, {}).get(part)
-        return done if done is not None else self._starts.get((topic, part), 0)
+        return max(0, hw - (done if done is not None else self._starts.get((topic, part), 0)))
 
     # ------------------------------------------------------------------ the batch
     def process(self, batch: Batch) -> None:
@@ -552,12 +550,8 @@ class Worker:
     # ------------------------------------------------------------------ statistics
     def lag(self) -> dict[Partition, int]:
         """Records behind the fetch high-water mark, per assigned partition (known ones only)."""
-        out = {}
-        for topic, part in self.edge.assignment():
-            hw = self.edge.highwater(topic, part)
-            if hw is not None:
-                out[(topic, part)] = max(0, hw - self._position(topic, part))
-        return out
+        behind = {tp: self._behind(*tp) for tp in self.edge.assignment()}
+        return {tp: n for tp, n in behind.items() if n is not None}
 
     def stats_record(self, lags: dict[Partition, int] | None = None) -> dict[str, Any]:
         """The statistics record: the running statistics plus throughput, dead letters, offsets, lag."""
