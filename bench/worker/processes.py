@@ -509,11 +509,21 @@ def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    rates = [r["rate"] for r in runs if r.get("rate")]
+    """Medians over the runs that completed with a rate: a run with outputs missing or twice, or
+    without a rate, is left out (and counted in ``runs_left_out``), never averaged in.
+
+    >>> s = summarize([{"rate": 100.0, "complete": True}, {"rate": 300.0, "complete": False},
+    ...                {"rate": None, "complete": True}, {"rate": 120.0, "complete": True}])
+    >>> (s["runs"], s["runs_left_out"], s["median_rate"], s["all_complete"])
+    (2, 2, 110.0, False)
+    """
+    counted = [r for r in runs if r.get("complete") and r.get("rate")]
+    rates = [r["rate"] for r in counted]
     out: dict[str, Any] = {
-        "runs": len(runs),
+        "runs": len(rates),
+        "runs_left_out": len(runs) - len(rates),
         "rates": rates,
-        "all_complete": all(r["complete"] for r in runs),
+        "all_complete": len(rates) == len(runs),
     }
     if rates:
         med, spread = median_spread(rates)
@@ -525,17 +535,17 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         got = [v for v in values if v is not None]
         return statistics.median(got) if got else None
 
-    out["median_cpu_cores"] = median_of([r.get("cpu_cores_in_window") for r in runs])
-    out["median_broker_cpu_cores"] = median_of([r.get("broker_cpu_cores_in_window") for r in runs])
+    out["median_cpu_cores"] = median_of([r.get("cpu_cores_in_window") for r in counted])
+    out["median_broker_cpu_cores"] = median_of([r.get("broker_cpu_cores_in_window") for r in counted])
     out["median_cpu_us_per_record"] = median_of(
         [
             r["cpu_cores_in_window"] * 1e6 / r["rate"]
-            for r in runs
+            for r in counted
             if r.get("cpu_cores_in_window") and r.get("rate")
         ]
     )
-    out["median_peak_rss_mb"] = median_of([(r.get("memory") or {}).get("peak_rss_mb") for r in runs])
+    out["median_peak_rss_mb"] = median_of([(r.get("memory") or {}).get("peak_rss_mb") for r in counted])
     # pipes and peer: their own clock from the first poll that returned records to the end of the
     # final flush (the CreateTime window ends at the last send, before the flush)
-    out["median_rate_incl_flush"] = median_of([r.get("own_rate_first_poll_to_flush") for r in runs])
+    out["median_rate_incl_flush"] = median_of([r.get("own_rate_first_poll_to_flush") for r in counted])
     return out

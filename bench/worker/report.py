@@ -59,7 +59,7 @@ def throughput_table(tp: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                 f"{tp['input']['n']:,}",
                 fmt_rate(e["median_rate"]),
                 f"{e.get('spread', 0):.0%}",
-                e["runs"],
+                f"{e['runs']}" + (f" ({e['runs_left_out']} left out)" if e.get("runs_left_out") else ""),
                 fmt_ratio(e["median_rate"], own),
                 fmt_ratio(e["median_rate"], peer),
                 fmt_rate(e.get("median_rate_incl_flush")) if spec.kind != "worker" else "",

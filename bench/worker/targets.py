@@ -54,16 +54,18 @@ def per_repeat_ratios(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> 
     """``a``'s rate over ``b``'s in each repeat both completed, in repeat order: how far a verdict
     drawn from the two medians moves from one repeat to the next.
 
-    >>> runs = {"w": [{"repeat": 0, "rate": 9.0}, {"repeat": 1, "rate": 8.0}, {"repeat": 2, "rate": 7.0}],
-    ...         "p": [{"repeat": 1, "rate": 10.0}, {"repeat": 0, "rate": 10.0}, {"repeat": 2, "rate": None}]}
+    >>> runs = {"w": [{"repeat": 0, "rate": 9.0}, {"repeat": 1, "rate": 8.0}, {"repeat": 2, "rate": 7.0},
+    ...               {"repeat": 3, "rate": 9.5, "complete": False}],
+    ...         "p": [{"repeat": 1, "rate": 10.0}, {"repeat": 0, "rate": 10.0}, {"repeat": 2, "rate": None},
+    ...               {"repeat": 3, "rate": 10.0}]}
     >>> per_repeat_ratios(runs, "w", "p")
     [0.9, 0.8]
     """
-    rates_b = {r.get("repeat"): r.get("rate") for r in runs.get(b, [])}
+    rates_b = {r.get("repeat"): r.get("rate") for r in runs.get(b, []) if r.get("complete", True)}
     out = []
     for r in sorted(runs.get(a, []), key=lambda r: r.get("repeat", 0)):
         mine, theirs = r.get("rate"), rates_b.get(r.get("repeat"))
-        if mine and theirs:
+        if mine and theirs and r.get("complete", True):
             out.append(mine / theirs)
     return out
 

@@ -601,3 +601,15 @@ def test_a_scope_deletes_the_topics_made_inside_it_and_only_those(
             pass  # nothing made: nothing to delete
     assert deleted == [["run-pred", "run-stats"], ["failed-run-out"], ["run-input"]]
     assert ctx.topics == ["section-input"]
+
+
+def test_a_run_that_lost_or_doubled_outputs_is_left_out_of_the_medians() -> None:
+    from bench.worker.processes import summarize
+
+    s = summarize([{"rate": 100.0, "complete": True, "cpu_cores_in_window": 1.0},
+                   {"rate": 300.0, "complete": False, "cpu_cores_in_window": 9.0},
+                   {"rate": None, "complete": True},
+                   {"rate": 120.0, "complete": True, "cpu_cores_in_window": 1.0}])
+    assert (s["runs"], s["runs_left_out"], s["all_complete"]) == (2, 2, False)
+    assert s["median_rate"] == 110.0 and s["max_rate"] == 120.0
+    assert s["median_cpu_cores"] == 1.0
