@@ -83,7 +83,10 @@ def main(ctx: click.Context, config: str | None) -> None:
 @click.option("--epochs", "-T", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--fit-intercept/--no-fit-intercept", default=None, help="Default: the setting.")
 @click.option("--limit", type=click.IntRange(min=1), help="Use the first N examples only.")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Default: the setting.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default="fit-checkpoints",
+              show_default=True,
+              help="Where the model is written. Never the worker's directory unless named here:"
+                   " a worker then starts from this model.")
 @click.option("--label", default="y", show_default=True, help="CSV label column.")
 @click.pass_context
 def fit(
@@ -164,19 +167,25 @@ def produce(
     from rich.progress import Progress
 
     from stream_perceptron.kafka_io import ensure_topics
-    from stream_perceptron.producer import produce_source
+    from stream_perceptron.producer import check_source, produce_source
+    from stream_perceptron.records import Limits
     from stream_perceptron.sources import open_source
 
     settings = cluster_settings_from(ctx)
     name = topic or settings.topics.input
+    limits = Limits(**settings.limits.model_dump())
     try:
-        src = open_source(source, limit=limit, label=label,
-                          positive_class=settings.limits.positive_class)
+        src = open_source(source, limit=limit, label=label, positive_class=limits.positive_class,
+                          negative_class=limits.negative_class)
+        # a file is read through first: a bad row then stops the run before anything is sent,
+        # so running it again once fixed sends no record twice
+        length = check_source(src, limits) if src.from_file else src.length
         ensure_topics(settings.kafka, {name: partitions})
         with Progress(transient=False) as progress:
-            task = progress.add_task(f"{source} → {name}", total=src.length)
-            sent = produce_source(settings.kafka, src, name, unlabeled_every=unlabeled_every,
-                                  rate=rate, on_progress=lambda n: progress.advance(task, n))
+            task = progress.add_task(f"{source} → {name}", total=length)
+            sent = produce_source(settings.kafka, src, name, limits=limits,
+                                  unlabeled_every=unlabeled_every, rate=rate,
+                                  on_progress=lambda n: progress.advance(task, n))
     except StreamPerceptronError as exc:
         fail(str(exc), 1)
     click.echo(f"sent {sent} records to {name}")

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore
-from stream_perceptron.errors import SourceError
+from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.learner import Learner
 from stream_perceptron.perceptron import Perceptron
+from stream_perceptron.records import Limits, check_features
 from stream_perceptron.settings import Settings
-from stream_perceptron.sources import open_source
+from stream_perceptron.sources import no_positive_class, open_source
 from stream_perceptron.stats import RunningStats, row_norms
 
 
@@ -58,13 +59,21 @@ def fit_source(
     settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y"
 ) -> FitReport:
     """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it."""
-    source = open_source(spec, limit=limit, label=label, positive_class=settings.limits.positive_class)
-    xs, ys = [], []
+    limits = Limits(**settings.limits.model_dump())
+    source = open_source(spec, limit=limit, label=label, positive_class=limits.positive_class,
+                         negative_class=limits.negative_class)
+    xs: list[list[float] | dict[str, float]] = []
+    ys: list[int] = []
     for x, y_i in source:
+        try:  # the worker's bounds: its model (and the checkpoint) must hold what fit learns
+            check_features(x, limits)
+        except DecodeError as exc:
+            raise SourceError(f"{spec}: example {len(xs) + 1}: {exc}") from None
         xs.append(x)
         ys.append(y_i)
     if not xs:
         raise SourceError(f"{spec} has no examples")
+    no_positive_class(spec, limits.positive_class, len(ys), sum(y_i > 0 for y_i in ys))
     model = Perceptron(
         n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept,
         max_names=settings.limits.max_names,

@@ -8,11 +8,33 @@ from collections.abc import Callable
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.errors import DecodeError, KafkaEdgeError, SourceError
 from stream_perceptron.kafka_io import client_config
-from stream_perceptron.records import input_record
+from stream_perceptron.records import Limits, decode_example, input_record
 from stream_perceptron.settings import KafkaSettings
-from stream_perceptron.sources import Source
+from stream_perceptron.sources import Source, no_positive_class
+
+
+def check_source(source: Source, limits: Limits) -> int:
+    """Read ``source`` through, as :func:`produce_source` would send it, without sending; the
+    count of examples. Raises :class:`SourceError` at the first example that cannot be read or
+    that the worker would refuse under ``limits``, so a file is sent whole or not at all."""
+    count = positives = 0
+    for i, (x, y) in enumerate(source):
+        _accepted(source, i, input_record(x, y, i), limits)
+        count += 1
+        positives += y > 0
+    no_positive_class(source.spec, limits.positive_class, count, positives)
+    return count
+
+
+def _accepted(source: Source, i: int, value: bytes, limits: Limits) -> None:
+    try:
+        decode_example(value, limits)
+    except DecodeError as exc:
+        raise SourceError(
+            f"{source.spec}: example {i + 1}: {exc}; the worker would dead-letter it"
+        ) from None
 
 
 def produce_source(
@@ -20,6 +42,7 @@ def produce_source(
     source: Source,
     topic: str,
     *,
+    limits: Limits | None = None,
     unlabeled_every: int = 0,
     rate: float | None = None,
     on_progress: Callable[[int], None] | None = None,
@@ -29,6 +52,9 @@ def produce_source(
     Keys are the example's index (so an example keeps its key whatever partition it lands on);
     ``id`` is the same index. With ``unlabeled_every=k`` every k-th record is sent without its
     label. ``rate`` caps records/s (for latency runs). Flushes before returning.
+
+    With ``limits``, each record is first decoded as the worker decodes it: one it would
+    dead-letter stops the run with :class:`SourceError`, which says how many were sent before.
 
     Raises :class:`KafkaEdgeError` when a record cannot be sent or its delivery failed (the
     client's own retries included), saying how many of those sent were not delivered: a
@@ -43,8 +69,15 @@ def produce_source(
     try:
         for i, (x, y) in enumerate(source):
             label = None if unlabeled_every and (i + 1) % unlabeled_every == 0 else y
+            value = input_record(x, label, i)
+            if limits is not None:
+                try:
+                    _accepted(source, i, value, limits)
+                except SourceError as exc:
+                    producer.flush()
+                    raise SourceError(f"{exc} ({sent} records before it were sent to {topic})") from None
             try:
-                future = producer.send(topic, key=str(i).encode(), value=input_record(x, label, i))
+                future = producer.send(topic, key=str(i).encode(), value=value)
             except KafkaError as exc:
                 raise KafkaEdgeError(
                     f"sending record {i} to {topic} failed: {type(exc).__name__}: {exc}"

@@ -23,38 +23,47 @@ def read_topic(
     kafka: KafkaSettings, topic: str, *, timeout_s: float = 30.0, idle_s: float = 2.0
 ) -> list[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
-    per partition. Stops at the high-water marks, or after ``idle_s`` with nothing new; at
-    ``timeout_s`` it returns what it has read, with a warning."""
+    per partition; a value that is not JSON is given as None, with a warning.
+
+    Stops at the high-water marks. A partition whose end is not known yet (no fetch answered)
+    ends the read once it has sent nothing for ``idle_s``; one known to hold more is read until
+    ``timeout_s``, and a read that stops there says so in a warning.
+    """
     consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
     try:
         deadline = time.monotonic() + timeout_s
-        parts = None
-        while parts is None and time.monotonic() < deadline:
-            parts = consumer.partitions_for_topic(topic)
-            if parts is None:
-                time.sleep(0.1)
+        parts = consumer.partitions_for_topic(topic)  # an empty set when the topic does not exist
         if not parts:
             return []
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         out: list[tuple[int, int, bytes | None, Any]] = []
+        not_json = 0
         last_new = time.monotonic()
         while time.monotonic() < deadline:
             got = consumer.poll(timeout_ms=200, max_records=5000)
             for tp, recs in got.items():
-                out.extend((tp.partition, r.offset, r.key, decode(r.value)) for r in recs)
-            if got:
-                last_new = time.monotonic()
-            done = all(
-                (hw := consumer.highwater(tp)) is not None and consumer.position(tp) >= hw
-                for tp in tps
-            )
-            if done or time.monotonic() - last_new > idle_s:
+                for r in recs:
+                    try:
+                        value = decode(r.value)
+                    except ValueError:
+                        value, not_json = None, not_json + 1
+                    out.append((tp.partition, r.offset, r.key, value))
+            ends = [(consumer.highwater(tp), consumer.position(tp)) for tp in tps]
+            now = time.monotonic()
+            if got or all(hw is None for hw, _ in ends):
+                last_new = now  # idle time counts from the first fetch answered
+            if all(hw is not None and pos >= hw for hw, pos in ends):
+                break
+            more = any(hw is not None and pos < hw for hw, pos in ends)
+            if not more and now - last_new > idle_s:
                 break
         else:  # the deadline came first: say so, rather than pass a part off as the whole
             log.warning("read %d records of %s in %g s and stopped short of its end", len(out), topic,
                         timeout_s)
+        if not_json:
+            log.warning("%d records of %s are not JSON: given as None", not_json, topic)
         return sorted(out, key=lambda r: (r[0], r[1]))
     finally:
         consumer.close()

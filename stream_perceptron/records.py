@@ -102,7 +102,7 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
         raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
     if "x" not in obj:
         raise DecodeError("record has no 'x'")
-    x = _features(obj["x"], limits)
+    x = check_features(obj["x"], limits)
     y = decode_label(obj.get("y"), limits)
     rid = obj.get("id")
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
@@ -114,7 +114,17 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
     return Example(x, y, rid)
 
 
-def _features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
+def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
+    """``x`` if the worker accepts it as features under ``limits``, else :class:`DecodeError`
+    with the reason (a list or object of numbers, not empty, within the counts and magnitude).
+
+    >>> check_features({"a": 1, "b": 2.5}, Limits())
+    {'a': 1, 'b': 2.5}
+    >>> check_features([], Limits())
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: x is empty
+    """
     if isinstance(x, list):
         values: list[Any] = x
     elif isinstance(x, dict):

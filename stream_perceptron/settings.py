@@ -140,20 +140,26 @@ class ModelSettings(_Section):
     fit_intercept: bool = True
 
 
-class LimitSettings(_Section):
-    """What the input decoder accepts; anything beyond goes to the dead-letter topic."""
+_DEFAULT_LIMITS = Limits()
 
-    max_record_bytes: int = Field(1_048_576, ge=16, le=2**31 - 1)
-    max_features: int = Field(100_000, ge=1, le=2**31 - 1)
-    max_name_chars: int = Field(256, ge=1, le=1_000_000)
+
+class LimitSettings(_Section):
+    """What the input decoder accepts; anything beyond goes to the dead-letter topic.
+
+    The defaults are the codec's own (:class:`~stream_perceptron.records.Limits`), written once.
+    """
+
+    max_record_bytes: int = Field(_DEFAULT_LIMITS.max_record_bytes, ge=16, le=2**31 - 1)
+    max_features: int = Field(_DEFAULT_LIMITS.max_features, ge=1, le=2**31 - 1)
+    max_name_chars: int = Field(_DEFAULT_LIMITS.max_name_chars, ge=1, le=1_000_000)
     # with model.n_features unset, named features would otherwise grow the model (and each
     # checkpoint) by every new name, for good
-    max_names: int = Field(1_000_000, ge=1, le=2**31 - 1)
-    max_abs_value: float = Field(1e12, gt=0, allow_inf_nan=False)
-    dead_letter_value_bytes: int = Field(262_144, ge=0, le=700_000)
+    max_names: int = Field(_DEFAULT_LIMITS.max_names, ge=1, le=2**31 - 1)
+    max_abs_value: float = Field(_DEFAULT_LIMITS.max_abs_value, gt=0, allow_inf_nan=False)
+    dead_letter_value_bytes: int = Field(_DEFAULT_LIMITS.dead_letter_value_bytes, ge=0, le=700_000)
     # a key and an id are copied into outputs, which must fit OUTPUT_RECORD_BYTES
-    max_key_bytes: int = Field(4_096, ge=0, le=OUTPUT_RECORD_BYTES)
-    max_id_chars: int = Field(1_024, ge=0, le=OUTPUT_RECORD_BYTES)
+    max_key_bytes: int = Field(_DEFAULT_LIMITS.max_key_bytes, ge=0, le=OUTPUT_RECORD_BYTES)
+    max_id_chars: int = Field(_DEFAULT_LIMITS.max_id_chars, ge=0, le=OUTPUT_RECORD_BYTES)
     positive_class: str | None = None
     negative_class: str | None = None
 

@@ -36,6 +36,7 @@ import gzip
 import io
 import itertools
 import math
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ __all__ = [
     "Example",
     "Source",
     "dense_matrix",
+    "no_positive_class",
     "open_source",
     "separable_params",
 ]
@@ -71,6 +73,12 @@ _CSV_SUFFIXES = (".csv", ".csv.gz")
 _JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 _POSITIVE_TEXT = frozenset({"1", "+1", "1.0", "+1.0", "true"})
 _NEGATIVE_TEXT = frozenset({"-1", "0", "-1.0", "0.0", "false"})
+# what reading a file can raise: a truncated .gz ends in EOFError, a corrupt one in zlib.error
+_UNREADABLE = (OSError, EOFError, zlib.error)
+# generators: the widest x (the worker's default limits.max_features), and the most label flips
+# (their positions are held, 8 bytes each)
+_MAX_D = 100_000
+_MAX_FLIPS = 10_000_000
 _LABEL_HELP = "not -1/1, 0/1 or true/false (name the positive class with positive_class)"
 
 
@@ -83,6 +91,7 @@ class Source:
     ``length`` the number of examples when known without reading the data (after ``limit``).
     ``factory`` makes a fresh iterator over the examples; ``chunks``, when set, makes a fresh
     iterator over the same examples as ``(X, y)`` numpy blocks (used by :func:`dense_matrix`).
+    ``from_file`` is True for CSV and JSONL files, whose rows are only checked as they are read.
     """
 
     spec: str
@@ -91,6 +100,7 @@ class Source:
     length: int | None
     factory: Callable[[], Iterator[Example]] = field(repr=False, compare=False)
     chunks: Callable[[], Iterator[Chunk]] | None = field(default=None, repr=False, compare=False)
+    from_file: bool = False
 
     def __iter__(self) -> Iterator[Example]:
         """Start over: yield every example from the beginning."""
@@ -111,29 +121,34 @@ def open_source(
     limit: int | None = None,
     label: str = "y",
     positive_class: str | None = None,
+    negative_class: str | None = None,
 ) -> Source:
     """Open the source named by ``spec`` (see the module docstring for the grammar).
 
     ``limit`` caps the number of examples (None: all). ``label`` is the CSV column (JSONL key)
-    holding the label. ``positive_class``, when given, maps *string* labels: that exact string
-    (after stripping spaces) is +1, every other string is -1; boolean and numeric labels keep
-    their fixed meaning (true/1 -> +1, false/0/-1 -> -1). Files are checked (exist, header)
-    here; bad rows raise :class:`SourceError` when iteration reaches them.
+    holding the label. ``positive_class``, when given, maps *string* labels, and every CSV
+    label is a string: that exact string (after stripping spaces) is +1; with
+    ``negative_class`` also given, that string is -1 and any other is a bad record, as the
+    worker refuses it; without, every other string is -1 (one class against the rest).
+    Boolean and numeric JSON labels keep their fixed meaning (true/1 -> +1, false/0/-1 -> -1).
+    Files are checked (exist, header) here; bad rows raise :class:`SourceError` when iteration
+    reaches them.
     """
     if limit is not None and limit < 0:
         raise SourceError(f"limit must be >= 0, got {limit}")
+    classes = _Classes(positive_class, negative_class)
     text = spec.strip()
     if not text:
         raise SourceError("empty source spec")
     head, sep, rest = text.partition(":")
     scheme = head.strip().lower()
     if scheme in _SCHEMES and (sep or scheme not in ("csv", "jsonl")):
-        return _open_scheme(spec, scheme, rest.strip(), limit, label, positive_class)
+        return _open_scheme(spec, scheme, rest.strip(), limit, label, classes)
     lower = text.lower()
     if lower.endswith(_CSV_SUFFIXES):
-        return _csv_source(spec, _existing_file(text), limit, label, positive_class)
+        return _csv_source(spec, _existing_file(text), limit, label, classes)
     if lower.endswith(_JSONL_SUFFIXES):
-        return _jsonl_source(spec, _existing_file(text), limit, label, positive_class)
+        return _jsonl_source(spec, _existing_file(text), limit, label, classes)
     if sep and head.isidentifier():
         raise SourceError(
             f"unknown source scheme {head!r} in {spec!r} (expected one of "
@@ -221,14 +236,14 @@ def separable_params(spec: str, *, limit: int | None = None) -> dict[str, Any]:
 
 
 def _open_scheme(
-    spec: str, scheme: str, rest: str, limit: int | None, label: str, positive_class: str | None
+    spec: str, scheme: str, rest: str, limit: int | None, label: str, classes: _Classes
 ) -> Source:
     if scheme == "csv":
-        return _csv_source(spec, _existing_file(rest), limit, label, positive_class)
+        return _csv_source(spec, _existing_file(rest), limit, label, classes)
     if scheme == "jsonl":
-        return _jsonl_source(spec, _existing_file(rest), limit, label, positive_class)
+        return _jsonl_source(spec, _existing_file(rest), limit, label, classes)
     if scheme == "river":
-        return _river_source(spec, rest, limit, positive_class)
+        return _river_source(spec, rest, limit, classes)
     if scheme == "separable":
         return _separable_source(spec, _separable_args(rest), limit)
     if scheme == "sea":
@@ -283,12 +298,37 @@ def _cap(length: int | None, limit: int | None) -> int | None:
     return min(length, limit)
 
 
-def _label_from_text(text: str, positive_class: str | None) -> int:
+@dataclass(frozen=True)
+class _Classes:
+    """The class names of string labels (``limits.positive_class``, ``limits.negative_class``)."""
+
+    positive: str | None = None
+    negative: str | None = None
+
+
+def no_positive_class(spec: str, positive_class: str | None, count: int, positives: int) -> None:
+    """Raise :class:`SourceError` when a positive class is named but no label of ``spec`` is it:
+    a misspelt name would otherwise make every example -1."""
+    if positive_class is not None and count and not positives:
+        raise SourceError(
+            f"{spec}: no label is positive_class {positive_class!r} (SP_LIMITS__POSITIVE_CLASS),"
+            f" so all {count} examples would be -1"
+        )
+
+
+def _label_from_text(text: str, classes: _Classes) -> int:
     value = text.strip()
     if not value:
         raise _BadRecord("empty label")
-    if positive_class is not None:
-        return 1 if value == positive_class.strip() else -1
+    if classes.positive is not None:
+        if value == classes.positive.strip():
+            return 1
+        if classes.negative is None or value == classes.negative.strip():
+            return -1
+        raise _BadRecord(
+            f"label {value!r} is neither positive_class {classes.positive!r}"
+            f" nor negative_class {classes.negative!r}"
+        )
     key = value.lower()
     if key in _POSITIVE_TEXT:
         return 1
@@ -297,12 +337,12 @@ def _label_from_text(text: str, positive_class: str | None) -> int:
     raise _BadRecord(f"label {value!r} is {_LABEL_HELP}")
 
 
-def _label_from_value(value: object, positive_class: str | None) -> int:
+def _label_from_value(value: object, classes: _Classes) -> int:
     """Label of a JSON or river value: bools and numbers fixed, strings via positive_class."""
     if isinstance(value, bool | np.bool_):
         return 1 if value else -1
     if isinstance(value, str):
-        return _label_from_text(value, positive_class)
+        return _label_from_text(value, classes)
     if isinstance(value, int | float | np.integer | np.floating):
         if value == 1:
             return 1
@@ -372,18 +412,18 @@ def _check(condition: bool, message: str) -> None:
 
 
 def _csv_source(
-    spec: str, path: Path, limit: int | None, label: str, positive_class: str | None
+    spec: str, path: Path, limit: int | None, label: str, classes: _Classes
 ) -> Source:
     """CSV with a header row: column ``label`` is the label, every other column a feature.
 
     x is the dense list of the other columns in file order. Labels: -1/1, 0/1, true/false
-    (case-insensitive), or with ``positive_class`` that string -> +1 and any other -> -1.
+    (case-insensitive), or class names (see :func:`open_source`).
     Blank lines are skipped; a bad row raises ``SourceError("PATH:LINE: reason")``.
     """
     try:
         with _open_text(path) as f:
             header = next(csv.reader(f), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (*_UNREADABLE, UnicodeDecodeError, csv.Error) as exc:
         raise SourceError(f"{path}: cannot read CSV header: {exc}") from None
     if header is None:
         raise SourceError(f"{path}: empty file (no header row)")
@@ -392,24 +432,26 @@ def _csv_source(
         raise SourceError(f"{path}:1: duplicate column names in header")
     if label not in names:
         raise SourceError(f"{path}:1: no label column {label!r} (columns: {', '.join(names)})")
-    layout = _CsvLayout(path, names, names.index(label), positive_class)
+    layout = _CsvLayout(path, names, names.index(label), classes)
     if not layout.feature_at:
         raise SourceError(f"{path}:1: no feature columns besides the label {label!r}")
     feature_names = [names[i] for i in layout.feature_at]
-    return Source(spec, len(feature_names), feature_names, None, _limited(layout.rows, limit))
+    return Source(
+        spec, len(feature_names), feature_names, None, _limited(layout.rows, limit), from_file=True
+    )
 
 
 class _CsvLayout:
     """Where the label and the features are in each CSV row, and how to read the file."""
 
     def __init__(
-        self, path: Path, names: list[str], label_at: int, positive_class: str | None
+        self, path: Path, names: list[str], label_at: int, classes: _Classes
     ) -> None:
         self.path = path
         self.names = names
         self.label_at = label_at
         self.feature_at = [i for i in range(len(names)) if i != label_at]
-        self.positive_class = positive_class
+        self.classes = classes
 
     def parse(self, row: list[str]) -> Example:
         if len(row) != len(self.names):
@@ -424,7 +466,7 @@ class _CsvLayout:
             if not math.isfinite(value):
                 raise _BadRecord(f"column {self.names[i]!r} is not finite: {cell!r}")
             x.append(value)
-        return x, _label_from_text(row[self.label_at], self.positive_class)
+        return x, _label_from_text(row[self.label_at], self.classes)
 
     def rows(self) -> Iterator[Example]:
         with _open_text(self.path) as f:
@@ -438,7 +480,7 @@ class _CsvLayout:
                         yield self.parse(row)
             except _BadRecord as exc:
                 raise SourceError(f"{self.path}:{line}: {exc}") from None
-            except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            except (*_UNREADABLE, UnicodeDecodeError, csv.Error) as exc:
                 raise SourceError(f"{self.path}:{line}: unreadable: {exc}") from None
 
 
@@ -447,7 +489,7 @@ class _CsvLayout:
 
 
 def _jsonl_source(
-    spec: str, path: Path, limit: int | None, label: str, positive_class: str | None
+    spec: str, path: Path, limit: int | None, label: str, classes: _Classes
 ) -> Source:
     """One JSON object per line, in the worker's input record format.
 
@@ -468,9 +510,11 @@ def _jsonl_source(
         if not isinstance(record, dict):
             raise _BadRecord("not a JSON object")
         x = _jsonl_x(record, dense_len)
-        if label not in record:
-            raise _BadRecord(f"no label {label!r} (unlabeled records cannot be used for fit)")
-        return x, _label_from_value(record[label], positive_class)
+        if record.get(label) is None:
+            raise _BadRecord(
+                f"no label {label!r} (an unlabeled record cannot be used by fit or produce)"
+            )
+        return x, _label_from_value(record[label], classes)
 
     def examples() -> Iterator[Example]:
         with _open_binary(path) as f:
@@ -483,10 +527,10 @@ def _jsonl_source(
                         yield parse(raw)
             except _BadRecord as exc:
                 raise SourceError(f"{path}:{line}: {exc}") from None
-            except OSError as exc:
+            except _UNREADABLE as exc:
                 raise SourceError(f"{path}:{line}: unreadable: {exc}") from None
 
-    return Source(spec, dense_len, None, None, _limited(examples, limit))
+    return Source(spec, dense_len, None, None, _limited(examples, limit), from_file=True)
 
 
 def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:
@@ -507,7 +551,7 @@ def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:
                     raise SourceError(f"{path}:{line}: invalid JSON: {exc}") from None
                 except _BadRecord as exc:
                     raise SourceError(f"{path}:{line}: {exc}") from None
-    except OSError as exc:
+    except _UNREADABLE as exc:
         raise SourceError(f"{path}: unreadable: {exc}") from None
     return None
 
@@ -533,7 +577,7 @@ def _jsonl_x(record: dict[str, Any], dense_len: int | None) -> list[float] | dic
 # river datasets
 
 
-def _river_source(spec: str, name: str, limit: int | None, positive_class: str | None) -> Source:
+def _river_source(spec: str, name: str, limit: int | None, classes: _Classes) -> Source:
     """A river dataset: x dense in the dataset's feature order, y mapped to -1/+1.
 
     Phishing (1,250 x 9; y True = phishing -> +1), Bananas (5,300 x 2, features "1", "2"; y
@@ -549,7 +593,7 @@ def _river_source(spec: str, name: str, limit: int | None, positive_class: str |
     task = dataset.task
     title = f"river:{type(dataset).__name__}"
     if task != river_base.BINARY_CLF and not (
-        task == river_base.MULTI_CLF and positive_class is not None
+        task == river_base.MULTI_CLF and classes.positive is not None
     ):
         raise SourceError(
             f"{title}: task is {task!r}, not binary classification "
@@ -565,7 +609,7 @@ def _river_source(spec: str, name: str, limit: int | None, positive_class: str |
         try:
             for x, y in it:
                 index += 1
-                yield _river_example(x, y, names, positive_class)
+                yield _river_example(x, y, names, classes)
         except _BadRecord as exc:
             raise SourceError(f"{title}: example #{index}: {exc}") from None
         finally:
@@ -627,9 +671,9 @@ def _river_feature_names(dataset: Any, title: str) -> list[str]:
 
 
 def _river_example(
-    x: dict[Any, Any], y: object, names: list[str] | None, positive_class: str | None
+    x: dict[Any, Any], y: object, names: list[str] | None, classes: _Classes
 ) -> Example:
-    label = _label_from_value(y, positive_class)
+    label = _label_from_value(y, classes)
     if names is None:
         return {str(k): _number(v, repr(k)) for k, v in x.items()}, label
     if len(x) != len(names):
@@ -696,7 +740,7 @@ def _hyperplane_source(spec: str, rest: str, limit: int | None) -> Source:
         },
     )
     d, n = args["d"], args["n"]
-    _check(d >= 1, f"hyperplane: d must be >= 1, got {d}")
+    _check(1 <= d <= _MAX_D, f"hyperplane: d must be in [1, {_MAX_D}], got {d}")
     _check(n >= 0, f"hyperplane: n must be >= 0, got {n}")
     _check(
         0 <= args["n_drift_features"] <= d,
@@ -754,12 +798,14 @@ def _separable_args(rest: str) -> _SeparableParams:
     args = _parse_args("separable", rest, _SEPARABLE_DEFAULTS)
     d, n, seed = args["d"], args["n"], args["seed"]
     gamma, noise, radius = float(args["gamma"]), float(args["noise"]), float(args["radius"])
-    _check(d >= 1, f"separable: d must be >= 1, got {d}")
+    _check(1 <= d <= _MAX_D, f"separable: d must be in [1, {_MAX_D}], got {d}")
     _check(n >= 0, f"separable: n must be >= 0, got {n}")
     _check(seed >= 0, f"separable: seed must be >= 0, got {seed}")
     _check(radius > 0, f"separable: radius must be > 0, got {radius}")
     _check(0 <= gamma < radius, f"separable: gamma must be in [0, radius={radius}), got {gamma}")
     _check(0.0 <= noise <= 1.0, f"separable: noise must be in [0, 1], got {noise}")
+    flips = math.floor(noise * n + 0.5)
+    _check(flips <= _MAX_FLIPS, f"separable: noise * n is {flips} label flips, over {_MAX_FLIPS}")
     accept = _acceptance(d, gamma / radius)
     if n > 0 and (accept <= 0 or n / accept > _MAX_CANDIDATES):
         typical = radius / math.sqrt(d + 2)

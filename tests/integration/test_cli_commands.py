@@ -13,6 +13,7 @@ from PIL import Image
 
 from stream_perceptron import Perceptron
 from stream_perceptron.broker import free_port
+from stream_perceptron.reader import read_topic
 from stream_perceptron.sources import open_source
 
 from .helpers import predictions_by_offset, wait_for
@@ -70,6 +71,24 @@ def test_produce_publishes_a_dataset_and_run_learns_it(kafka_settings, new_topic
     assert shown.returncode == 0, shown.stderr
     with Image.open(png) as img:
         assert img.format == "PNG" and img.size == (1200, 700)
+
+
+def test_produce_sends_nothing_of_a_file_with_a_bad_row(kafka_settings, new_topic, tmp_path):
+    # the file is read through before the first send: fixed and sent again, no record goes twice
+    kafka = kafka_settings()
+    topic = new_topic()
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,y\n1,2,1\n-1,-2,-1\n3,foo,1\n")
+    env = _env(SP_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap_servers)
+    proc = _cli("produce", str(csv), "--topic", topic, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"stream-perceptron: {csv}:4: column 'b' is not a number: 'foo'"
+    csv.write_text("a,b,y\n1,2,1\n-1,-2,-1\n3,4,1\n")
+    again = _cli("produce", str(csv), "--topic", topic, env=env)
+    assert again.returncode == 0, again.stderr
+    records = read_topic(kafka, topic)
+    assert [(offset, value["id"], value["x"]) for _, offset, _, value in records] == [
+        (0, 0, [1.0, 2.0]), (1, 1, [-1.0, -2.0]), (2, 2, [3.0, 4.0])]
 
 
 def test_run_without_bootstrap_is_one_clear_line(tmp_path):

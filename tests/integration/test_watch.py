@@ -369,6 +369,18 @@ def test_run_plot_on_a_topic_of_other_records_raises_a_clear_error(kafka_setting
         run_plot(kafka, topic, tmp_path / "other.png")
 
 
+def test_run_plot_skips_a_record_that_is_not_json_and_says_so(kafka_settings, new_topic, tmp_path,
+                                                              caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    stats = WorkerStats("worker-1").many(6)
+    publish(kafka, topic, stats[:3])
+    send_all(kafka, topic, [b"oops"])
+    publish(kafka, topic, stats[3:])
+    assert run_plot(kafka, topic, tmp_path / "stats.png")[1] == 6
+    assert f"1 records of {topic} are not JSON" in caplog.text
+
+
 def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings, new_topic, caplog,
                                                                   monkeypatch):
     import stream_perceptron.reader as reader

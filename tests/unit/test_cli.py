@@ -35,7 +35,9 @@ def test_fit_separable_converges_within_the_bound(tmp_path):
     bound = float(line.split("bound (R/gamma)^2 = ")[1].split(";")[0])
     total = int(line.split("mistakes in all = ")[1])
     assert 0 < total <= bound
-    assert "0 mistakes" in res.output  # stopped after a clean pass
+    passes = [s for s in res.output.splitlines() if s.startswith("pass ")]
+    assert passes[-1].split(": ")[1].startswith("0 mistakes") and len(passes) < 100  # stopped after it
+    assert all(not p.split(": ")[1].startswith("0 mistakes") for p in passes[:-1])
 
 
 def test_fit_csv(tmp_path):
@@ -44,6 +46,39 @@ def test_fit_csv(tmp_path):
     res = run("fit", str(csv), "--epochs", "5", "--checkpoint-dir", str(tmp_path / "ck"))
     assert res.exit_code == 0, res.output
     assert "3 examples" in res.output
+
+
+def test_fit_refuses_what_the_worker_would_refuse(tmp_path):
+    # a value past limits.max_abs_value would give an infinite R, and a checkpoint the worker
+    # cannot start from; fit says which example, as the worker would
+    csv = tmp_path / "big.csv"
+    csv.write_text("a,b,y\n1,2,1\n1e200,2,-1\n")
+    res = run("fit", str(csv), "--checkpoint-dir", str(tmp_path / "ck"))
+    assert res.exit_code == 1
+    assert res.output.strip() == (
+        f"stream-perceptron: {csv}: example 2: x has a value of magnitude 1e+200, over the limit"
+        " of 1e+12 (limits.max_abs_value)"
+    )
+    assert not (tmp_path / "ck").exists()
+
+
+def test_fit_with_a_positive_class_no_label_has_is_refused(tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,1\n-1,0\n")
+    res = run("fit", str(csv), "--checkpoint-dir", str(tmp_path / "ck"),
+              env={"SP_LIMITS__POSITIVE_CLASS": "spam"})
+    assert res.exit_code == 1
+    assert "no label is positive_class 'spam' (SP_LIMITS__POSITIVE_CLASS)" in res.output
+    assert not (tmp_path / "ck").exists()
+
+
+def test_fit_writes_its_own_directory_not_the_workers(tmp_path, monkeypatch):
+    # a worker's directory holding fit's model would make the worker start from it
+    monkeypatch.chdir(tmp_path)
+    res = run("fit", "separable:d=3,n=50", env={"SP_CHECKPOINT__DIR": str(tmp_path / "worker")})
+    assert res.exit_code == 0, res.output
+    assert "checkpoint: fit-checkpoints/ckpt-000000000001.json" in res.output
+    assert (tmp_path / "fit-checkpoints").is_dir() and not (tmp_path / "worker").exists()
 
 
 def test_bad_setting_is_one_line_and_exit_2():

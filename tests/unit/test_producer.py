@@ -11,8 +11,9 @@ from kafka.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kafka.future import Future
 
 from stream_perceptron import producer as producer_module
-from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.producer import produce_source
+from stream_perceptron.errors import KafkaEdgeError, SourceError
+from stream_perceptron.producer import check_source, produce_source
+from stream_perceptron.records import Limits
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.sources import open_source
 
@@ -23,12 +24,14 @@ class _Producer:
 
     fail_at: frozenset[int] = frozenset()
     raise_at: int | None = None
+    sent: list[bytes]
 
     def __init__(self, **config):
         self.futures: list[Future] = []
         self.closed = False
 
     def send(self, topic, key=None, value=None):
+        type(self).sent.append(value)
         if len(self.futures) == self.raise_at:
             raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
         self.futures.append(Future())
@@ -45,11 +48,11 @@ class _Producer:
         self.closed = True
 
 
-def _produce(monkeypatch, **behaviour) -> int:
-    fake = type("Fake", (_Producer,), behaviour)
+def _produce(monkeypatch, spec="separable:d=3,n=50", limits=None, **behaviour) -> int:
+    fake = type("Fake", (_Producer,), {"sent": [], **behaviour})
     monkeypatch.setattr(producer_module, "KafkaProducer", fake)
     return produce_source(KafkaSettings(bootstrap_servers="127.0.0.1:1"),
-                          open_source("separable:d=3,n=50"), "examples")
+                          open_source(spec), "examples", limits=limits)
 
 
 def test_every_record_acknowledged_is_counted(monkeypatch):
@@ -65,3 +68,29 @@ def test_failed_deliveries_are_an_error_that_says_how_many(monkeypatch):
 def test_a_send_that_raises_is_an_error_naming_the_record(monkeypatch):
     with pytest.raises(KafkaEdgeError, match=r"^sending record 7 to examples failed: KafkaTimeoutError"):
         _produce(monkeypatch, raise_at=7)
+
+
+def test_a_record_the_worker_would_refuse_stops_the_run_and_says_how_many_went(monkeypatch, tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,1\n2,-1\n3e13,1\n4,1\n")
+    sent: list[bytes] = []
+    with pytest.raises(SourceError, match=r"d\.csv: example 3: x has a value of magnitude 3e\+13, over the "
+                                          r"limit of 1e\+12 .*dead-letter it \(2 records before it were"
+                                          r" sent to examples\)$"):
+        _produce(monkeypatch, spec=str(csv), limits=Limits(), sent=sent)
+    assert len(sent) == 2 and all(b'"id":%d' % i in v for i, v in enumerate(sent))  # the first two
+    assert _produce(monkeypatch, spec=str(csv)) == 4  # without limits: sent as read
+
+
+def test_a_file_is_checked_through_before_anything_is_sent(tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,1\n2,-1\n3,1\n")
+    assert check_source(open_source(str(csv)), Limits()) == 3
+    csv.write_text("a,y\n1,1\n2,-1\nfoo,1\n")
+    with pytest.raises(SourceError, match=r"d\.csv:4: column 'a' is not a number"):
+        check_source(open_source(str(csv)), Limits())
+    csv.write_text("a,y\n1,1\n" + "2," * 5 + "-1\n")
+    with pytest.raises(SourceError, match="expected 2 fields"):
+        check_source(open_source(str(csv)), Limits())
+    with pytest.raises(SourceError, match="x has 2 features, over the limit of 1"):
+        check_source(open_source("separable:d=2,n=5"), Limits(max_features=1))

@@ -26,6 +26,16 @@ def test_defaults():
     assert s.model.fit_intercept is True
 
 
+def test_limit_settings_default_to_the_codecs_limits_and_set_every_one():
+    from dataclasses import fields
+
+    from stream_perceptron.records import Limits
+
+    s = load_settings()
+    assert Limits(**s.limits.model_dump()) == Limits()
+    assert set(s.limits.model_dump()) == {f.name for f in fields(Limits)}
+
+
 def test_environment_with_nested_delimiter(monkeypatch):
     monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", "broker:9092")
     monkeypatch.setenv("SP_KAFKA__SESSION_TIMEOUT_MS", "6000")

@@ -19,6 +19,7 @@ from stream_perceptron.sources import (
     SUPPORTED_RIVER_DATASETS,
     Source,
     dense_matrix,
+    no_positive_class,
     open_source,
     separable_params,
 )
@@ -58,6 +59,44 @@ def test_csv_label_column_and_positive_class(tmp_path: Path) -> None:
     assert [y for _, y in src] == [1, -1, 1]
     with pytest.raises(SourceError, match=r"d\.csv:2: .*'cat'.*positive_class"):
         list(open_source(str(path), label="species"))
+
+
+def test_csv_labels_with_both_class_names_are_strict(tmp_path: Path) -> None:
+    # every CSV label is text: with only a positive class, any other is the rest (-1); with a
+    # negative class too, a label that is neither is refused, as the worker refuses it
+    path = write(tmp_path / "d.csv", "species,f1\ncat,1\ndog,3\n1,5\n")
+    assert [y for _, y in open_source(str(path), label="species", positive_class="cat")] == [1, -1, -1]
+    strict = open_source(str(path), label="species", positive_class="cat", negative_class="dog")
+    with pytest.raises(SourceError, match=r"d\.csv:4: label '1' is neither positive_class 'cat'"
+                                          r" nor negative_class 'dog'"):
+        list(strict)
+
+
+def test_no_positive_class_in_the_data_is_named() -> None:
+    with pytest.raises(SourceError, match=r"^f\.csv: no label is positive_class 'spam' "
+                                          r"\(SP_LIMITS__POSITIVE_CLASS\), so all 4 examples"):
+        no_positive_class("f.csv", "spam", 4, 0)
+    no_positive_class("f.csv", "spam", 4, 1)
+    no_positive_class("f.csv", None, 4, 0)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".jsonl.gz"])
+def test_a_truncated_or_corrupt_gzip_file_is_one_line_naming_it(tmp_path: Path, suffix: str) -> None:
+    whole = tmp_path / f"whole{suffix}"
+    row = "1,2,1\n" if suffix == ".csv.gz" else '{"x": [1, 2], "y": 1}\n'
+    with gzip.open(whole, "wt", encoding="utf-8") as f:
+        f.write(("a,b,y\n" if suffix == ".csv.gz" else "") + row * 20_000)
+    data = whole.read_bytes()
+    cut = tmp_path / f"cut{suffix}"
+    cut.write_bytes(data[: len(data) // 2])  # EOFError from gzip
+    bad = tmp_path / f"bad{suffix}"
+    bad.write_bytes(data[:40] + bytes(b ^ 0x5A for b in data[40:80]) + data[80:])  # zlib.error
+    for path in (cut, bad):
+        with pytest.raises(SourceError) as info:
+            list(open_source(str(path)))
+        message = str(info.value)
+        assert message.startswith(str(path)) and "\n" not in message
+        assert "unreadable" in message or "cannot read CSV header" in message
 
 
 def test_csv_gzip_and_explicit_scheme(tmp_path: Path) -> None:
@@ -403,7 +442,10 @@ def test_limit_on_files(tmp_path: Path) -> None:
         ("separable:d=2.5", "not an integer"),
         ("separable:gamma=zz", "not a number"),
         ("separable:d=3,d=4", "twice"),
-        ("separable:d=0", "d must be >= 1"),
+        ("separable:d=0", r"d must be in \[1, 100000\], got 0"),
+        ("separable:d=100001,n=1", r"d must be in \[1, 100000\]"),
+        ("hyperplane:d=100001", r"d must be in \[1, 100000\]"),
+        ("separable:d=2,n=1000000000,noise=0.5", "500000000 label flips, over 10000000"),
         ("separable:gamma=1.0", "gamma must be in"),
         ("separable:noise=1.5", "noise must be in"),
         ("separable:radius=0", "radius must be > 0"),

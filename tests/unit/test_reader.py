@@ -1,0 +1,69 @@
+"""``read_topic``'s end: where it stops reading, against a stand-in consumer whose fetches are
+timed (the broker-backed reads are in tests/integration/test_watch.py)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import namedtuple
+
+import stream_perceptron.reader as reader
+from stream_perceptron.settings import KafkaSettings
+
+_Record = namedtuple("_Record", "offset key value")
+
+
+class _SlowFetch:
+    """One partition of 10 records: its end (high-water 10) is known at once, its records come
+    ``after_s`` after the first poll; record 4 is not JSON."""
+
+    after_s = 0.0
+
+    def __init__(self, **config) -> None:
+        self.position_, self.started = 0, None
+
+    def partitions_for_topic(self, topic):
+        return {0}
+
+    def assign(self, tps):
+        self.tps = tps
+
+    def seek_to_beginning(self, *tps):
+        pass
+
+    def poll(self, timeout_ms, max_records):
+        self.started = self.started or time.monotonic()
+        time.sleep(timeout_ms / 1000)
+        if time.monotonic() - self.started < self.after_s or self.position_:
+            return {}
+        self.position_ = 10
+        return {self.tps[0]: [_Record(i, None, b"oops" if i == 4 else b'{"i": %d}' % i)
+                              for i in range(10)]}
+
+    def highwater(self, tp):
+        return 10
+
+    def position(self, tp):
+        return self.position_
+
+    def close(self):
+        pass
+
+
+def test_a_partition_known_to_hold_more_is_read_past_the_idle_time(monkeypatch, caplog):
+    monkeypatch.setattr(reader, "KafkaConsumer", type("Slow", (_SlowFetch,), {"after_s": 1.0}))
+    caplog.set_level(logging.WARNING)
+    got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", idle_s=0.3)
+    assert [offset for _, offset, _, _ in got] == list(range(10))
+    assert [value for *_, value in got][3:6] == [{"i": 3}, None, {"i": 5}]
+    assert caplog.messages == ["1 records of t are not JSON: given as None"]
+
+
+def test_a_read_that_runs_out_of_time_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(reader, "KafkaConsumer", type("Slower", (_SlowFetch,), {"after_s": 60.0}))
+    caplog.set_level(logging.WARNING)
+    got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", timeout_s=1.0,
+                            idle_s=0.3)
+    assert got == []
+    assert caplog.messages == ["read 0 records of t in 1 s and stopped short of its end"]
+
