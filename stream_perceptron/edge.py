@@ -103,7 +103,13 @@ class Batch:
 
 class Edge(Protocol):
     """What the worker needs of a Kafka client: :class:`KafkaEdge` and
-    :class:`stream_perceptron.kafka_confluent.ConfluentEdge` both provide it."""
+    :class:`stream_perceptron.kafka_confluent.ConfluentEdge` both provide it.
+
+    ``heartbeat`` is called before each attempt of a flush, commit or send that retries, so
+    the caller can tell a worker waiting on a slow broker from one that hangs.
+    """
+
+    heartbeat: Callable[[], None]
 
     def start(self) -> None: ...
     def poll(self, timeout_ms: int, max_records: int) -> list[Batch]: ...
@@ -150,6 +156,10 @@ class Unsent:
     code: int | None = None  # the client's error code, where it has one
 
 
+def _nothing() -> None:
+    """The default heartbeat."""
+
+
 class EdgeBase:
     """What both edges share. A subclass sets its own state up in :meth:`_init_client_state`,
     builds the clients and provides :meth:`send_many`, :meth:`_flush_once` (one flush round,
@@ -181,6 +191,7 @@ class EdgeBase:
         # Set while a rebalance callback runs.
         self._callback_thread: int | None = None
         self._closing = False
+        self.heartbeat: Callable[[], None] = _nothing
         self._init_client_state()
 
     def _init_client_state(self) -> None:
@@ -210,6 +221,7 @@ class EdgeBase:
         """
         delays = iter(self._retry.delays())
         while True:
+            self.heartbeat()
             problem = self._flush_once()
             if problem is None:
                 return
@@ -269,6 +281,7 @@ class EdgeBase:
         """Run ``operation``, retrying the client's transient errors with bounded backoff."""
         delays = iter(self._retry.delays())
         while True:
+            self.heartbeat()
             try:
                 return operation()
             except Exception as exc:

@@ -21,9 +21,16 @@ as in one process; only the place differs:
 * The child exits when the worker's end of the pipe closes, and checks its parent every
   :data:`PARENT_CHECK_S`: a worker killed with SIGKILL leaves no producer behind. What the child
   had not delivered then is replayed from the last checkpoint, as in one process.
+* Signals are the worker's: the child runs in a process group of its own and ignores SIGINT
+  and SIGTERM, so Ctrl+C at a terminal (sent to the whole foreground group) or a SIGTERM to
+  every process of a service drains the worker through its producer, which exits with it.
+* A child that stops reading cannot hold the worker: a write to the pipe that waits longer
+  than the flush timeout plus :data:`REPLY_MARGIN_S` fails, and the child is killed.
+* A failure inside the child reaches the worker as one line (``["e", …]`` before it is ready,
+  ``["x", …]`` after), which the worker raises.
 * The child is ``python -m stream_perceptron.kafka_producer_process FD``: it imports the edge and
   kafka-python, not the model. Its settings, secrets included, come through the pipe, never
-  through its command line or environment.
+  through its command line or environment (the worker's ``SP_`` variables are left out of it).
 
 Messages on the pipe are msgpack arrays whose first element names them:
 
@@ -43,7 +50,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -95,9 +104,14 @@ class SplitKafkaEdge(KafkaEdge):
     def _new_producer(self) -> Connection:
         """Start the child and wait until its producer is up; the pipe to it."""
         ours, theirs = socket.socketpair()
+        # a write waits at most this long for a child that does not read (see _gone)
+        wait_s = int(self._timeout_ms / 1000 + REPLY_MARGIN_S)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", wait_s, 0))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
         try:
             child = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                env=env, process_group=0,
             )
         finally:
             theirs.close()
@@ -105,12 +119,12 @@ class SplitKafkaEdge(KafkaEdge):
         self._child = child
         root = logging.getLogger()
         fmt = "json" if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers) else "text"
-        start = ["start", _revealed(self._kafka), self._input_topic, logging.getLevelName(root.level), fmt]
+        start = ["start", _revealed(self._kafka), self._input_topic, root.level, fmt]
         try:
             try:
                 conn.send_bytes(_encode(start))
             except OSError as exc:
-                raise KafkaEdgeError(f"starting the producer process: {exc}") from None
+                raise self._gone("starting the producer process", exc) from None
             reply = self._reply(conn, START_TIMEOUT_S, "starting the producer process")
         except KafkaEdgeError:
             self._failure = None  # a start that failed is retried with a new child
@@ -156,7 +170,7 @@ class SplitKafkaEdge(KafkaEdge):
         try:
             conn.send_bytes(_encode(["s", topic, keys, values]))
         except OSError as exc:
-            raise self._lost(f"the producer process is gone ({exc})") from None
+            raise self._gone("sending", exc) from None
 
     def _flush_once(self) -> str | None:
         conn = self._require(self._producer)
@@ -173,16 +187,18 @@ class SplitKafkaEdge(KafkaEdge):
     # -- the pipe ----------------------------------------------------------------------------
 
     def _call(self, conn: Connection, message: list[Any], timeout_s: float, what: str) -> list[Any]:
-        """Send ``message``; its reply (failure reports that arrive first are remembered)."""
+        """Send ``message``; its reply (failure reports that arrive first are remembered, and a
+        late reply to an earlier request that timed out is passed over)."""
         try:
             conn.send_bytes(_encode(message))
         except OSError as exc:
-            raise self._lost(f"{what}: the producer process is gone ({exc})") from None
+            raise self._gone(what, exc) from None
         while True:
             reply = self._reply(conn, timeout_s, what)
-            if reply[0] != "x":
+            if reply[0] == message[0]:
                 return reply
-            self._lost(reply[1])
+            if reply[0] == "x":
+                self._lost(reply[1])
 
     def _reply(self, conn: Connection, timeout_s: float, what: str) -> list[Any]:
         try:
@@ -190,7 +206,7 @@ class SplitKafkaEdge(KafkaEdge):
                 raise self._lost(f"{what}: no answer from the producer process in {timeout_s:.0f} s")
             reply: list[Any] = _decode(conn.recv_bytes())
         except (EOFError, OSError) as exc:
-            raise self._lost(f"{what}: the producer process is gone ({exc or 'closed'})") from None
+            raise self._gone(what, exc) from None
         return reply
 
     def _check_child(self, conn: Connection) -> None:
@@ -202,9 +218,21 @@ class SplitKafkaEdge(KafkaEdge):
                     if reply[0] == "x":
                         self._lost(reply[1])
             except (EOFError, OSError) as exc:
-                self._lost(f"the producer process is gone ({exc or 'closed'})")
+                self._gone("reading reports", exc)
         if self._failure is not None:
             raise KafkaEdgeError(self._failure)
+
+    def _gone(self, what: str, exc: BaseException) -> KafkaEdgeError:
+        """The pipe failed while ``what``: the child exited, or (a write that timed out) stopped
+        reading, and is then killed, as a frame may be half written."""
+        if isinstance(exc, BlockingIOError | TimeoutError):
+            if self._child is not None:
+                self._child.kill()
+            return self._lost(f"{what}: the producer process read nothing for"
+                              f" {self._timeout_ms / 1000 + REPLY_MARGIN_S:.0f} s; killed it")
+        code = self._child.poll() if self._child is not None else None
+        why = f"exit code {code}" if code is not None else (str(exc) or "its end of the pipe closed")
+        return self._lost(f"{what}: the producer process is gone ({why})")
 
     def _lost(self, description: str) -> KafkaEdgeError:
         """Remember the first loss (every later send and flush raises it); the error to raise."""
@@ -232,24 +260,33 @@ class _Child:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.failed = False  # a send was lost: later sends are dropped (the worker raises)
-        _, kafka, input_topic, level, fmt = _decode(conn.recv_bytes())
-        setup_logging(level, fmt)
-        limit_malloc_arenas()  # tuned as the worker is
-        self.edge = KafkaEdge(KafkaSettings.model_validate(kafka), input_topic, _ignore, _ignore)
 
     def reply(self, *message: Any) -> None:
         self.conn.send_bytes(_encode(list(message)))
 
     def run(self) -> None:
-        edge, parent = self.edge, os.getppid()
+        """Start the producer and serve the pipe; any failure is sent to the worker as one line."""
+        parent = os.getppid()
         try:
-            edge._producer = edge._new_producer()
+            _, kafka, input_topic, level, fmt = _decode(self.conn.recv_bytes())
+            setup_logging(level, fmt)
+            limit_malloc_arenas()  # tuned as the worker is
+            self.edge = KafkaEdge(KafkaSettings.model_validate(kafka), input_topic, _ignore, _ignore)
+            self.edge._producer = self.edge._new_producer()
         except Exception as exc:  # reported to the worker, which raises it
             kind = "auth" if isinstance(exc, KafkaAuthError) else "other"
             self.reply("e", kind, f"cannot start the producer: {KafkaEdge._describe(exc)}")
             return
         tune_gc()
         self.reply("ready")
+        try:
+            self.serve(parent)
+        except Exception as exc:  # the worker raises it from its next call
+            self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
+            raise
+
+    def serve(self, parent: int) -> None:
+        edge = self.edge
         while True:
             try:
                 if not self.conn.poll(PARENT_CHECK_S):
@@ -304,4 +341,6 @@ def _ignore(_partitions: list[tuple[str, int]]) -> None:
 
 
 if __name__ == "__main__":
+    for _signum in (signal.SIGINT, signal.SIGTERM):  # the worker's to act on; see the module doc
+        signal.signal(_signum, signal.SIG_IGN)
     _Child(Connection(int(sys.argv[1]))).run()

@@ -42,7 +42,7 @@ class SlowTaskNotices(logging.Filter):
         return True
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     """Send logs to stderr, as text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SlowTaskNotices())
@@ -55,4 +55,4 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))

@@ -158,6 +158,9 @@ class Worker:
         self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
         )
+        # a checkpoint's flush can retry for minutes while the broker is away; /healthz must
+        # keep hearing from the worker, which is waiting, not hung
+        self.edge.heartbeat = self._alive
         obs = settings.observe
         self.observer = (
             Observer(host=obs.host, port=obs.port, liveness_timeout_s=obs.liveness_timeout_s)
@@ -262,7 +265,8 @@ class Worker:
         return False
 
     def _alive(self) -> None:
-        """Tell /healthz the process is alive, though not ready: nothing is assigned yet."""
+        """Tell /healthz the process is alive while it waits on Kafka (connecting, or retrying a
+        flush, commit or send) rather than polling."""
         if self.observer is not None:
             self.observer.polled()
 

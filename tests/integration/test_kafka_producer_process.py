@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,7 @@ from .helpers import (
     started,
     topics_for,
     wait_for,
+    worker_env,
     worker_settings,
 )
 
@@ -60,7 +64,9 @@ def _raw(kafka, topic: str) -> list[tuple[bytes | None, bytes]]:
     return out
 
 
-def test_records_go_through_the_child_in_order_and_its_secrets_come_by_pipe(kafka_settings, new_topic):
+def test_records_go_through_the_child_in_order_and_its_secrets_come_by_pipe(kafka_settings, new_topic,
+                                                                             monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SASL_PASSWORD", "hunter2")  # as the documented deployments do
     kafka = kafka_settings(backend=PRODUCER_PROCESS)
     topic, out = new_topic(1), new_topic(1)
     with started(kafka, topic) as edge:
@@ -70,6 +76,12 @@ def test_records_go_through_the_child_in_order_and_its_secrets_come_by_pipe(kafk
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert b"stream_perceptron.kafka_producer_process" in cmdline
         assert not any(b"bootstrap" in arg or b"sasl" in arg for arg in cmdline)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert environ and not any(var.startswith(b"SP_") or b"hunter2" in var for var in environ)
+        # signals are the worker's: a group of its own (Ctrl+C), SIGINT and SIGTERM ignored
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+        ignored = int(re.search(r"\nSigIgn:\s*([0-9a-f]+)", Path(f"/proc/{pid}/status").read_text())[1], 16)
+        assert ignored >> (signal.SIGINT - 1) & 1 and ignored >> (signal.SIGTERM - 1) & 1
         for start in range(0, 3000, 500):
             keys = [f"k{i}".encode() for i in range(start, start + 500)]
             edge.send_many(out, keys, [f"v{i}".encode() for i in range(start, start + 500)])
@@ -128,7 +140,7 @@ def test_a_dead_child_stops_the_worker_before_a_checkpoint_passes_it(kafka_setti
     assert killed and killed[0] < n
     # the worker stops with the error rather than checkpoint past outputs that were lost
     assert len(errors) == 1 and isinstance(errors[0], KafkaEdgeError), errors
-    assert "producer process is gone" in str(errors[0])
+    assert "the producer process is gone (exit code -9)" in str(errors[0])  # the cause, named
     ckpt = CheckpointStore(ckpt_dir).load()
     assert ckpt is not None
     claimed = ckpt.offsets[topics["input"]][0]
@@ -156,3 +168,65 @@ def test_the_child_exits_when_the_worker_is_killed(kafka_settings, new_topic, tm
     child = int(match.group(1))
     took = wait_for(lambda: not _alive(child), 10, f"producer process {child} to exit")
     print(f"\nproducer process exited {took:.2f} s after the worker's SIGKILL")
+
+
+def test_a_child_that_stops_reading_is_killed_and_the_worker_told(kafka_settings, new_topic, monkeypatch):
+    import stream_perceptron.kafka_producer_process as split
+
+    monkeypatch.setattr(split, "REPLY_MARGIN_S", 1.0)  # a write waits 1 s + request_timeout_ms
+    kafka = kafka_settings(backend=PRODUCER_PROCESS, request_timeout_ms=2_000)
+    topic, out = new_topic(1), new_topic(1)
+    with started(kafka, topic) as edge:
+        assert isinstance(edge, SplitKafkaEdge) and edge._child is not None
+        child = edge._child
+        os.kill(child.pid, signal.SIGSTOP)  # alive, but reading nothing
+        started_at = time.monotonic()
+        with pytest.raises(KafkaEdgeError, match=r"^sending: the producer process read nothing for 3 s;"
+                                                 r" killed it$"):
+            for _ in range(1000):  # until the pipe's buffers are full
+                edge.send_many(out, [None] * 10, [b"v" * 10_000] * 10)
+        assert time.monotonic() - started_at < 30
+        assert child.wait(10) == -signal.SIGKILL
+        with pytest.raises(KafkaEdgeError, match="read nothing"):  # and it sticks
+            edge.flush()
+
+
+def test_the_child_starts_under_a_log_level_of_the_applications_own(kafka_settings, new_topic):
+    import logging
+
+    logging.addLevelName(5, "TRACE")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(5)
+    try:
+        kafka = kafka_settings(backend=PRODUCER_PROCESS)
+        with started(kafka, new_topic(1)) as edge:
+            assert edge.producer_pid is not None
+    finally:
+        root.setLevel(level)
+
+
+def test_ctrl_c_at_a_terminal_drains_the_worker_through_its_producer(kafka_settings, new_topic, tmp_path):
+    # a terminal sends SIGINT to the whole foreground process group: the child must not die of it
+    kafka = kafka_settings(backend=PRODUCER_PROCESS, max_poll_records=100)
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(3000, d=4, seed=7)))
+    log = tmp_path / "worker.log"
+    ckpt_dir = tmp_path / "ckpt"
+    settings = worker_settings(kafka, topics, ckpt_dir)  # a checkpoint every 1,000 examples
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "stream_perceptron.cli", "run"],
+                                env=worker_env(settings), stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # a group of its own, as a shell gives a job
+    try:
+        wait_for(lambda: CheckpointStore(ckpt_dir).load() is not None, 60, "a first checkpoint")
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    text = log.read_text()
+    assert code == 0, text
+    assert "SIGINT: finishing the batch" in text and "stopped:" in text and "Traceback" not in text
+    assert "checkpoints (0 failed)" in text, text  # its statistics and checkpoint, through the child

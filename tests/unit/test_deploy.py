@@ -482,11 +482,17 @@ def _depends_on(service: dict[str, Any]) -> dict[str, str | None]:
     return {name: (spec or {}).get("condition") for name, spec in deps.items()}
 
 
-def test_compose_worker_depends_on_kafka_and_drains_on_stop():
+def test_compose_worker_starts_once_its_input_topic_exists_and_drains_on_stop():
     worker = compose()["services"]["worker"]
     deps = _depends_on(worker)
-    assert "kafka" in deps
-    assert deps["kafka"] in (None, "service_healthy")
+    # after the one-shot that creates the input topic (the worker refuses a missing one), which
+    # itself waits for a healthy Kafka
+    assert deps == {"topics": "service_completed_successfully"}
+    topics = compose()["services"]["topics"]
+    assert _depends_on(topics) == {"kafka": "service_healthy"}
+    command = topics["command"]
+    assert "--if-not-exists" in command and command[command.index("--topic") + 1] == "examples"
+    assert worker["environment"]["SP_TOPICS__INPUT"] == "examples"
     command = worker.get("command", ["run"])
     assert (shlex.split(command) if isinstance(command, str) else command) == ["run"]
     assert parse_duration_s(worker.get("stop_grace_period", "10s")) >= MIN_GRACE_S
@@ -509,7 +515,7 @@ def test_compose_producer_produces_with_the_worker_image_after_kafka():
     worker_topic = compose_env("worker").get("SP_TOPICS__INPUT", "examples")
     assert topic == worker_topic, "the producer fills another topic than the worker reads"
     assert producer.get("image") == worker.get("image") and producer.get("build") == worker.get("build")
-    assert "kafka" in _depends_on(producer)
+    assert _depends_on(producer) == {"topics": "service_completed_successfully"}
     assert producer.get("restart", "no") == "no"
 
 
@@ -630,7 +636,9 @@ def test_probes_and_service_use_the_observe_port_and_paths(monkeypatch):
     assert port in {p["containerPort"] for p in container["ports"]}
     live, ready = container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]
     assert live["path"] == LIVENESS_PATH and _resolve_port(live["port"], container) == port
-    assert ready["path"] == READINESS_PATH and _resolve_port(ready["port"], container) == port
+    # a pod that is not ready (no partition, failing checkpoints) would stall rolling updates:
+    # Kubernetes' readiness is liveness here, the worker's own is the stream_perceptron_ready gauge
+    assert ready["path"] == LIVENESS_PATH and _resolve_port(ready["port"], container) == port
     if "startupProbe" in container:
         start = container["startupProbe"]["httpGet"]
         assert start["path"] == LIVENESS_PATH and _resolve_port(start["port"], container) == port

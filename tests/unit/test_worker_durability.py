@@ -268,3 +268,48 @@ def test_the_worker_stays_alive_while_it_waits_for_kafka(tmp_path, monkeypatch):
         stopper.cancel()
     assert len(beats) >= 5
     assert max(b - a for a, b in zip(beats, beats[1:], strict=False)) < 1.5  # not once per 2 s backoff
+
+
+class _SlowBrokerEdge(_OneInputPartition, EdgeBase):
+    """Each flush round takes 25 s of ``clock`` and fails transiently, until ``failures`` ran out;
+    ``alive`` records what /healthz would answer during each round."""
+
+    def _init_client_state(self) -> None:
+        self.commits: list[dict] = []
+        self.failures = 4
+        self.alive: list[bool] = []
+
+    def send_many(self, topic, keys, values):
+        pass
+
+    def _flush_once(self):
+        self.clock[0] += 25.0
+        self.alive.append(self.observer.liveness()[0])
+        if self.failures:
+            self.failures -= 1
+            return "1 record not acknowledged: RequestTimedOutError"
+        return None
+
+    def _replace_producer(self):
+        raise AssertionError("no permanent failure here")
+
+    def _retriable(self, exc):
+        return None
+
+
+def test_the_worker_stays_alive_while_a_flush_retries_against_a_slow_broker(tmp_path):
+    # five rounds of 25 s, 125 s in all, against a liveness limit of 60 s: an orchestrator must
+    # not kill a worker that is waiting for its broker (docs/deploy.md), only one that hangs
+    from stream_perceptron.observe import Observer
+
+    clock = [0.0]
+    edge = _SlowBrokerEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
+                           retry=Retry(attempts=5, backoff_s=0.0))
+    w = _worker(tmp_path, edge)
+    edge.clock = clock
+    w.observer = edge.observer = Observer(port=0, liveness_timeout_s=60.0, clock=lambda: clock[0])
+    w.observer._started_at = 0.0  # as start() would, without serving HTTP
+    w.observer.polled()
+    w.process(_batch(0, 10))
+    assert w.checkpoint("interval")
+    assert clock[0] == 125.0 and edge.alive == [True] * 5
