@@ -168,22 +168,23 @@ def produce(
 
     from stream_perceptron.kafka_io import ensure_topics
     from stream_perceptron.producer import check_source, produce_source
-    from stream_perceptron.records import Limits
     from stream_perceptron.sources import open_source
 
     settings = cluster_settings_from(ctx)
     name = topic or settings.topics.input
-    limits = Limits(**settings.limits.model_dump())
+    limits = settings.limits.codec_limits()
     try:
         src = open_source(source, limit=limit, label=label, positive_class=limits.positive_class,
                           negative_class=limits.negative_class)
-        # a file is read through first: a bad row then stops the run before anything is sent,
-        # so running it again once fixed sends no record twice
-        length = check_source(src, limits) if src.from_file else src.length
+        # a file (or labels read by class name) is read through first: a bad row or an unmatched
+        # positive class then stops the run before anything is sent, so running it again once
+        # fixed sends no record twice
+        checked = src.from_file or limits.positive_class is not None
+        length = check_source(src, limits) if checked else src.length
         ensure_topics(settings.kafka, {name: partitions})
         with Progress(transient=False) as progress:
             task = progress.add_task(f"{source} → {name}", total=length)
-            sent = produce_source(settings.kafka, src, name, limits=limits,
+            sent = produce_source(settings.kafka, src, name, limits=None if checked else limits,
                                   unlabeled_every=unlabeled_every, rate=rate,
                                   on_progress=lambda n: progress.advance(task, n))
     except StreamPerceptronError as exc:

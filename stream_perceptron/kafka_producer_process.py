@@ -107,7 +107,7 @@ class SplitKafkaEdge(KafkaEdge):
         # a write waits at most this long for a child that does not read (see _gone)
         wait_s = int(self._timeout_ms / 1000 + REPLY_MARGIN_S)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", wait_s, 0))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SP_")}
         try:
             child = subprocess.Popen(
                 [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()],
@@ -230,7 +230,12 @@ class SplitKafkaEdge(KafkaEdge):
                 self._child.kill()
             return self._lost(f"{what}: the producer process read nothing for"
                               f" {self._timeout_ms / 1000 + REPLY_MARGIN_S:.0f} s; killed it")
-        code = self._child.poll() if self._child is not None else None
+        code = None
+        if self._child is not None:
+            try:  # its end closed: it is exiting, or has
+                code = self._child.wait(1)
+            except subprocess.TimeoutExpired:
+                pass
         why = f"exit code {code}" if code is not None else (str(exc) or "its end of the pipe closed")
         return self._lost(f"{what}: the producer process is gone ({why})")
 
@@ -281,9 +286,10 @@ class _Child:
         self.reply("ready")
         try:
             self.serve(parent)
-        except Exception as exc:  # the worker raises it from its next call
+        except Exception as exc:  # the worker raises it from its next call, as one line
+            log.debug("producer process failed", exc_info=True)
             self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
-            raise
+            sys.exit(1)
 
     def serve(self, parent: int) -> None:
         edge = self.edge

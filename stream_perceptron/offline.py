@@ -11,7 +11,7 @@ from stream_perceptron.checkpoint import Checkpoint, CheckpointStore
 from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.learner import Learner
 from stream_perceptron.perceptron import Perceptron
-from stream_perceptron.records import Limits, check_features
+from stream_perceptron.records import check_features
 from stream_perceptron.settings import Settings
 from stream_perceptron.sources import no_positive_class, open_source
 from stream_perceptron.stats import RunningStats, row_norms
@@ -59,7 +59,7 @@ def fit_source(
     settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y"
 ) -> FitReport:
     """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it."""
-    limits = Limits(**settings.limits.model_dump())
+    limits = settings.limits.codec_limits()
     source = open_source(spec, limit=limit, label=label, positive_class=limits.positive_class,
                          negative_class=limits.negative_class)
     xs: list[list[float] | dict[str, float]] = []

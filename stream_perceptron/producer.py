@@ -75,7 +75,10 @@ def produce_source(
                     _accepted(source, i, value, limits)
                 except SourceError as exc:
                     producer.flush()
-                    raise SourceError(f"{exc} ({sent} records before it were sent to {topic})") from None
+                    lost = f", {len(failed)} of them not delivered" if failed else ""
+                    raise SourceError(
+                        f"{exc} ({sent} records before it were sent to {topic}{lost})"
+                    ) from None
             try:
                 future = producer.send(topic, key=str(i).encode(), value=value)
             except KafkaError as exc:

@@ -25,9 +25,9 @@ def read_topic(
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
     per partition; a value that is not JSON is given as None, with a warning.
 
-    Stops at the high-water marks. A partition whose end is not known yet (no fetch answered)
-    ends the read once it has sent nothing for ``idle_s``; one known to hold more is read until
-    ``timeout_s``, and a read that stops there says so in a warning.
+    Stops at the high-water marks. A partition known to hold more is read until ``timeout_s``;
+    partitions whose end is not known yet (no fetch answered) end the read once nothing came for
+    ``idle_s``. A read that stops either way before every end says so in a warning.
     """
     consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
     try:
@@ -50,7 +50,9 @@ def read_topic(
                     except ValueError:
                         value, not_json = None, not_json + 1
                     out.append((tp.partition, r.offset, r.key, value))
-            ends = [(consumer.highwater(tp), consumer.position(tp)) for tp in tps]
+            # a position is asked only where a fetch has answered: before, it can block
+            ends = [(hw, consumer.position(tp) if hw is not None else None)
+                    for tp in tps for hw in (consumer.highwater(tp),)]
             now = time.monotonic()
             if got or all(hw is None for hw, _ in ends):
                 last_new = now  # idle time counts from the first fetch answered
@@ -58,6 +60,9 @@ def read_topic(
                 break
             more = any(hw is not None and pos < hw for hw, pos in ends)
             if not more and now - last_new > idle_s:
+                unknown = [tp.partition for tp, (hw, _) in zip(tps, ends, strict=True) if hw is None]
+                log.warning("read %d records of %s; partitions %s sent nothing in %g s, their end"
+                            " unknown", len(out), topic, unknown, idle_s)
                 break
         else:  # the deadline came first: say so, rather than pass a part off as the whole
             log.warning("read %d records of %s in %g s and stopped short of its end", len(out), topic,

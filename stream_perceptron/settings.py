@@ -163,6 +163,10 @@ class LimitSettings(_Section):
     positive_class: str | None = None
     negative_class: str | None = None
 
+    def codec_limits(self) -> Limits:
+        """These settings as the codec's :class:`~stream_perceptron.records.Limits`."""
+        return Limits(**self.model_dump())
+
     @model_validator(mode="after")
     def _classes_differ(self) -> LimitSettings:
         if self.positive_class is not None and self.positive_class == self.negative_class:
@@ -177,7 +181,7 @@ class LimitSettings(_Section):
         # A key and an id are copied to the prediction, a key and a value to a dead letter: their
         # bounds must leave every output record small enough to send, or one record would stop
         # the worker at its offset on every restart.
-        check_output_bounds(Limits(**self.model_dump()))
+        check_output_bounds(self.codec_limits())
         return self
 
 

@@ -75,10 +75,10 @@ _POSITIVE_TEXT = frozenset({"1", "+1", "1.0", "+1.0", "true"})
 _NEGATIVE_TEXT = frozenset({"-1", "0", "-1.0", "0.0", "false"})
 # what reading a file can raise: a truncated .gz ends in EOFError, a corrupt one in zlib.error
 _UNREADABLE = (OSError, EOFError, zlib.error)
-# generators: the widest x (the worker's default limits.max_features), and the most label flips
-# (their positions are held, 8 bytes each)
+# generators: the widest x (the worker's default limits.max_features), and the longest noisy
+# separable stream (its flipped positions are drawn from all n: up to 8 bytes per example)
 _MAX_D = 100_000
-_MAX_FLIPS = 10_000_000
+_MAX_NOISY_N = 10_000_000
 _LABEL_HELP = "not -1/1, 0/1 or true/false (name the positive class with positive_class)"
 
 
@@ -320,11 +320,13 @@ def _label_from_text(text: str, classes: _Classes) -> int:
     value = text.strip()
     if not value:
         raise _BadRecord("empty label")
+    if classes.positive is not None and value == classes.positive.strip():
+        return 1
+    if classes.negative is not None and value == classes.negative.strip():
+        return -1
     if classes.positive is not None:
-        if value == classes.positive.strip():
-            return 1
-        if classes.negative is None or value == classes.negative.strip():
-            return -1
+        if classes.negative is None:
+            return -1  # one class against the rest
         raise _BadRecord(
             f"label {value!r} is neither positive_class {classes.positive!r}"
             f" nor negative_class {classes.negative!r}"
@@ -584,7 +586,8 @@ def _river_source(spec: str, name: str, limit: int | None, classes: _Classes) ->
     bool), Shuttle (49,097 x 9, features f1..f9 as ints -> floats; y ``anomaly`` 1 -> +1, 0 ->
     -1, about 7% positive) ship inside river. Any other binary dataset of ``river.datasets``
     works if its files are already on disk (river's own cache); nothing is downloaded. A
-    multi-class dataset works when ``positive_class`` names the positive class.
+    multi-class dataset works when ``positive_class`` names the positive class, every other
+    class being -1; with ``negative_class`` also set, a third class is a bad example.
     """
     from river import datasets as river_datasets
     from river.datasets import base as river_base
@@ -804,8 +807,11 @@ def _separable_args(rest: str) -> _SeparableParams:
     _check(radius > 0, f"separable: radius must be > 0, got {radius}")
     _check(0 <= gamma < radius, f"separable: gamma must be in [0, radius={radius}), got {gamma}")
     _check(0.0 <= noise <= 1.0, f"separable: noise must be in [0, 1], got {noise}")
-    flips = math.floor(noise * n + 0.5)
-    _check(flips <= _MAX_FLIPS, f"separable: noise * n is {flips} label flips, over {_MAX_FLIPS}")
+    _check(
+        noise == 0 or n <= _MAX_NOISY_N,
+        f"separable: with noise, n must be at most {_MAX_NOISY_N}, got {n}"
+        " (the flipped positions are drawn from all n)",
+    )
     accept = _acceptance(d, gamma / radius)
     if n > 0 and (accept <= 0 or n / accept > _MAX_CANDIDATES):
         typical = radius / math.sqrt(d + 2)

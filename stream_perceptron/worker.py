@@ -42,7 +42,6 @@ from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import (
     BatchDecoder,
-    Limits,
     dead_letter_record,
     encode,
     encode_predictions,
@@ -130,7 +129,7 @@ class Worker:
             RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
         )
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
-        self.limits = Limits(**settings.limits.model_dump())
+        self.limits = settings.limits.codec_limits()
         self.decoder = BatchDecoder(self.limits)
         self.offsets: Offsets = {}
         self.dead_letters_total = 0

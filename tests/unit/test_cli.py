@@ -72,6 +72,16 @@ def test_fit_with_a_positive_class_no_label_has_is_refused(tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
+def test_fit_reads_labels_by_both_class_names(tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,y\n1,cat\n-1,dog\n2,cow\n")
+    res = run("fit", str(csv), "--checkpoint-dir", str(tmp_path / "ck"),
+              env={"SP_LIMITS__POSITIVE_CLASS": "cat", "SP_LIMITS__NEGATIVE_CLASS": "dog"})
+    assert res.exit_code == 1
+    assert res.output.strip() == (f"stream-perceptron: {csv}:4: label 'cow' is neither"
+                                  " positive_class 'cat' nor negative_class 'dog'")
+
+
 def test_fit_writes_its_own_directory_not_the_workers(tmp_path, monkeypatch):
     # a worker's directory holding fit's model would make the worker start from it
     monkeypatch.chdir(tmp_path)

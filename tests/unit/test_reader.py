@@ -67,3 +67,25 @@ def test_a_read_that_runs_out_of_time_says_so(monkeypatch, caplog):
     assert got == []
     assert caplog.messages == ["read 0 records of t in 1 s and stopped short of its end"]
 
+
+
+class _OneSilentPartition(_SlowFetch):
+    """Partition 0 as above, read at once; partition 1 never answers a fetch."""
+
+    def partitions_for_topic(self, topic):
+        return {0, 1}
+
+    def highwater(self, tp):
+        return 10 if tp.partition == 0 else None
+
+    def position(self, tp):
+        assert tp.partition == 0, "a position is asked only where a fetch has answered"
+        return self.position_
+
+
+def test_a_partition_whose_end_stays_unknown_ends_the_read_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setattr(reader, "KafkaConsumer", _OneSilentPartition)
+    caplog.set_level(logging.WARNING)
+    got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", idle_s=0.3)
+    assert len(got) == 10
+    assert "partitions [1] sent nothing in 0.3 s, their end unknown" in caplog.messages[0]

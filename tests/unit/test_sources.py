@@ -70,6 +70,9 @@ def test_csv_labels_with_both_class_names_are_strict(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"d\.csv:4: label '1' is neither positive_class 'cat'"
                                           r" nor negative_class 'dog'"):
         list(strict)
+    # a negative class alone names the -1 class; the fixed spellings keep their meaning
+    path.write_text("species,f1\ndog,3\n1,5\n")
+    assert [y for _, y in open_source(str(path), label="species", negative_class="dog")] == [-1, 1]
 
 
 def test_no_positive_class_in_the_data_is_named() -> None:
@@ -445,7 +448,7 @@ def test_limit_on_files(tmp_path: Path) -> None:
         ("separable:d=0", r"d must be in \[1, 100000\], got 0"),
         ("separable:d=100001,n=1", r"d must be in \[1, 100000\]"),
         ("hyperplane:d=100001", r"d must be in \[1, 100000\]"),
-        ("separable:d=2,n=1000000000,noise=0.5", "500000000 label flips, over 10000000"),
+        ("separable:d=2,n=10000001,noise=0.5", "with noise, n must be at most 10000000, got 10000001"),
         ("separable:gamma=1.0", "gamma must be in"),
         ("separable:noise=1.5", "noise must be in"),
         ("separable:radius=0", "radius must be > 0"),

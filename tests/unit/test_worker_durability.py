@@ -313,3 +313,27 @@ def test_the_worker_stays_alive_while_a_flush_retries_against_a_slow_broker(tmp_
     w.process(_batch(0, 10))
     assert w.checkpoint("interval")
     assert clock[0] == 125.0 and edge.alive == [True] * 5
+
+
+class _FlakyCommits(EdgeBase):
+    """Commits fail transiently twice, then succeed."""
+
+    def _init_client_state(self) -> None:
+        self.beats, self.attempts = 0, 0
+
+    def _retriable(self, exc):
+        return True
+
+    def commit_once(self):
+        self.attempts += 1
+        if self.attempts < 3:
+            raise RuntimeError("NotCoordinatorForGroup")
+
+
+def test_each_retry_of_a_commit_or_send_reports_the_worker_alive():
+    edge = _FlakyCommits(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
+                         retry=Retry(attempts=5, backoff_s=0.0))
+    edge.heartbeat = lambda: setattr(edge, "beats", edge.beats + 1)
+    edge._describe = str  # type: ignore[method-assign]
+    edge._retrying("committing offsets", edge.commit_once)
+    assert (edge.attempts, edge.beats) == (3, 3)

@@ -1,0 +1,47 @@
+"""The producer process's pipe, from the worker's side, against a stand-in pipe (the child
+itself runs against the broker in tests/integration/test_kafka_producer_process.py)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+from stream_perceptron.settings import KafkaSettings
+
+
+class _Pipe:
+    """Holds the replies the child would have written, in order."""
+
+    def __init__(self, *replies: list) -> None:
+        self.replies = [msgspec.msgpack.encode(r) for r in replies]
+        self.sent: list[list] = []
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sent.append(msgspec.msgpack.decode(data))
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return bool(self.replies)
+
+    def recv_bytes(self) -> bytes:
+        return self.replies.pop(0)
+
+
+def _edge() -> SplitKafkaEdge:
+    return SplitKafkaEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
+
+
+def test_a_late_reply_to_an_earlier_request_is_not_taken_for_the_next_ones():
+    # a flush timed out; its reply comes after the next request was sent
+    pipe = _Pipe(["f", True, []], ["c"])
+    assert _edge()._call(pipe, ["c", True], 1.0, "closing the producer") == ["c"]  # type: ignore[arg-type]
+    assert pipe.sent == [["c", True]] and pipe.replies == []
+
+
+def test_a_loss_reported_before_the_reply_sticks():
+    edge = _edge()
+    pipe = _Pipe(["x", "sending to p failed: KafkaTimeoutError"], ["f", True, []])
+    assert edge._call(pipe, ["f", 1.0], 1.0, "flushing")[0] == "f"  # type: ignore[arg-type]
+    with pytest.raises(KafkaEdgeError, match="KafkaTimeoutError"):
+        edge._check_child(pipe)  # type: ignore[arg-type]
