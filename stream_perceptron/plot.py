@@ -13,6 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from stream_perceptron.errors import OutputError  # noqa: E402
 
+PLOTTED = ("seen", "labeled", "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min")
+"""The fields of a statistics record that :func:`plot_stats` draws from."""
+
 
 def plot_stats(
     records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -20,10 +21,12 @@ log = logging.getLogger(__name__)
 
 
 def read_topic(
-    kafka: KafkaSettings, topic: str, *, timeout_s: float = 30.0, idle_s: float = 2.0
+    kafka: KafkaSettings, topic: str, *, timeout_s: float = 30.0, idle_s: float = 2.0,
+    keep: Callable[[Any], Any] | None = None,
 ) -> list[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), in offset order
-    per partition; a value that is not JSON is given as None, with a warning.
+    per partition; a value that is not JSON is given as None, with a warning. ``keep``, when
+    given, maps each decoded value to what is held of it (a long topic need not be held whole).
 
     Stops at the high-water marks. A partition known to hold more is read until ``timeout_s``;
     partitions whose end is not known yet (no fetch answered) end the read once nothing came for
@@ -49,6 +52,8 @@ def read_topic(
                         value = decode(r.value)
                     except ValueError:
                         value, not_json = None, not_json + 1
+                    else:
+                        value = keep(value) if keep is not None else value
                     out.append((tp.partition, r.offset, r.key, value))
             # a position is asked only where a fetch has answered: before, it can block
             ends = [(hw, consumer.position(tp) if hw is not None else None)

@@ -38,7 +38,7 @@ from rich.text import Text
 
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.kafka_io import check_reachable, consumer_config
-from stream_perceptron.plot import plot_stats
+from stream_perceptron.plot import PLOTTED, plot_stats
 from stream_perceptron.reader import read_topic
 from stream_perceptron.records import decode
 from stream_perceptron.settings import KafkaSettings
@@ -550,8 +550,8 @@ def run_plot(
     Kafka cannot be reached.
     """
     check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
-    values = [value for _, _, _, value in read_topic(kafka, topic, timeout_s=timeout_s)]
-    rows = [v for v in values if is_stats_record(v)]  # others (not JSON: None) are skipped
+    values = [value for _, _, _, value in read_topic(kafka, topic, timeout_s=timeout_s, keep=_plotted)]
+    rows = [v for v in values if v is not None]  # others (not JSON, not statistics) are skipped
     if not rows:
         detail = (f"it holds {len(values)} records, none a statistics record" if values
                   else "it is empty or does not exist")
@@ -567,6 +567,14 @@ def run_plot(
     path = plot_stats(plotted, out, title=title, size=size)
     log.info("plotted %d statistics records of %s to %s", len(plotted), topic, path)
     return path, len(plotted)
+
+
+def _plotted(value: Any) -> dict[str, Any] | None:
+    """What ``plot`` holds of a record: a statistics record's plotted fields, and which worker
+    published it when (a week of a busy worker's records is millions; held whole, gigabytes)."""
+    if not is_stats_record(value):
+        return None
+    return {key: value.get(key) for key in (*PLOTTED, "client_id", "ts")}
 
 
 def _pick_worker(rows: list[dict[str, Any]], topic: str, client_id: str | None) -> Any:

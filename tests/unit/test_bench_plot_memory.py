@@ -1,0 +1,22 @@
+"""bench/bench_plot_memory.py measures what it says (its figures are quoted from a run, not here)."""
+
+from __future__ import annotations
+
+from bench.bench_plot_memory import main, statistics_record
+from stream_perceptron.records import decode
+from stream_perceptron.watch import _plotted, is_stats_record
+
+
+def test_the_record_is_a_statistics_record_and_plot_keeps_what_it_draws():
+    record = decode(statistics_record())
+    assert is_stats_record(record)
+    kept = _plotted(record)
+    assert kept is not None and kept["seen"] == 20_000 and kept["client_id"] == "worker-1"
+    assert set(kept) < set(record)
+    assert _plotted({"x": [1.0], "y": 1}) is None
+
+
+def test_it_reports_bytes_held_each_way(capsys):
+    out = main(["--records", "500"])
+    assert out["plotted"] < out["whole"]
+    assert "plot's fields" in capsys.readouterr().out
