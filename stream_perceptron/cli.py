@@ -282,7 +282,8 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
 
 
 @main.command()
-@click.option("--url", help="Default: http://127.0.0.1:<observe.port>/readyz (or /healthz with --live).")
+@click.option("--url", help="Default: http://<observe.host>:<observe.port>/readyz (or /healthz with"
+                           " --live), where a wildcard host is asked on loopback.")
 @click.option("--live", is_flag=True, help="Check liveness (/healthz) instead of readiness.")
 @click.option("--timeout", default=3.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.pass_context
@@ -292,7 +293,10 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
 
     if url is None:
         settings = settings_from(ctx, log_level="WARNING")
-        url = f"http://127.0.0.1:{settings.observe.port}/{'healthz' if live else 'readyz'}"
+        host = settings.observe.host
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # noqa: S104
+        host = f"[{host}]" if ":" in host else host
+        url = f"http://{host}:{settings.observe.port}/{'healthz' if live else 'readyz'}"
     ok, body = probe(url, timeout)
     click.echo(f"{'ok' if ok else 'not ok'}: {url} {body.strip()}")
     sys.exit(0 if ok else 1)

@@ -68,8 +68,8 @@ def run_demo(
     """Publish ``source_spec`` to ``settings.topics.input`` and learn it with a worker."""
     console = console or Console(stderr=True)
     t = settings.topics
+    source = open_source(source_spec, limit=limit)  # a bad spec creates nothing
     ensure_topics(settings.kafka, {t.input: 1, t.predictions: 1, t.stats: 1, t.dead_letter: 1})
-    source = open_source(source_spec, limit=limit)
     total = source.length or 0
     columns = (
         TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),

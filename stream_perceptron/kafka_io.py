@@ -218,19 +218,27 @@ def _explained(kafka: KafkaSettings) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
+@contextlib.contextmanager
+def reaching(kafka: KafkaSettings) -> Iterator[None]:
+    """Within it, a client error while reaching the cluster (a port that does not answer as Kafka,
+    a refused login) becomes one :class:`KafkaEdgeError` (:class:`KafkaAuthError`) naming it."""
+    with _explained(kafka):
+        try:
+            yield
+        except KafkaError as exc:
+            raise KafkaEdgeError(f"cannot reach Kafka at {_servers(kafka)}: {_describe(exc)}") from None
+
+
 def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
     """Which of ``names`` do not exist (asked without creating any)."""
     check_reachable(kafka, timeout_s)
-    with _explained(kafka):
-        try:
-            consumer = KafkaConsumer(
-                **client_config(kafka),
-                allow_auto_create_topics=False,
-                enable_auto_commit=False,  # no group: nothing to commit (and no warning)
-                bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
-            )
-        except KafkaError as exc:
-            raise KafkaEdgeError(f"cannot reach Kafka at {_servers(kafka)}: {_describe(exc)}") from None
+    with reaching(kafka):
+        consumer = KafkaConsumer(
+            **client_config(kafka),
+            allow_auto_create_topics=False,
+            enable_auto_commit=False,  # no group: nothing to commit (and no warning)
+            bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
+        )
     try:
         existing = consumer.topics()
     except KafkaError as exc:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_perceptron.kafka_io import consumer_config
+from stream_perceptron.kafka_io import consumer_config, reaching
 from stream_perceptron.records import decode
 from stream_perceptron.settings import KafkaSettings
 
@@ -32,7 +32,8 @@ def read_topic(
     partitions whose end is not known yet (no fetch answered) end the read once nothing came for
     ``idle_s``. A read that stops either way before every end says so in a warning.
     """
-    consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
+    with reaching(kafka):
+        consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
     try:
         deadline = time.monotonic() + timeout_s
         parts = consumer.partitions_for_topic(topic)  # an empty set when the topic does not exist

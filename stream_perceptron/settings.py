@@ -163,6 +163,15 @@ class LimitSettings(_Section):
     positive_class: str | None = None
     negative_class: str | None = None
 
+    @field_validator("max_abs_value")
+    @classmethod
+    def _sums_stay_finite(cls, value: float) -> float:
+        # past 1e100, ‖x‖², θ·x or ‖θ‖² can overflow to inf (2^31 features, 10^12 updates), and a
+        # checkpoint would then hold a statistic that no worker can restore
+        if value > 1e100:
+            raise ValueError(f"at most 1e100, got {value:g}: larger values can overflow the sums")
+        return value
+
     def codec_limits(self) -> Limits:
         """These settings as the codec's :class:`~stream_perceptron.records.Limits`."""
         return Limits(**self.model_dump())

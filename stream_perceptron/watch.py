@@ -37,7 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stream_perceptron.errors import StreamPerceptronError
-from stream_perceptron.kafka_io import check_reachable, consumer_config
+from stream_perceptron.kafka_io import check_reachable, consumer_config, reaching
 from stream_perceptron.plot import PLOTTED, plot_stats
 from stream_perceptron.reader import read_topic
 from stream_perceptron.records import decode
@@ -87,7 +87,8 @@ def follow_stats(
     when no bootstrap server can be reached.
     """
     check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
-    consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False)
+    with reaching(kafka):
+        consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False)
     try:
         tps: list[TopicPartition] = []
         # From the end: the first offset to yield per partition, once its high-water mark is known.

@@ -150,3 +150,31 @@ def test_demo_with_an_output_directory_it_cannot_write_stops_before_it_starts(tm
     assert res.exit_code == 1
     assert res.output.startswith("stream-perceptron: cannot write the demo's output to ")
     assert "(--out)" in res.output and res.output.count("\n") == 1  # one line, nothing run
+
+
+def test_health_asks_the_host_the_worker_serves_on():
+    # a worker bound to one address (not loopback) is probed there; a wildcard on loopback
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"ok": true, "reason": "' + self.path.encode() + b'"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.2", 0), Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        res = run("health", env={"SP_OBSERVE__HOST": "127.0.0.2", "SP_OBSERVE__PORT": str(port)})
+        assert res.exit_code == 0, res.output
+        assert res.output.startswith(f"ok: http://127.0.0.2:{port}/readyz")
+        wildcard = run("health", "--live", env={"SP_OBSERVE__HOST": "0.0.0.0", "SP_OBSERVE__PORT": str(port)})
+        assert wildcard.exit_code == 1 and f"http://127.0.0.1:{port}/healthz" in wildcard.output
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,6 +7,8 @@ import logging
 import time
 from collections import namedtuple
 
+import pytest
+
 import stream_perceptron.reader as reader
 from stream_perceptron.settings import KafkaSettings
 
@@ -89,3 +91,16 @@ def test_a_partition_whose_end_stays_unknown_ends_the_read_with_a_warning(monkey
     got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", idle_s=0.3)
     assert len(got) == 10
     assert "partitions [1] sent nothing in 0.3 s, their end unknown" in caplog.messages[0]
+
+
+def test_a_port_that_does_not_answer_as_kafka_is_one_error_naming_it(monkeypatch):
+    from kafka.errors import KafkaTimeoutError
+
+    from stream_perceptron.errors import KafkaEdgeError
+
+    def no_kafka(**config):
+        raise KafkaTimeoutError("Unable to bootstrap from ['127.0.0.1:8080']")
+
+    monkeypatch.setattr(reader, "KafkaConsumer", no_kafka)
+    with pytest.raises(KafkaEdgeError, match=r"^cannot reach Kafka at 127\.0\.0\.1:8080: KafkaTimeoutError"):
+        reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:8080"), "t")

@@ -134,6 +134,7 @@ def test_limits_allowing_an_output_too_large_to_send_are_one_line(monkeypatch):
 @pytest.mark.parametrize(("name", "value", "says"), [
     ("SP_LIMITS__MAX_ABS_VALUE", "inf", "finite"),
     ("SP_LIMITS__MAX_ABS_VALUE", "1e400", "finite"),
+    ("SP_LIMITS__MAX_ABS_VALUE", "1e200", "at most 1e100, got 1e+200: larger values can overflow"),
     ("SP_LIMITS__MAX_FEATURES", str(2**63), "less than or equal to 2147483647"),
     ("SP_LIMITS__MAX_RECORD_BYTES", str(2**63), "less than or equal to 2147483647"),
     ("SP_LIMITS__MAX_KEY_BYTES", str(2**63), "less than or equal to 1000000"),
