@@ -1,16 +1,17 @@
-"""What ``stream-perceptron plot`` holds per statistics record: the record decoded whole, against
-the fields it draws (``watch._plotted``).
+"""What ``stream-perceptron plot`` holds of a statistics topic: each record decoded whole, against
+the fields it draws (``watch._History`` without thinning), against what it holds (at most
+``plot.POINTS`` records, evenly spaced: ``plot.Thinned``).
 
 Run from the repository root::
 
     .venv/bin/python -m bench.bench_plot_memory              # 20,000 records
-    .venv/bin/python -m bench.bench_plot_memory --records 100000
+    .venv/bin/python -m bench.bench_plot_memory --records 200000
 
 The record is a worker's statistics record (``Worker.stats_record``'s fields) after a learner has
 seen 20,000 generated examples, encoded as the worker encodes it. Each way, ``--records`` copies
-are decoded and held, and ``tracemalloc`` gives the bytes held per record. A worker publishes a
-record every ``SP_STATS__EVERY_EXAMPLES`` (5,000) examples, so at 20,000 examples/s a topic
-gains about 350,000 a day: plot reads a topic's whole history.
+are decoded and held, and ``tracemalloc`` gives the bytes held. A worker publishes a record
+every ``SP_STATS__EVERY_EXAMPLES`` (5,000) examples, so at 20,000 examples/s a topic gains about
+350,000 a day: plot reads a topic's whole history.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from stream_perceptron.learner import Learner
 from stream_perceptron.perceptron import Perceptron
+from stream_perceptron.plot import POINTS, Thinned
 from stream_perceptron.records import decode, encode
 from stream_perceptron.sources import open_source
 from stream_perceptron.stats import RunningStats
-from stream_perceptron.watch import _plotted
+from stream_perceptron.watch import _History
 
 
 def statistics_record() -> bytes:
@@ -47,17 +48,33 @@ def statistics_record() -> bytes:
     })
 
 
-def bytes_held(raw: bytes, records: int, keep: Callable[[Any], Any] | None) -> float:
-    """Bytes held per record after ``records`` decodes of ``raw``, each kept as ``keep`` gives."""
+def bytes_held(raw: bytes, records: int, hold: Callable[[], Callable[[bytes], object]]) -> float:
+    """Bytes held after ``records`` decodes of ``raw``, each given to the holder ``hold()`` makes."""
     gc.collect()
     tracemalloc.start()
     try:
-        held = [keep(decode(raw)) if keep else decode(raw) for _ in range(records)]
+        holder = hold()
+        for _ in range(records):
+            holder(raw)
         size, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    del held
-    return size / records
+    del holder
+    return float(size)
+
+
+def whole() -> Callable[[bytes], object]:
+    """Each record decoded and held whole."""
+    held: list[object] = []
+    return lambda raw: held.append(decode(raw))
+
+
+def fields(limit: int) -> Callable[[], Callable[[bytes], object]]:
+    """Each record as ``plot`` holds it, at most ``limit`` of them (``Thinned``)."""
+    def make() -> Callable[[bytes], object]:
+        history = _History(Thinned(limit))
+        return lambda raw: history.add(decode(raw))
+    return make
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
@@ -66,12 +83,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     if args.records < 1:
         parser.error("--records must be >= 1")
-    raw = statistics_record()
-    out = {"json_bytes": float(len(raw)), "whole": bytes_held(raw, args.records, None),
-           "plotted": bytes_held(raw, args.records, _plotted)}
-    print(f"a statistics record: {len(raw)} bytes of JSON; held per record, {args.records:,} records:")
-    print(f"  decoded whole  {out['whole']:8,.0f} bytes")
-    print(f"  plot's fields  {out['plotted']:8,.0f} bytes  ({out['plotted'] / out['whole']:.2f}x)")
+    raw, n = statistics_record(), args.records
+    out = {"json_bytes": float(len(raw)), "whole": bytes_held(raw, n, whole) / n,
+           "plotted": bytes_held(raw, n, fields(n)) / n, "thinned_total": bytes_held(raw, n, fields(POINTS))}
+    print(f"a statistics record: {len(raw)} bytes of JSON; held, {n:,} records:")
+    print(f"  decoded whole        {out['whole']:8,.0f} bytes per record")
+    ratio = out["plotted"] / out["whole"]
+    print(f"  plot's fields        {out['plotted']:8,.0f} bytes per record  ({ratio:.2f}x)")
+    print(f"  at most {POINTS:,} of them {out['thinned_total'] / 1e6:8,.2f} MB in all "
+          f"({out['thinned_total'] / n:,.0f} bytes per record)")
     return out
 
 

@@ -16,6 +16,7 @@ This module knows no Kafka.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = "stream-perceptron-checkpoint"
 VERSION = 1
+LOCK_NAME = ".lock"
+"""The file under a checkpoint directory whose `flock` marks the directory taken."""
 _NAME = re.compile(r"^ckpt-(\d{12})\.json$")
 
 Offsets = dict[str, dict[int, int]]
@@ -69,7 +72,9 @@ class Checkpoint:
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
 
-        ``n_features`` None on either side adopts the other's; ``fit_intercept`` must be equal.
+        ``n_features`` None on either side fits any (the checkpoint's weights then fix the
+        dimension; an unset setting is not taken over from the checkpoint, so the next one records
+        it unset); ``fit_intercept`` must be equal.
         """
         saved = self.config
         problems = []
@@ -98,6 +103,41 @@ class CheckpointStore:
         self.directory = Path(directory)
         self.keep = keep
         self._seq = 0  # the highest sequence number this store has written or seen
+        # the partitions each kept checkpoint holds, by sequence number (valid files only: a
+        # damaged one is never restored); None for one that could not be read
+        self._held: dict[int, frozenset[tuple[str, int]] | None] = {}
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Take the directory for this process: an exclusive ``flock`` on ``<dir>/.lock``, held
+        until :meth:`unlock` or the process ends (``kill -9`` included: the kernel releases it).
+
+        Two workers writing one directory would prune each other's files, and a restart would
+        restore the other's model and offsets. Raises :class:`CheckpointError` when another
+        process holds it. A path that cannot be a directory is left for :meth:`load` to name.
+        """
+        if self._lock_fd is not None:
+            return
+        try:
+            _make_dir(self.directory)
+            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return  # not a directory, or not writable: load() and save() say so in their words
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise CheckpointError(
+                f"checkpoint directory {self.directory} is in use by another process"
+                " (SP_CHECKPOINT__DIR): give each worker a directory of its own"
+            ) from None
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        """Release :meth:`lock`'s hold, if any."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _files(self) -> list[tuple[int, Path]]:
         if not self.directory.is_dir():
@@ -135,7 +175,7 @@ class CheckpointStore:
         )
         tmp: Path | None = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            _make_dir(self.directory)
             files = self._files()
             seq = max(self._seq, files[-1][0] if files else 0) + 1
             path = self.directory / f"ckpt-{seq:012d}.json"
@@ -153,12 +193,35 @@ class CheckpointStore:
             raise CheckpointError(f"cannot write checkpoint in {self.directory}: {exc}") from exc
         self._seq = seq
         ckpt.seq, ckpt.path = seq, path
-        for _, old in files[: max(0, len(files) + 1 - self.keep)]:
+        self._held[seq] = _partitions(ckpt)
+        for old_seq, old in files[: max(0, len(files) + 1 - self.keep)]:
             try:
                 old.unlink(missing_ok=True)
             except OSError as exc:  # the new checkpoint is durable; the next save prunes again
                 log.warning("cannot remove old checkpoint %s: %s", old, exc)
+            else:
+                self._held.pop(old_seq, None)
         return path
+
+    def held_by_all(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs that every kept checkpoint holds an offset for.
+
+        A restart that falls back past a damaged newest file restores an older kept one, and
+        starts a partition that one never saw at the group's committed offset. Committing a
+        partition's offset is therefore safe only once every checkpoint a restart could fall
+        back to holds the partition (then the checkpoint's own offset wins); until then the
+        group's commit must stay at or before where this worker's learning of it began. A kept
+        file this store could not read counts as holding nothing.
+        """
+        held = [h for seq, h in self._held.items() if seq <= self._seq]
+        if not held:
+            return frozenset()
+        out: frozenset[tuple[str, int]] | None = None
+        for h in held:
+            if h is None:
+                return frozenset()
+            out = h if out is None else out & h
+        return out or frozenset()
 
     def load(self) -> Checkpoint | None:
         """The newest valid checkpoint, or None when there is none; damaged ones are skipped.
@@ -169,22 +232,36 @@ class CheckpointStore:
         resume from older offsets than the newest durable one).
         """
         d = self.directory
-        if (d.exists() or d.is_symlink()) and not d.is_dir():
-            dangling = "" if d.exists() else " (a symlink to nothing)"
-            raise CheckpointError(
-                f"checkpoint directory {d} is not a directory{dangling} (SP_CHECKPOINT__DIR)"
-            )
-        files = self._files()
+        try:
+            if (d.exists() or d.is_symlink()) and not d.is_dir():
+                dangling = "" if d.exists() else " (a symlink to nothing)"
+                raise CheckpointError(
+                    f"checkpoint directory {d} is not a directory{dangling} (SP_CHECKPOINT__DIR)"
+                )
+            files = self._files()
+        except OSError as exc:  # EACCES or EIO on the directory itself: not damage, not a traceback
+            raise CheckpointUnreadableError(
+                f"cannot list checkpoint directory {d}: {exc.strerror or exc}"
+            ) from None
         if files:
             self._seq = max(self._seq, files[-1][0])
+        newest: Checkpoint | None = None
         for seq, path in reversed(files):
             try:
-                return read(path, seq)
+                ckpt = read(path, seq)
             except CheckpointUnreadableError:
-                raise
+                if newest is None:
+                    raise
+                self._held[seq] = None  # may be restored later: assume it holds nothing
+                continue
             except CheckpointError as exc:
-                log.warning("skipping checkpoint %s: %s", path, exc)
-        return None
+                if newest is None:
+                    log.warning("skipping checkpoint %s: %s", path, exc)
+                continue
+            self._held[seq] = _partitions(ckpt)
+            if newest is None:
+                newest = ckpt
+        return newest
 
 
 def read(path: Path, seq: int = 0) -> Checkpoint:
@@ -225,6 +302,23 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"body is not a checkpoint: {type(exc).__name__}: {exc}") from None
+
+
+def _partitions(ckpt: Checkpoint) -> frozenset[tuple[str, int]]:
+    return frozenset((t, p) for t, ps in ckpt.offsets.items() for p in ps)
+
+
+def _make_dir(directory: Path) -> None:
+    """Create ``directory`` and its missing ancestors durably: a directory made here survives a
+    power loss once its parent's entry is fsynced (POSIX; ext4 and XFS mostly do it anyway)."""
+    missing = []
+    for d in (directory, *directory.absolute().parents):
+        if d.exists():
+            break
+        missing.append(d)
+    directory.mkdir(parents=True, exist_ok=True)
+    for d in reversed(missing):
+        _fsync_dir(d.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -44,13 +44,19 @@ def _nested(**flat: Any) -> dict[str, Any]:
 
 
 def settings_from(ctx: click.Context, **overrides: Any) -> Settings:
-    """Load the settings with CLI overrides (dotted names), set up logging, or exit with one line."""
+    """Load the settings with CLI overrides (dotted names), set up logging, or exit 2 with one
+    line per invalid setting."""
+    return _settings(ctx, overrides, exit_code=2)
+
+
+def _settings(ctx: click.Context, overrides: dict[str, Any], *, exit_code: int) -> Settings:
+    """:func:`settings_from`, exiting ``exit_code`` on an invalid setting."""
     try:
         settings = load_settings(ctx.obj.get("config"), **_nested(**overrides))
     except SettingsError as exc:
         for line in str(exc).splitlines():
             click.echo(f"stream-perceptron: {line}", err=True)
-        sys.exit(2)
+        sys.exit(exit_code)
     setup_logging(settings.log_level, settings.log_format)
     return settings
 
@@ -87,7 +93,7 @@ def main(ctx: click.Context, config: str | None) -> None:
               show_default=True,
               help="Where the model is written. Never the worker's directory unless named here:"
                    " a worker then starts from this model.")
-@click.option("--label", default="y", show_default=True, help="CSV label column.")
+@click.option("--label", default="y", show_default=True, help="The label's CSV column or JSONL key.")
 @click.pass_context
 def fit(
     ctx: click.Context,
@@ -156,7 +162,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
 @click.option("--unlabeled-every", type=click.IntRange(min=0), default=0,
               help="Send every k-th record without its label.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Records per second.")
-@click.option("--label", default="y", show_default=True, help="CSV label column.")
+@click.option("--label", default="y", show_default=True, help="The label's CSV column or JSONL key.")
 @click.pass_context
 def produce(
     ctx: click.Context, source: str, topic: str | None, limit: int | None, partitions: int,
@@ -288,11 +294,12 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
 @click.option("--timeout", default=3.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.pass_context
 def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> None:
-    """Probe a running worker: exit 0 when ready (or alive with --live), else 1. For exec probes."""
+    """Probe a running worker: exit 0 when ready (or alive with --live), else 1, an invalid
+    setting included (a container's HEALTHCHECK reserves 2). For exec probes."""
     from stream_perceptron.observe import probe
 
     if url is None:
-        settings = settings_from(ctx, log_level="WARNING")
+        settings = _settings(ctx, {"log_level": "WARNING"}, exit_code=1)
         host = settings.observe.host
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # noqa: S104
         host = f"[{host}]" if ":" in host else host
@@ -333,10 +340,11 @@ def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
     try:
-        path, used = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
+        path, used, of = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
     except StreamPerceptronError as exc:
         fail(str(exc), 1)
-    click.echo(f"wrote {path} from {used} statistics records")
+    drawn = f"{used}" if used == of else f"{used} (evenly spaced) of {of}"
+    click.echo(f"wrote {path} from {drawn} statistics records")
 
 
 @main.group()

@@ -96,9 +96,12 @@ def fit_source(
     r = float(row_norms(X, model.fit_intercept).max())
     gamma = gamma_all if gamma_all > 0 else None
     model_state, stats_state = learner.state()
-    path = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep).save(
-        Checkpoint(model=model_state, config=model.config(), stats=stats_state, offsets={})
-    )
+    store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+    store.lock()  # never into a running worker's directory
+    try:
+        path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state, offsets={}))
+    finally:
+        store.unlock()
     return FitReport(
         source=spec,
         examples=len(X),

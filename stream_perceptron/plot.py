@@ -1,8 +1,10 @@
-"""A PNG of a statistics history: mistake rates and the window's min margin against examples seen."""
+"""A PNG of a statistics history: mistake rates and the window's min margin against examples seen,
+and :class:`Thinned`, which keeps a bounded, evenly spaced part of a long history to draw."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,46 @@ from stream_perceptron.errors import OutputError  # noqa: E402
 
 PLOTTED = ("seen", "labeled", "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min")
 """The fields of a statistics record that :func:`plot_stats` draws from."""
+
+POINTS = 10_000
+"""The most records of one worker that ``plot`` draws (its PNG is about 1,200 pixels wide)."""
+
+
+@dataclass
+class Thinned:
+    """At most ``limit`` items of a stream, evenly spaced in arrival, and the last one.
+
+    Item i (counting from 0) is kept while i is a multiple of ``stride``; when more than ``limit``
+    are kept, every other one is dropped and the stride doubles. The kept items are then items
+    0, s, 2s, … of the n seen, with s the least power of two for which there are at most
+    ``limit``, so the memory held is bounded however long the stream. ``last`` is the latest
+    item, kept or not.
+    """
+
+    limit: int = POINTS
+    items: list[dict[str, Any]] = field(default_factory=list)
+    stride: int = 1
+    seen: int = 0
+    last: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise ValueError("limit must be at least 1")
+
+    def add(self, item: dict[str, Any]) -> None:
+        if self.seen % self.stride == 0:
+            self.items.append(item)
+            if len(self.items) > self.limit:
+                del self.items[1::2]
+                self.stride *= 2
+        self.seen += 1
+        self.last = item
+
+    def kept(self) -> list[dict[str, Any]]:
+        """The kept items in arrival order, the last one included."""
+        if self.last is None or (self.items and self.items[-1] is self.last):
+            return list(self.items)
+        return [*self.items, self.last]
 
 
 def plot_stats(

@@ -10,6 +10,8 @@ the settings shows ``'**********'`` in their place (see :func:`redacted`).
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -97,7 +99,10 @@ class KafkaSettings(_Section):
     @model_validator(mode="after")
     def _heartbeat_below_session(self) -> KafkaSettings:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+            raise ValueError(
+                f"SP_KAFKA__HEARTBEAT_INTERVAL_MS ({self.heartbeat_interval_ms}) must be lower than"
+                f" SP_KAFKA__SESSION_TIMEOUT_MS ({self.session_timeout_ms})"
+            )
         if self.producer_process and self.backend != "kafka-python":
             raise ValueError(
                 "SP_KAFKA__PRODUCER_PROCESS applies to the kafka-python backend only"
@@ -131,6 +136,13 @@ class CheckpointSettings(_Section):
     every_examples: int = Field(10_000, ge=1)
     every_seconds: float = Field(30.0, gt=0)
     keep: int = Field(3, ge=1)
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _dir_named(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # Path("") is the working directory
+            raise ValueError("must name a directory (empty, it would be the working directory)")
+        return value
 
 
 class ModelSettings(_Section):
@@ -180,7 +192,7 @@ class LimitSettings(_Section):
     def _classes_differ(self) -> LimitSettings:
         if self.positive_class is not None and self.positive_class == self.negative_class:
             raise ValueError(
-                f"positive_class and negative_class are both {self.positive_class!r}:"
+                f"SP_LIMITS__POSITIVE_CLASS and SP_LIMITS__NEGATIVE_CLASS are both {self.positive_class!r}:"
                 " a label can only be one of them"
             )
         return self
@@ -190,7 +202,11 @@ class LimitSettings(_Section):
         # A key and an id are copied to the prediction, a key and a value to a dead letter: their
         # bounds must leave every output record small enough to send, or one record would stop
         # the worker at its offset on every restart.
-        check_output_bounds(self.codec_limits())
+        try:
+            check_output_bounds(self.codec_limits())
+        except ValueError as exc:  # the codec names its fields; name the variables that set them
+            named = re.sub(r"limits\.(\w+)", lambda m: env_name(("limits", m[1])), str(exc))
+            raise ValueError(named) from None
         return self
 
 
@@ -279,6 +295,12 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         path = Path(path)
         if not path.is_file():
             raise SettingsError(f"config file {path} (--config / SP_CONFIG) does not exist")
+    unknown = unknown_sections(os.environ)
+    if unknown:
+        known = ", ".join(f"{ENV_PREFIX}{n.upper()}{ENV_NESTED}" for n, f in Settings.model_fields.items()
+                          if isinstance(f.default, BaseModel))
+        raise SettingsError("\n".join(f"invalid setting {k}: no such section (the sections: {known})"
+                                      for k in unknown))
     _CONFIG_FILE = path
     try:
         return Settings(**overrides)
@@ -292,17 +314,41 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
 
 
 def describe_validation_error(exc: ValidationError) -> str:
-    """One line per invalid setting, naming its environment variable and dotted path."""
+    """One line per invalid setting, naming its environment variable and dotted path.
+
+    A check across a section's settings (a model validator) names the variables in its message;
+    the line then names the section as ``SP_<SECTION>__*``.
+    """
     lines = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not isinstance(p, int))
         dotted = ".".join(str(p) for p in loc) or "settings"
         value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        if isinstance(value, dict) and err["type"] == "value_error":
+            lines.append(f"invalid settings {env_name(loc)}{ENV_NESTED}* ({dotted}): {msg}")
+            continue
         # an unknown name may be a misspelt secret (SP_KAFKA__SASL_PASSWD): its value is not shown
         hidden = _is_secret_loc(loc) or isinstance(value, dict) or err["type"] == "extra_forbidden"
         shown = "" if hidden else f" (got {value!r})"
-        lines.append(f"invalid setting {env_name(loc)} ({dotted}): {err['msg']}{shown}")
+        lines.append(f"invalid setting {env_name(loc)} ({dotted}): {msg}{shown}")
     return "\n".join(lines)
+
+
+def unknown_sections(environ: Mapping[str, str]) -> list[str]:
+    """The variables ``SP_<SECTION>__<NAME>`` in ``environ`` whose section does not exist (a
+    misspelt section would otherwise be ignored: ``SP_KAFAK__GROUP_ID``). A misspelt name in a
+    section that exists is refused by the section itself."""
+    sections = {name.upper() for name, f in Settings.model_fields.items()
+                if isinstance(f.default, BaseModel)}
+    out = []
+    for key in environ:
+        upper = key.upper()
+        if upper.startswith(ENV_PREFIX) and ENV_NESTED in upper:
+            section = upper[len(ENV_PREFIX):].split(ENV_NESTED, 1)[0]
+            if section not in sections:
+                out.append(key)
+    return sorted(out)
 
 
 def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:

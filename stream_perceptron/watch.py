@@ -38,8 +38,8 @@ from rich.text import Text
 
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.kafka_io import check_reachable, consumer_config, reaching
-from stream_perceptron.plot import PLOTTED, plot_stats
-from stream_perceptron.reader import read_topic
+from stream_perceptron.plot import PLOTTED, POINTS, Thinned, plot_stats
+from stream_perceptron.reader import iter_topic
 from stream_perceptron.records import decode
 from stream_perceptron.settings import KafkaSettings
 
@@ -73,7 +73,8 @@ def is_stats_record(value: Any) -> bool:
 
 
 def follow_stats(
-    kafka: KafkaSettings, topic: str, *, from_beginning: bool = True, poll_timeout_ms: int = 500
+    kafka: KafkaSettings, topic: str, *, from_beginning: bool = True, poll_timeout_ms: int = 500,
+    on_skip: Callable[[int], None] | None = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
     """Yield batches of statistics records from ``topic`` as they arrive; ``[]`` on an idle poll.
 
@@ -82,7 +83,8 @@ def follow_stats(
     start are yielded (the end is the high-water mark of the first fetch). While the topic does
     not exist the generator yields ``[]`` every ``poll_timeout_ms`` and assigns the topic's
     partitions once it appears. Records that are not JSON or not statistics records are skipped
-    (the first with a warning). The consumer is created on the first ``next()`` and closed when the generator
+    (the first with a warning); ``on_skip``, if given, is called with the number skipped in each
+    batch that skipped any. The consumer is created on the first ``next()`` and closed when the generator
     is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
     when no bootstrap server can be reached.
     """
@@ -105,6 +107,7 @@ def follow_stats(
             if not from_beginning:
                 _seek_past_start(consumer, tps, start)
             batch: list[dict[str, Any]] = []
+            skipped_before = skipped
             for tp in sorted(got):
                 first = 0 if from_beginning else start.get(tp, 0)
                 for record in got[tp]:
@@ -113,6 +116,8 @@ def follow_stats(
                         batch.append(stats)
                     elif record.offset >= first:
                         skipped += 1
+            if on_skip is not None and skipped > skipped_before:
+                on_skip(skipped - skipped_before)
             yield batch
     finally:
         consumer.close()
@@ -273,6 +278,10 @@ class Dashboard:
         """The windowed mistake rates of ``client_id`` kept for the sparkline, oldest first."""
         return list(self._workers[client_id].history)
 
+    def count_skipped(self, n: int) -> None:
+        """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
+        self.skipped += n
+
     def update(self, records: Iterable[dict[str, Any]]) -> None:
         """Take statistics records in arrival order; others (not dicts, no counters) are skipped.
 
@@ -313,7 +322,8 @@ class Dashboard:
             table.add_row(row.label, *(row.cell(v, now) for v in views))
         parts: list[RenderableType] = [table]
         if self.skipped:
-            parts.append(Text(f"{self.skipped} records skipped (not statistics records)", style="dim"))
+            skipped = f"{self.skipped} records skipped (not JSON, or not statistics records)"
+            parts.append(Text(skipped, style="dim"))
         return Panel(Group(*parts), title=self.title, subtitle=subtitle, expand=False)
 
     def _rows(self) -> list[_Row]:
@@ -493,7 +503,9 @@ def run_watch(
     dashboard = Dashboard(title=f"stream-perceptron watch · {topic}")
     deadline = None if duration_s is None else time.monotonic() + duration_s
     poll_ms = max(50, min(500, int(refresh_s * 1000)))
-    batches = follow_stats(kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms)
+    batches = follow_stats(
+        kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=dashboard.count_skipped
+    )
     interrupted = threading.Event()
     restore = _stop_on_interrupt(interrupted)
     try:
@@ -539,57 +551,78 @@ def _stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
 
 def run_plot(
     kafka: KafkaSettings, topic: str, out: Path, *, size: tuple[int, int] = (1200, 700),
-    client_id: str | None = None, timeout_s: float = 30.0,
-) -> tuple[Path, int]:
+    client_id: str | None = None, timeout_s: float = 30.0, points: int = POINTS,
+) -> tuple[Path, int, int]:
     """Read ``topic`` to its end and plot its statistics records to the PNG ``out``.
 
-    Returns the path written and the number of records plotted (those with labeled
-    examples). When several workers publish to the topic, ``client_id`` picks one; by default
-    the worker of the most recent record is plotted and the others are named in a warning.
-    Raises :class:`NoStatsError` when the topic has no statistics records to plot (it is empty,
-    missing, or holds other records), :class:`~stream_perceptron.errors.KafkaEdgeError` when
-    Kafka cannot be reached.
+    Returns the path written, the number of records plotted and the number they were drawn
+    from: the worker's records with labeled examples, of which at most ``points`` (and the
+    latest) are plotted, evenly spaced through the topic (:class:`Thinned`), so a topic of any
+    length is read in bounded memory. When several workers publish to the
+    topic, ``client_id`` picks one; by default the worker of the most recent record is plotted
+    and the others are named in a warning. Raises :class:`NoStatsError` when the topic has no
+    statistics records to plot (it is empty, missing, or holds other records),
+    :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
     """
     check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
-    values = [value for _, _, _, value in read_topic(kafka, topic, timeout_s=timeout_s, keep=_plotted)]
-    rows = [v for v in values if v is not None]  # others (not JSON, not statistics) are skipped
-    if not rows:
-        detail = (f"it holds {len(values)} records, none a statistics record" if values
+    workers: dict[Any, _History] = {}
+    values = 0
+    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s):
+        values += 1
+        if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
+            continue
+        cid = value.get("client_id")
+        history = workers.get(cid)
+        if history is None:
+            history = workers[cid] = _History(Thinned(points))
+        history.add(value)
+    if not workers:
+        detail = (f"it holds {values} records, none a statistics record" if values
                   else "it is empty or does not exist")
         raise NoStatsError(f"no statistics records in topic {topic!r} ({detail}); "
                            "is a worker publishing to it (SP_TOPICS__STATS)?")
-    chosen = _pick_worker(rows, topic, client_id)
-    rows = [r for r in rows if r.get("client_id") == chosen]
-    plotted = [r for r in rows if r.get("labeled")]
+    chosen = _pick_worker(workers, topic, client_id)
+    history = workers[chosen]
+    plotted = history.labeled.kept()
     if not plotted:
-        raise NoStatsError(f"the {len(rows)} statistics records in topic {topic!r} have no labeled "
-                           "examples yet: nothing to plot")
+        raise NoStatsError(f"the {history.records} statistics records in topic {topic!r} have no "
+                           "labeled examples yet: nothing to plot")
     title = f"stream-perceptron · {topic}" + (f" · {chosen}" if chosen else "")
     path = plot_stats(plotted, out, title=title, size=size)
-    log.info("plotted %d statistics records of %s to %s", len(plotted), topic, path)
-    return path, len(plotted)
+    kept = history.labeled
+    thinned = "" if kept.stride == 1 else f" (1 in {kept.stride} of {kept.seen}, evenly spaced)"
+    log.info("plotted %d statistics records of %s%s to %s", len(plotted), topic, thinned, path)
+    return path, len(plotted), kept.seen
 
 
-def _plotted(value: Any) -> dict[str, Any] | None:
-    """What ``plot`` holds of a record: a statistics record's plotted fields, and which worker
-    published it when (a week of a busy worker's records is millions; held whole, gigabytes)."""
-    if not is_stats_record(value):
-        return None
-    return {key: value.get(key) for key in (*PLOTTED, "client_id", "ts")}
+@dataclass
+class _History:
+    """What ``plot`` holds of one worker's statistics records: how many, the latest ``ts``, and
+    an evenly spaced part of those with labeled examples, each cut to the fields drawn (a week of
+    a busy worker's records is millions; held whole, gigabytes)."""
+
+    labeled: Thinned
+    records: int = 0
+    latest_ts: float = float("-inf")
+
+    def add(self, value: dict[str, Any]) -> None:
+        self.records += 1
+        self.latest_ts = max(self.latest_ts, _number(value.get("ts")) or 0.0)
+        if value.get("labeled"):
+            self.labeled.add({key: value.get(key) for key in PLOTTED})
 
 
-def _pick_worker(rows: list[dict[str, Any]], topic: str, client_id: str | None) -> Any:
+def _pick_worker(workers: Mapping[Any, _History], topic: str, client_id: str | None) -> Any:
     """The ``client_id`` to plot: the one asked for, else the one of the most recent record."""
-    ids = {r.get("client_id") for r in rows}
     if client_id is not None:
-        if client_id not in ids:
-            known = ", ".join(sorted(str(i) for i in ids))
+        if client_id not in workers:
+            known = ", ".join(sorted(str(i) for i in workers))
             raise NoStatsError(f"no statistics records of client_id {client_id!r} in topic {topic!r} "
                                f"(found: {known})")
         return client_id
-    latest = max(rows, key=lambda r: _number(r.get("ts")) or 0.0).get("client_id")
-    if len(ids) > 1:
-        others = ", ".join(sorted(str(i) for i in ids if i != latest))
+    latest = max(workers, key=lambda cid: workers[cid].latest_ts)
+    if len(workers) > 1:
+        others = ", ".join(sorted(str(i) for i in workers if i != latest))
         log.warning("topic %s has statistics of several workers; plotting %s (others: %s)",
                     topic, latest, others)
     return latest

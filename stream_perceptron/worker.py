@@ -153,6 +153,9 @@ class Worker:
         # Where each assigned partition started (checkpoint or group commit): the position of one
         # with nothing processed yet, for lag and caught_up (never checkpointed).
         self._starts: dict[Partition, int] = {}
+        # offsets of the last checkpoint not yet committed: partitions not every kept checkpoint
+        # holds (CheckpointStore.held_by_all); a revocation or shutdown hands them over
+        self._withheld: dict[Partition, int] = {}
         self._started = time.monotonic()
         self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
@@ -184,10 +187,18 @@ class Worker:
                 )
             log.info("no checkpoint in %s: starting from zero weights", self.store.directory)
             return
-        ckpt.check_config(self.learner.model.config())
-        self.learner.restore(ckpt.model, ckpt.stats)
+        try:
+            ckpt.check_config(self.learner.model.config())
+            self.learner.restore(ckpt.model, ckpt.stats)
+            dead_letters = int(ckpt.stats.get("dead_letters", 0))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # the checksum holds, so the file is intact: written by something else, not damaged
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} is intact but not one this worker can restore"
+                f" ({type(exc).__name__}: {exc}): move it away, or fix what wrote it"
+            ) from None
         self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
-        self.dead_letters_total = int(ckpt.stats.get("dead_letters", 0))
+        self.dead_letters_total = dead_letters
         self.last_checkpoint_path = str(ckpt.path)
         self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
         if self.observer is not None:
@@ -202,8 +213,19 @@ class Worker:
         self._stop.set()
 
     def run(self, until: Callable[[Worker], bool] | None = None) -> int:
-        """Run until stopped (or ``until(self)`` is true); returns the process exit code."""
+        """Run until stopped (or ``until(self)`` is true); returns the process exit code.
+
+        The checkpoint directory is held (:meth:`CheckpointStore.lock`) from before the restore
+        to the end: a second worker on it stops with one line.
+        """
         log.info("effective settings: %s", redacted(self.settings))
+        self.store.lock()
+        try:
+            return self._run(until)
+        finally:
+            self.store.unlock()
+
+    def _run(self, until: Callable[[Worker], bool] | None) -> int:
         self.restore()
         self._install_signals()
         if self.observer is not None:
@@ -483,7 +505,10 @@ class Worker:
             )
             self._record_checkpoint(False, started)
             return False
+        handoff = reason in ("revocation", "shutdown")  # the partitions may go to another worker
         if not (self._dirty or self._stats_unflushed):
+            if handoff:
+                self._commit(dict(self._withheld), handoff=True)
             return True
         try:
             self.edge.flush()
@@ -504,6 +529,8 @@ class Worker:
         if not self._dirty:  # only statistics records to confirm: the last checkpoint still holds
             if self.observer is not None:
                 self.observer.outputs_confirmed()
+            if handoff:
+                self._commit(dict(self._withheld), handoff=True)
             return True
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
@@ -524,18 +551,28 @@ class Worker:
         self._dirty = False
         self.last_checkpoint_path = str(path)
         self._record_checkpoint(True, started)
-        assigned = set(self.edge.assignment())
-        commit = {(t, p): o for t, ps in snapshot.items() for p, o in ps.items() if (t, p) in assigned}
-        try:
-            if commit:
-                self.edge.commit(commit)
-        except KafkaEdgeError as exc:  # the checkpoint is authoritative; the commit is a courtesy
-            log.warning("commit after checkpoint failed (the checkpoint stands): %s", exc)
+        self._commit({(t, p): o for t, ps in snapshot.items() for p, o in ps.items()}, handoff=handoff)
         log.info(
             "checkpoint %s (%s) in %.1f ms: offsets %s", path.name, reason,
             (time.monotonic() - started) * 1000, snapshot,
         )
         return True
+
+    def _commit(self, saved: dict[Partition, int], *, handoff: bool) -> None:
+        """Commit the offsets of the checkpoint just written (``saved``) for the partitions
+        assigned: all of them on a ``handoff`` (a revocation or shutdown: the next owner starts
+        there), otherwise only those every kept checkpoint holds, so that a restart falling back
+        past a damaged newest file replays what the checkpoint it restores never learned."""
+        assigned = set(self.edge.assignment())
+        safe = None if handoff else self.store.held_by_all()
+        commit = {tp: o for tp, o in saved.items() if tp in assigned and (safe is None or tp in safe)}
+        self._withheld = {tp: o for tp, o in saved.items() if tp in assigned and tp not in commit}
+        if not commit:
+            return
+        try:
+            self.edge.commit(commit)
+        except KafkaEdgeError as exc:  # the checkpoint is authoritative; the commit is a courtesy
+            log.warning("commit after checkpoint failed (the checkpoint stands): %s", exc)
 
     def _resume_point(self) -> str:
         """Where a restart would resume: the last durable checkpoint."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -69,6 +70,7 @@ def test_produce_publishes_a_dataset_and_run_learns_it(kafka_settings, new_topic
     png = tmp_path / "stats.png"
     shown = _cli("plot", "--topic", stats, "--out", str(png), env=env)
     assert shown.returncode == 0, shown.stderr
+    assert re.fullmatch(rf"wrote {re.escape(str(png))} from \d+ statistics records\n", shown.stdout)
     with Image.open(png) as img:
         assert img.format == "PNG" and img.size == (1200, 700)
 

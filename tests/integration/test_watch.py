@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
+import logging
 import os
 import pty
 import re
@@ -247,6 +248,7 @@ def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
     topic = new_topic()
     records = WorkerStats("worker-a").many(2) + WorkerStats("worker-b", seed=11).many(3)
     publish(kafka, topic, records)
+    send_all(kafka, topic, [b"not json"], partition=0)
     out = io.StringIO()
     started = time.monotonic()
     code = run_watch(kafka, topic, refresh_s=0.2, duration_s=3.0,
@@ -258,6 +260,7 @@ def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
     header = next(line for line in text.splitlines() if "worker-a" in line)
     assert "worker-b" in header  # one column per worker
     assert f"{records[1]['mistakes']:,}" in text and f"{records[-1]['mistakes']:,}" in text
+    assert "1 records skipped (not JSON, or not statistics records)" in text
 
 
 def test_follow_stats_from_the_end_yields_only_new_records(kafka_settings, new_topic):
@@ -296,7 +299,8 @@ def test_follow_stats_skips_records_that_are_not_statistics(kafka_settings, new_
     good = WorkerStats("worker-1").many(2)
     values = [b"not json", encode(good[0]), orjson.dumps({"x": [1.0], "y": 1}), encode(good[1])]
     send_all(kafka, topic, values, partition=0)
-    batches = follow_stats(kafka, topic, poll_timeout_ms=200)
+    counted: list[int] = []
+    batches = follow_stats(kafka, topic, poll_timeout_ms=200, on_skip=counted.append)
     got: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + 20
@@ -305,6 +309,7 @@ def test_follow_stats_skips_records_that_are_not_statistics(kafka_settings, new_
     finally:
         batches.close()
     assert got == good
+    assert sum(counted) == 2 and all(n > 0 for n in counted)
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "skipping" in r.getMessage()]
     assert len(warnings) == 1 and "not JSON" in warnings[0].getMessage()
 
@@ -332,14 +337,35 @@ def test_run_plot_writes_a_png_of_the_expected_size(kafka_settings, new_topic, t
     topic = new_topic()
     publish(kafka, topic, WorkerStats("worker-1").many(10))
     out = tmp_path / "plots" / "stats.png"
-    path, used = run_plot(kafka, topic, out)
-    assert (path, used) == (out, 10)
+    path, used, of = run_plot(kafka, topic, out)
+    assert (path, used, of) == (out, 10, 10)
     with Image.open(path) as image:
         assert image.format == "PNG"
         assert image.size == (1200, 700)
-    small, _ = run_plot(kafka, topic, tmp_path / "small.png", size=(640, 480))
+    small, _, _ = run_plot(kafka, topic, tmp_path / "small.png", size=(640, 480))
     with Image.open(small) as image:
         assert image.size == (640, 480)
+
+
+def test_run_plot_draws_an_evenly_spaced_part_of_a_long_history(kafka_settings, new_topic, tmp_path,
+                                                                 caplog, monkeypatch):
+    import stream_perceptron.watch as watch
+
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish(kafka, topic, WorkerStats("worker-1").many(10))
+    drawn: list[list[dict[str, Any]]] = []
+    real = watch.plot_stats
+    def plot_stats(rows: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        drawn.append(rows)
+        return real(rows, *args, **kwargs)
+
+    monkeypatch.setattr(watch, "plot_stats", plot_stats)
+    caplog.set_level(logging.INFO, logger="stream_perceptron.watch")
+    _, used, of = run_plot(kafka, topic, tmp_path / "thin.png", points=3)
+    # records 0, 4, 8 of the 10 (stride 4 leaves at most 3), and the last; record i saw 500 (i + 1)
+    assert (used, of) == (4, 10) and [r["seen"] for r in drawn[0]] == [500, 2500, 4500, 5000]
+    assert "(1 in 4 of 10, evenly spaced)" in caplog.text
 
 
 def test_run_plot_picks_one_worker(kafka_settings, new_topic, tmp_path):

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from bench.bench_plot_memory import main, statistics_record
+from stream_perceptron.plot import PLOTTED, Thinned
 from stream_perceptron.records import decode
-from stream_perceptron.watch import _plotted, is_stats_record
+from stream_perceptron.watch import _History, is_stats_record
 
 
 def test_the_record_is_a_statistics_record_and_plot_keeps_what_it_draws():
     record = decode(statistics_record())
     assert is_stats_record(record)
-    kept = _plotted(record)
-    assert kept is not None and kept["seen"] == 20_000 and kept["client_id"] == "worker-1"
+    history = _History(Thinned(10))
+    history.add(record)
+    (kept,) = history.labeled.kept()
+    assert set(kept) == set(PLOTTED) and kept["seen"] == 20_000
     assert set(kept) < set(record)
-    assert _plotted({"x": [1.0], "y": 1}) is None
+    assert history.records == 1 and history.latest_ts == record["ts"]
 
 
 def test_it_reports_bytes_held_each_way(capsys):

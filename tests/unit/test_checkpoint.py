@@ -200,3 +200,66 @@ def test_an_old_checkpoint_that_cannot_be_pruned_does_not_fail_the_save(tmp_path
     assert path.name == "ckpt-000000000002.json"
     assert "cannot remove old checkpoint" in caplog.text
     assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 5}}
+
+
+def test_a_directory_that_cannot_be_listed_is_one_error_not_damage(tmp_path, monkeypatch):
+    # EACCES or EIO on the directory itself (a volume mounted for another user, say)
+    store = CheckpointStore(tmp_path)
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(CheckpointUnreadableError,
+                       match="^cannot list checkpoint directory .*: Permission denied$"):
+        store.load()
+
+
+def test_every_kept_checkpoint_holds_a_partition_before_it_counts_as_held(tmp_path):
+    store, learner = CheckpointStore(tmp_path, keep=2), _trained()
+    store.save(_ckpt(learner, {"in": {0: 5}}))
+    assert store.held_by_all() == {("in", 0)}
+    store.save(_ckpt(learner, {"in": {0: 6, 1: 3}}))
+    assert store.held_by_all() == {("in", 0)}
+    store.save(_ckpt(learner, {"in": {0: 7, 1: 4}}))
+    assert store.held_by_all() == {("in", 0), ("in", 1)}  # the first is pruned
+    reopened = CheckpointStore(tmp_path, keep=2)
+    assert reopened.held_by_all() == frozenset()  # nothing known before a load
+    assert reopened.load() is not None and reopened.held_by_all() == {("in", 0), ("in", 1)}
+
+
+def test_a_directory_the_first_save_creates_is_made_durable_in_its_parent(tmp_path, monkeypatch):
+    import stream_perceptron.checkpoint as checkpoint
+
+    synced: list[Path] = []
+    real = checkpoint._fsync_dir
+    monkeypatch.setattr(checkpoint, "_fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
+    CheckpointStore(tmp_path / "a" / "b").save(_ckpt(_trained()))
+    assert synced == [tmp_path, tmp_path / "a", tmp_path / "a" / "b"]
+    synced.clear()
+    CheckpointStore(tmp_path / "a" / "b").save(_ckpt(_trained()))
+    assert synced == [tmp_path / "a" / "b"]  # nothing new above it
+
+
+def test_a_directory_held_by_another_process_is_refused(tmp_path):
+    # two workers on one directory would prune each other's files and restore each other's model
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from stream_perceptron.checkpoint import CheckpointStore;"
+         f" CheckpointStore({str(tmp_path)!r}).lock(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(CheckpointError, match=r"is in use by another process \(SP_CHECKPOINT__DIR\)"):
+            CheckpointStore(tmp_path).lock()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    store = CheckpointStore(tmp_path)
+    store.lock()  # released by the kernel when the holder died
+    store.unlock()
+    assert CheckpointStore(tmp_path).load() is None  # the lock file is not a checkpoint

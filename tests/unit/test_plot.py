@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from stream_perceptron.errors import OutputError
-from stream_perceptron.plot import plot_stats
+from stream_perceptron.plot import Thinned, plot_stats
 
 ROWS = [{"seen": i, "labeled": i, "mistake_rate": 1 / i, "window_mistake_rate": 1 / i,
          "ewma_mistake_rate": 1 / i, "margin_min": 0.1 * i} for i in range(1, 6)]
@@ -24,3 +24,33 @@ def test_a_path_under_a_file_is_an_output_error(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(OutputError, match=r"^cannot write the plot to .*a-file/x\.png: "):
         plot_stats(ROWS, tmp_path / "a-file" / "x.png")
+
+
+def _items(n: int) -> list[dict[str, int]]:
+    return [{"seen": i} for i in range(n)]
+
+
+@pytest.mark.parametrize("limit, n", [(1, 1), (1, 7), (4, 4), (4, 5), (4, 100), (10, 1_000), (7, 10_001)])
+def test_thinned_keeps_at_most_limit_evenly_spaced_items_and_the_last(limit, n):
+    thinned = Thinned(limit)
+    for item in _items(n):
+        thinned.add(item)
+    seen = [item["seen"] for item in thinned.items]
+    # items 0, s, 2s, ... of the n seen: s the least power of two leaving at most `limit` of them
+    stride = 1
+    while len(range(0, n, stride)) > limit:
+        stride *= 2
+    assert thinned.stride == stride and seen == list(range(0, n, stride))
+    assert len(thinned.items) <= limit and thinned.seen == n
+    kept = [item["seen"] for item in thinned.kept()]
+    assert kept[-1] == n - 1 and kept[:len(seen)] == seen and len(kept) <= limit + 1
+
+
+def test_thinned_holds_nothing_extra_when_nothing_is_dropped():
+    thinned = Thinned(5)
+    for item in _items(3):
+        thinned.add(item)
+    assert thinned.kept() == _items(3) and thinned.stride == 1
+    assert Thinned(5).kept() == []
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        Thinned(0)

@@ -125,8 +125,8 @@ def test_limits_allowing_an_output_too_large_to_send_are_one_line(monkeypatch):
         load_settings()
     msg = str(err.value)
     assert msg.count("\n") == 0
-    assert msg.startswith("invalid setting SP_LIMITS (limits): ")
-    assert "limits.max_key_bytes (200,000)" in msg and "over the 998,976 an output record may take" in msg
+    assert msg.startswith("invalid settings SP_LIMITS__* (limits): ")
+    assert "SP_LIMITS__MAX_KEY_BYTES (200,000)" in msg and "over the 998,976 an output record may take" in msg
     monkeypatch.setenv("SP_LIMITS__MAX_KEY_BYTES", "50000")
     assert load_settings().limits.max_key_bytes == 50_000
 
@@ -156,7 +156,10 @@ def test_one_class_name_for_both_labels_is_refused(monkeypatch):
     with pytest.raises(SettingsError) as err:
         load_settings()
     assert str(err.value).count("\n") == 0
-    assert "positive_class and negative_class are both 'spam'" in str(err.value)
+    assert str(err.value) == (
+        "invalid settings SP_LIMITS__* (limits): SP_LIMITS__POSITIVE_CLASS and SP_LIMITS__NEGATIVE_CLASS"
+        " are both 'spam': a label can only be one of them"
+    )
     monkeypatch.setenv("SP_LIMITS__NEGATIVE_CLASS", "ham")
     assert load_settings().limits.negative_class == "ham"
 
@@ -185,6 +188,40 @@ def test_a_misspelt_setting_is_named_and_its_value_not_shown(monkeypatch):
     with pytest.raises(SettingsError) as err:
         load_settings()
     assert "SP_KAFKA__SASL_PASSWD" in str(err.value) and "hunter2" not in str(err.value)
+
+
+def test_a_heartbeat_not_below_the_session_names_both_variables(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__HEARTBEAT_INTERVAL_MS", "20000")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value) == (
+        "invalid settings SP_KAFKA__* (kafka): SP_KAFKA__HEARTBEAT_INTERVAL_MS (20000) must be lower"
+        " than SP_KAFKA__SESSION_TIMEOUT_MS (10000)"
+    )
+
+
+@pytest.mark.parametrize("name", ["SP_KAFAK__GROUP_ID", "sp_kafak__group_id", "SP_CHECKPOINTS__DIR"])
+def test_a_variable_of_a_section_that_does_not_exist_is_refused(monkeypatch, name):
+    # ignored, a misspelt section would leave its setting at the default without a word
+    monkeypatch.setenv(name, "x")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value).startswith(f"invalid setting {name}: no such section (the sections: SP_KAFKA__, ")
+    assert str(err.value).count("\n") == 0
+
+
+def test_variables_of_no_section_are_not_settings(monkeypatch):
+    monkeypatch.setenv("SP_FAULTS_KILLS", "3")  # the fault suite's own tunables: not settings
+    monkeypatch.setenv("SP_KAFKA__GROUP_ID", "g")
+    assert load_settings().kafka.group_id == "g"
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_checkpoint_directory_is_refused(monkeypatch, value):
+    monkeypatch.setenv("SP_CHECKPOINT__DIR", value)
+    with pytest.raises(SettingsError,
+                       match=r"^invalid setting SP_CHECKPOINT__DIR \(checkpoint.dir\): must name"):
+        load_settings()
 
 
 def test_unknown_setting_in_toml_is_named(tmp_path):
