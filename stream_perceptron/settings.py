@@ -103,6 +103,11 @@ class KafkaSettings(_Section):
                 f"SP_KAFKA__HEARTBEAT_INTERVAL_MS ({self.heartbeat_interval_ms}) must be lower than"
                 f" SP_KAFKA__SESSION_TIMEOUT_MS ({self.session_timeout_ms})"
             )
+        if self.security_protocol.startswith("SASL_") and self.sasl_mechanism is None:
+            raise ValueError(
+                f"SP_KAFKA__SECURITY_PROTOCOL is {self.security_protocol}: set SP_KAFKA__SASL_MECHANISM"
+                " (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
+            )
         if self.producer_process and self.backend != "kafka-python":
             raise ValueError(
                 "SP_KAFKA__PRODUCER_PROCESS applies to the kafka-python backend only"

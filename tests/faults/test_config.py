@@ -167,3 +167,10 @@ def test_invalid_secret_setting_does_not_echo_the_secret(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "SP_KAFKA__SASL_MECHANISM" in done.stderr
     assert "hunter2-do-not-print" not in done.stdout + done.stderr
+    # an error on the whole section (a check across its settings) carries the section's values
+    del env["SP_KAFKA__SASL_MECHANISM"]
+    env["SP_KAFKA__HEARTBEAT_INTERVAL_MS"] = "60000"
+    done = run_cli(["run"], env, timeout_s=20)
+    assert done.returncode == 2, done.stderr
+    assert "SP_KAFKA__HEARTBEAT_INTERVAL_MS" in done.stderr and done.stderr.count("\n") == 1
+    assert "hunter2-do-not-print" not in done.stdout + done.stderr

@@ -271,3 +271,18 @@ def test_readme_and_example_config_list_every_setting():
             assert f"| `{env}` |" in readme, f"{env} missing from the README settings table"
             where, key = (section, name) if name else (None, section)
             assert key in example.get(where, set()), f"{section}.{name} missing from the example config"
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_sasl_without_a_mechanism_is_refused(monkeypatch, protocol):
+    # otherwise each client retries for good, logging "Kafka not reachable yet"
+    monkeypatch.setenv("SP_KAFKA__SECURITY_PROTOCOL", protocol)
+    monkeypatch.setenv("SP_KAFKA__SASL_PASSWORD", "hunter2")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value) == (
+        f"invalid settings SP_KAFKA__* (kafka): SP_KAFKA__SECURITY_PROTOCOL is {protocol}: set"
+        " SP_KAFKA__SASL_MECHANISM (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
+    )
+    monkeypatch.setenv("SP_KAFKA__SASL_MECHANISM", "PLAIN")
+    assert load_settings().kafka.sasl_mechanism == "PLAIN"
