@@ -9,6 +9,7 @@ for SCRAM users, memory storage only); when the probe fails the test skips with 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import signal
@@ -17,6 +18,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,12 +148,30 @@ def _probe_tls(certs: dict[str, Path]) -> tuple[list[str] | None, list[str]]:
     return None, measured
 
 
+# A secured cluster of one's own runs the success paths (tansu 0.6.0 cannot serve them):
+#   SP_FAULTS_TLS_BOOTSTRAP=host:port SP_FAULTS_TLS_CAFILE=ca.pem
+#   SP_FAULTS_SASL_BOOTSTRAP=host:port SP_FAULTS_SASL_MECHANISM=SCRAM-SHA-512
+#   SP_FAULTS_SASL_USERNAME=... SP_FAULTS_SASL_PASSWORD=... [SP_FAULTS_SASL_PROTOCOL=SASL_SSL
+#   SP_FAULTS_SASL_CAFILE=ca.pem]
+# The cluster must let the user create topics; each run uses topics of its own.
+_EXTERNAL = ("set SP_FAULTS_TLS_BOOTSTRAP and SP_FAULTS_TLS_CAFILE (or SP_FAULTS_SASL_*) to run it"
+             " on a cluster")
+
+
 @pytest.mark.timeout(120)
 def test_worker_over_tls(tmp_path, group_id):
+    if os.environ.get("SP_FAULTS_TLS_BOOTSTRAP"):
+        kafka = KafkaSettings(
+            bootstrap_servers=os.environ["SP_FAULTS_TLS_BOOTSTRAP"], group_id=group_id,
+            security_protocol="SSL", ssl_cafile=os.environ["SP_FAULTS_TLS_CAFILE"])
+        _round_trip(kafka, tmp_path)
+        wrong = kafka.model_copy(update={"ssl_cafile": _make_certs(tmp_path / "other")["ca"]})
+        _fails_clearly(wrong, tmp_path / "wrong-ca", ("certificate", "ssl", "tls"))
+        return
     certs = _make_certs(tmp_path / "tls")
     args, measured = _probe_tls(certs)
     if args is None:
-        pytest.skip("the embedded tansu cannot serve TLS: " + "; ".join(measured))
+        pytest.skip("the embedded tansu cannot serve TLS: " + "; ".join(measured) + f"; {_EXTERNAL}")
     with tansu(*args) as (_, port):
         kafka = KafkaSettings(
             bootstrap_servers=f"localhost:{port}", group_id=group_id, session_timeout_ms=1000,
@@ -198,11 +218,22 @@ def _probe_sasl() -> tuple[str | None, list[str]]:
 
 @pytest.mark.timeout(180)
 def test_worker_with_sasl_scram_credentials(tmp_path, group_id):
+    if os.environ.get("SP_FAULTS_SASL_BOOTSTRAP"):
+        env = os.environ
+        kafka = KafkaSettings(
+            bootstrap_servers=env["SP_FAULTS_SASL_BOOTSTRAP"], group_id=group_id,
+            security_protocol=env.get("SP_FAULTS_SASL_PROTOCOL", "SASL_PLAINTEXT"),
+            sasl_mechanism=env["SP_FAULTS_SASL_MECHANISM"], sasl_username=env["SP_FAULTS_SASL_USERNAME"],
+            sasl_password=env["SP_FAULTS_SASL_PASSWORD"], ssl_cafile=env.get("SP_FAULTS_SASL_CAFILE"))
+        _round_trip(kafka, tmp_path, secret=env["SP_FAULTS_SASL_PASSWORD"])
+        wrong = kafka.model_copy(update={"sasl_password": "not-the-password"})
+        _fails_clearly(wrong, tmp_path / "wrong", ("sasl", "authentication"))
+        return
     mechanism, measured = _probe_sasl()
     if mechanism is None:
         pytest.skip("the embedded tansu cannot authenticate a SASL client: " + "; ".join(measured)
                     + " (kafka-python's log shows the broker answering SaslHandshake with error "
-                    "33 UNSUPPORTED_SASL_MECHANISM while listing ['SCRAM-SHA-512'])")
+                    f"33 UNSUPPORTED_SASL_MECHANISM while listing ['SCRAM-SHA-512']); {_EXTERNAL}")
     with tansu() as (_, port):
         subprocess.run([_tansu(), "user", "create", "--broker", f"tcp://127.0.0.1:{port}",
                         "alice", PASSWORD], check=True, capture_output=True, timeout=20)
@@ -215,10 +246,12 @@ def test_worker_with_sasl_scram_credentials(tmp_path, group_id):
         _fails_clearly(wrong, tmp_path / "wrong", ("sasl", "authentication"))
 
 
-def _round_trip(kafka: KafkaSettings, tmp_path: Path) -> None:
-    topics = {"input": "in", "predictions": "pred", "stats": "stats", "dead_letter": "dead"}
+def _round_trip(kafka: KafkaSettings, tmp_path: Path, secret: str = PASSWORD) -> None:
+    run = uuid.uuid4().hex[:8]  # topics of this run's own, on a cluster that keeps them
+    topics = {"input": f"in-{run}", "predictions": f"pred-{run}", "stats": f"stats-{run}",
+              "dead_letter": f"dead-{run}"}
     ensure_topics(kafka, dict.fromkeys(topics.values(), 1))
-    send_all(kafka, "in", encode_stream(noisy_stream(500)))
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(500)))
     log = tmp_path / "secure.log"
     proc = start_worker(fault_settings(kafka, topics, tmp_path / "ckpt", log_level="DEBUG"),
                         "--until-caught-up", log=log)
@@ -226,8 +259,8 @@ def _round_trip(kafka: KafkaSettings, tmp_path: Path) -> None:
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
         reap(proc)
-    assert len(predictions_by_offset(kafka, "pred")) == 500
-    assert PASSWORD not in log.read_text()
+    assert len(predictions_by_offset(kafka, topics["predictions"])) == 500
+    assert secret not in log.read_text()
 
 
 def _run_briefly(kafka: KafkaSettings, tmp_path: Path, seconds: float,

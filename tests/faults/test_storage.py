@@ -44,9 +44,10 @@ def _readyz(port: int) -> tuple[int, dict[str, object]]:
 
 
 @pytest.mark.timeout(120)
-def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_path, caplog):
+@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_path, caplog, backend):
     caplog.set_level(logging.INFO, logger="stream_perceptron")
-    kafka = fast_kafka(max_poll_records=500)
+    kafka = fast_kafka(max_poll_records=500, backend=backend)
     topics = topics_for(new_topic)
     n1, n2 = 3000, 3000
     stream = noisy_stream(n1 + n2, d=6, noise=0.1, seed=31)

@@ -3,6 +3,7 @@ in one group, a second interrupt."""
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import signal
@@ -149,6 +150,13 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
     assert duplicated > 0  # the kills really made the worker reprocess
 
 
+def _stop(*workers: ThreadedWorker | None) -> None:
+    """Stop every worker started; each must exit 0."""
+    for worker in workers:
+        if worker is not None:
+            assert worker.stop() == 0
+
+
 def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
     backend, kafka_settings, new_topic, tmp_path
 ):
@@ -173,9 +181,7 @@ def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
         wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
                  "a prediction for every offset")
     finally:
-        assert a.stop() == 0
-        if b is not None:
-            assert b.stop() == 0
+        _stop(a, b)
     preds = predictions_by_offset(kafka, topics["predictions"])
     assert sorted(preds) == [(p, o) for p in (0, 1) for o in range(n // 2)]
     # each worker learned its own partition: a model per worker
@@ -184,6 +190,40 @@ def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
     assert ca.stats["seen"] == cb.stats["seen"] == n // 2
     assert set(ca.offsets[topics["input"]]) != set(cb.offsets[topics["input"]])
     assert np.isfinite(ca.model["weights"]).all()
+
+
+def test_a_revoked_partition_is_handed_over_where_its_worker_stopped(
+    backend, kafka_settings, new_topic, tmp_path, caplog
+):
+    # Only a revocation or a shutdown checkpoints here, so only the revocation commits what A
+    # learned before B joins: B must start exactly there, and no offset is predicted twice.
+    kafka = kafka_settings(backend=backend)
+    topics = topics_for(new_topic, partitions=2)
+    n = 1000
+    values = encode_stream(noisy_stream(n))
+    send_all(kafka, topics["input"], values[: n // 2], partition=0)
+    send_all(kafka, topics["input"], values[n // 2 :], partition=1)
+    rare = {"every_examples": 10**9, "every_seconds": 3600}
+    a = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-a"), topics,
+                                       tmp_path / "a", checkpoint=rare)).start()
+    b = None
+    try:
+        wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
+                 "worker a to predict every offset")
+        assert CheckpointStore(tmp_path / "a").files() == []  # nothing committed yet
+        caplog.set_level(logging.INFO, logger="stream_perceptron.worker")
+        b = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-b"), topics,
+                                           tmp_path / "b", checkpoint=rare)).start()
+        wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30,
+                 "the partitions to be split")
+    finally:
+        _stop(a, b)
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(p, o) for p in (0, 1) for o in range(n // 2)]
+    assert all(len(copies) == 1 for copies in preds.values())  # B replayed nothing A had done
+    assert re.search(rf"assigned {topics['input']}\[[01]\]: starting at {n // 2} \(group commit\)",
+                     caplog.text), caplog.text[-3000:]
+    assert CheckpointStore(tmp_path / "b").load() is None  # B learned nothing: nothing was left
 
 
 def test_a_second_interrupt_exits_at_once(backend, kafka_settings, new_topic, tmp_path):

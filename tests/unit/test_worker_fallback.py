@@ -65,6 +65,15 @@ def _assign(worker: Worker, edge: GroupEdge, *partitions: int) -> None:
     worker._on_assigned(new)
 
 
+def _checkpointed(tmp_path, n: int) -> None:
+    """A worker that learned offsets 0..n-1 of in[0] and checkpointed them."""
+    edge = GroupEdge({})
+    worker = _worker(tmp_path, edge)
+    _assign(worker, edge, 0)
+    worker.process(_batch(0, 0, n))
+    assert worker.checkpoint("shutdown")
+
+
 def _tear_newest(tmp_path) -> None:
     newest = sorted((tmp_path / "ck").glob("ckpt-*.json"))[-1]
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
@@ -125,11 +134,7 @@ def test_a_handoff_commits_every_partition_even_with_nothing_new(tmp_path, reaso
 def test_an_intact_checkpoint_this_worker_cannot_restore_is_one_error(tmp_path):
     from stream_perceptron.checkpoint import Checkpoint, CheckpointStore
 
-    edge = GroupEdge({})
-    worker = _worker(tmp_path, edge)
-    _assign(worker, edge, 0)
-    worker.process(_batch(0, 0, 10))
-    assert worker.checkpoint("interval")
+    _checkpointed(tmp_path, 10)
     store = CheckpointStore(tmp_path / "ck")
     good = store.load()
     assert good is not None
@@ -137,3 +142,13 @@ def test_an_intact_checkpoint_this_worker_cannot_restore_is_one_error(tmp_path):
     store.save(Checkpoint(good.model, good.config, stats, good.offsets))
     with pytest.raises(CheckpointError, match=r"is intact but not one this worker can restore \(KeyError"):
         _worker(tmp_path, GroupEdge({}))
+
+
+def test_a_partition_the_checkpoint_holds_starts_at_the_checkpoint_not_the_group_commit(tmp_path):
+    # the group's commit may be ahead (another owner since) or behind: the checkpoint wins
+    _checkpointed(tmp_path, 500)
+    for committed in (900, 100):
+        again = GroupEdge({("in", 0): committed, ("in", 1): 40})
+        restarted = _worker(tmp_path, again)
+        _assign(restarted, again, 0, 1)
+        assert again.seeks == {("in", 0): 500, ("in", 1): 40}
