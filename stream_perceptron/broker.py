@@ -130,6 +130,10 @@ class EmbeddedBroker:
         """
         if self.running:
             return
+        if _accepts(self.host, self.port):  # else that listener would pass for the broker
+            raise BrokerError(
+                f"port {self.port} on {self.host} is in use by another process: choose another"
+            )
         binary = broker_binary()
         url = f"tcp://{self.host}:{self.port}"
         command = [

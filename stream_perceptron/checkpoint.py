@@ -72,9 +72,8 @@ class Checkpoint:
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
 
-        ``n_features`` None on either side fits any (the checkpoint's weights then fix the
-        dimension; an unset setting is not taken over from the checkpoint, so the next one records
-        it unset); ``fit_intercept`` must be equal.
+        ``n_features`` None on either side adopts the other's (the worker takes the checkpoint's
+        when its own setting is unset); ``fit_intercept`` must be equal.
         """
         saved = self.config
         problems = []

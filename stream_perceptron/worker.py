@@ -188,7 +188,10 @@ class Worker:
             log.info("no checkpoint in %s: starting from zero weights", self.store.directory)
             return
         try:
-            ckpt.check_config(self.learner.model.config())
+            model = self.learner.model
+            ckpt.check_config(model.config())
+            if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
+                model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
             self.learner.restore(ckpt.model, ckpt.stats)
             dead_letters = int(ckpt.stats.get("dead_letters", 0))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

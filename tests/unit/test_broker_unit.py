@@ -127,3 +127,19 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_port_in_use_is_refused_before_the_broker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # its listener would answer the start's check and pass for the broker
+    import stream_perceptron.broker as broker_mod
+
+    def never(*_: object) -> str:
+        raise AssertionError("the broker binary was looked up")
+
+    monkeypatch.setattr(broker_mod, "broker_binary", never)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(BrokerError, match=rf"^port {port} on 127.0.0.1 is in use by another process"):
+            EmbeddedBroker(port=port).start()

@@ -152,3 +152,17 @@ def test_a_partition_the_checkpoint_holds_starts_at_the_checkpoint_not_the_group
         restarted = _worker(tmp_path, again)
         _assign(restarted, again, 0, 1)
         assert again.seeks == {("in", 0): 500, ("in", 1): 40}
+
+
+def test_a_worker_with_n_features_unset_adopts_the_checkpoint_s(tmp_path):
+    settings = Settings(observe={"enabled": False}, model={"n_features": 8},
+                        checkpoint={"dir": str(tmp_path / "ck")})
+    edge = GroupEdge({})
+    worker = Worker(settings, edge=edge)
+    worker.restore()
+    _assign(worker, edge, 0)
+    worker.process(_batch(0, 0, 10))
+    assert worker.checkpoint("shutdown")
+    restarted = _worker(tmp_path, GroupEdge({}))  # n_features unset
+    assert restarted.learner.model.config()["n_features"] == 8
+    assert restarted.learner.model._name_limit == 8  # named rows as the trained model took them
