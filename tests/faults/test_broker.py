@@ -185,8 +185,9 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path)
           f"the worker's own: {own[:3]}")
 
 
-# kafka-python only: on confluent-kafka, 1 of 8 runs saw no flush-wait line in 75 s of freeze
-# (what the worker did then is not known yet), so the kill there is not shown to land in one.
+# kafka-python only. On confluent-kafka the worker can block in the synchronous commit after a
+# checkpoint for as long as the coordinator is frozen, saying nothing (py-spy: in
+# Consumer.commit; 5 of 12 runs, docs/reliability.md D56), so no flush waits there to be shown.
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("backend", ["kafka-python"])
 def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_broker, tmp_path, backend):
