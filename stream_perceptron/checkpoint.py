@@ -212,15 +212,10 @@ class CheckpointStore:
         group's commit must stay at or before where this worker's learning of it began. A kept
         file this store could not read counts as holding nothing.
         """
-        held = [h for seq, h in self._held.items() if seq <= self._seq]
-        if not held:
+        held = [h for h in self._held.values() if h is not None]
+        if not held or len(held) < len(self._held):  # none known, or one that could not be read
             return frozenset()
-        out: frozenset[tuple[str, int]] | None = None
-        for h in held:
-            if h is None:
-                return frozenset()
-            out = h if out is None else out & h
-        return out or frozenset()
+        return frozenset.intersection(*held)
 
     def load(self) -> Checkpoint | None:
         """The newest valid checkpoint, or None when there is none; damaged ones are skipped.

@@ -302,8 +302,7 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             raise SettingsError(f"config file {path} (--config / SP_CONFIG) does not exist")
     unknown = unknown_sections(os.environ)
     if unknown:
-        known = ", ".join(f"{ENV_PREFIX}{n.upper()}{ENV_NESTED}" for n, f in Settings.model_fields.items()
-                          if isinstance(f.default, BaseModel))
+        known = ", ".join(f"{ENV_PREFIX}{name.upper()}{ENV_NESTED}" for name in _section_names())
         raise SettingsError("\n".join(f"invalid setting {k}: no such section (the sections: {known})"
                                       for k in unknown))
     _CONFIG_FILE = path
@@ -344,8 +343,7 @@ def unknown_sections(environ: Mapping[str, str]) -> list[str]:
     """The variables ``SP_<SECTION>__<NAME>`` in ``environ`` whose section does not exist (a
     misspelt section would otherwise be ignored: ``SP_KAFAK__GROUP_ID``). A misspelt name in a
     section that exists is refused by the section itself."""
-    sections = {name.upper() for name, f in Settings.model_fields.items()
-                if isinstance(f.default, BaseModel)}
+    sections = {name.upper() for name in _section_names()}
     out = []
     for key in environ:
         upper = key.upper()
@@ -354,6 +352,11 @@ def unknown_sections(environ: Mapping[str, str]) -> list[str]:
             if section not in sections:
                 out.append(key)
     return sorted(out)
+
+
+def _section_names() -> list[str]:
+    """The sections of :class:`Settings` (``kafka``, ``topics``, …), in declaration order."""
+    return [name for name, f in Settings.model_fields.items() if isinstance(f.default, BaseModel)]
 
 
 def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:

@@ -583,16 +583,16 @@ def run_plot(
                            "is a worker publishing to it (SP_TOPICS__STATS)?")
     chosen = _pick_worker(workers, topic, client_id)
     history = workers[chosen]
-    plotted = history.labeled.kept()
+    labeled = history.labeled
+    plotted = labeled.kept()
     if not plotted:
         raise NoStatsError(f"the {history.records} statistics records in topic {topic!r} have no "
                            "labeled examples yet: nothing to plot")
     title = f"stream-perceptron · {topic}" + (f" · {chosen}" if chosen else "")
     path = plot_stats(plotted, out, title=title, size=size)
-    kept = history.labeled
-    thinned = "" if kept.stride == 1 else f" (1 in {kept.stride} of {kept.seen}, evenly spaced)"
+    thinned = "" if labeled.stride == 1 else f" (1 in {labeled.stride} of {labeled.seen}, evenly spaced)"
     log.info("plotted %d statistics records of %s%s to %s", len(plotted), topic, thinned, path)
-    return path, len(plotted), kept.seen
+    return path, len(plotted), labeled.seen
 
 
 @dataclass

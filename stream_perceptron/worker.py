@@ -511,7 +511,7 @@ class Worker:
         handoff = reason in ("revocation", "shutdown")  # the partitions may go to another worker
         if not (self._dirty or self._stats_unflushed):
             if handoff:
-                self._commit(dict(self._withheld), handoff=True)
+                self._commit(self._withheld, handoff=True)
             return True
         try:
             self.edge.flush()
@@ -533,7 +533,7 @@ class Worker:
             if self.observer is not None:
                 self.observer.outputs_confirmed()
             if handoff:
-                self._commit(dict(self._withheld), handoff=True)
+                self._commit(self._withheld, handoff=True)
             return True
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters_total
