@@ -34,9 +34,12 @@ Differences from the kafka-python edge (same contract otherwise):
 * :meth:`~ConfluentEdge.poll` waits at most ``timeout_ms``, also while a group join is in
   flight (librdkafka joins in the background); kafka-python's may wait up to
   ``session_timeout_ms``.
-* One :meth:`~ConfluentEdge.commit` attempt blocks up to ``session_timeout_ms`` while the
-  group coordinator is unreachable (librdkafka's synchronous commit has no timeout and
-  fails with ``_WAIT_COORD``); kafka-python's attempts last ``request_timeout_ms``.
+* :meth:`~ConfluentEdge.commit` outside a rebalance callback returns at once: librdkafka
+  sends it, and its result comes back on a later poll (a failure is a warning) or in
+  :meth:`~ConfluentEdge.close`, which waits for it. librdkafka's synchronous commit has no
+  timeout, and held the worker's loop for as long as the coordinator was frozen
+  (``docs/reliability.md`` D56). kafka-python's commit waits, ``request_timeout_ms`` an
+  attempt.
 * :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
   :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
   for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
@@ -387,6 +390,7 @@ class ConfluentEdge(EdgeBase):
                 "fetch.queue.backoff.ms": _PREFETCH_BACKOFF_MS,
                 "logger": _LogBridge(self._throttle),
                 "error_cb": self._on_consumer_error,
+                "on_commit": self._on_commit,
             }
         )
         return config
@@ -682,10 +686,17 @@ class ConfluentEdge(EdgeBase):
     def commit(self, offsets: Mapping[Partition, int]) -> None:
         """Commit next-offsets (last processed + 1) for the partitions currently assigned.
 
-        Partitions not assigned are skipped. Synchronous. Transient failures are retried
-        with backoff, then :class:`KafkaEdgeError` is raised. If the group has rebalanced
-        meanwhile (the commit is refused for the old generation) a warning is logged
-        instead: the partitions are being reassigned and the next poll rejoins.
+        Partitions not assigned are skipped. In a rebalance callback the commit is synchronous,
+        so offsets committed in ``on_revoked`` are in place before another member gets the
+        partitions; transient failures are retried with backoff, then :class:`KafkaEdgeError`
+        is raised. Anywhere else it is handed to librdkafka and this returns at once: its result
+        comes back on a later :meth:`poll`, or in :meth:`close` (librdkafka's close waits for
+        the commits in flight), and a failure is logged as a warning
+        (:meth:`_on_commit`). librdkafka's synchronous commit has no timeout: while the
+        coordinator is frozen it would hold the worker's loop for as long
+        (``docs/reliability.md`` D56). Either way, if the group has rebalanced meanwhile (the
+        commit is refused for the old generation) a warning is logged instead: the partitions
+        are being reassigned and the next poll rejoins.
         """
         consumer = self._require(self._consumer)
         assigned = set(self.assignment())
@@ -698,7 +709,12 @@ class ConfluentEdge(EdgeBase):
             log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
         if not request:
             return
-        if self._callback_lost and self._in_callback():
+        if not self._in_callback():
+            self._retrying(
+                "committing offsets", lambda: consumer.commit(offsets=request, asynchronous=True)
+            )
+            return
+        if self._callback_lost:
             log.warning("not committing offsets of lost partitions %s", sorted(assigned))
             return
 
@@ -720,6 +736,22 @@ class ConfluentEdge(EdgeBase):
             raise KafkaException(error)
 
         self._retrying("committing offsets", attempt)
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The result of an asynchronous :meth:`commit` (librdkafka calls this inside a poll or
+        close): a failure is a warning, like a failed commit of the kafka-python edge."""
+        error = err or next((tp.error for tp in partitions or () if tp.error is not None), None)
+        if error is None:
+            return
+        if error.code() in _MEMBERSHIP:
+            log.warning("commit refused after a group rebalance: %s", _describe_error(error))
+            return
+        offsets = sorted((tp.topic, tp.partition, tp.offset) for tp in partitions or ())
+        log.warning(
+            "commit of offsets %s failed (the checkpoint stands; the group's offsets stay"
+            " older until a later commit): %s",
+            offsets, _describe_error(error),
+        )
 
     # -- producing -------------------------------------------------------------------------
 

@@ -20,15 +20,19 @@ from kafka import KafkaProducer
 
 from stream_perceptron.broker import EmbeddedBroker, free_port
 from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.edge import Edge, Partition, Retry
+from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import client_config, ensure_topics
 from stream_perceptron.reader import read_topic
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.helpers import (
     core_reference,
     encode_stream,
+    new_edge,
     noisy_stream,
     predictions_by_offset,
 )
+from tests.integration.helpers import started as started_edge
 
 from .support import (
     LogTail,
@@ -185,11 +189,10 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path)
           f"the worker's own: {own[:3]}")
 
 
-# kafka-python only. On confluent-kafka the worker can block in the synchronous commit after a
-# checkpoint for as long as the coordinator is frozen, saying nothing (py-spy: in
-# Consumer.commit; 5 of 12 runs, docs/reliability.md D56), so no flush waits there to be shown.
+# On confluent-kafka this also checks D56 (docs/reliability.md): a synchronous commit after a
+# checkpoint held the worker silently for as long as the coordinator was frozen (5 of 12 runs).
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend", ["kafka-python"])
+@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
 def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_broker, tmp_path, backend):
     """Durable before committed, under broker trouble: freeze the broker mid-stream, wait until
     the worker's checkpoint is held up by outputs the broker has not acknowledged, then kill -9
@@ -288,6 +291,66 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path, ba
     assert any("not acknowledged" in ln for ln in own), own
     assert CheckpointStore(tmp_path / "ckpt").load() is None  # nothing to write, nothing written
     print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0]}")
+
+
+# How long a commit holds the worker's loop while the broker is frozen. confluent-kafka hands it
+# to librdkafka and returns at once (its synchronous commit has no timeout: D56); kafka-python
+# waits request_timeout_ms an attempt, then gives up (the worker logs it; the checkpoint stands).
+COMMIT_FROZEN_AT_MOST_S = {"kafka-python": 2 * 2.0 + 0.25 + 2.0, "confluent-kafka": 0.5}
+
+
+def _commit_into(edge: Edge, offsets: dict[Partition, int], errors: list[KafkaEdgeError]) -> None:
+    try:
+        edge.commit(offsets)
+    except KafkaEdgeError as exc:
+        errors.append(exc)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+def test_a_commit_while_the_broker_is_frozen_holds_the_loop_a_bounded_time(own_broker, backend):
+    """The edge's commit with the coordinator frozen returns within its bound, and polls go on;
+    on confluent-kafka the commit is in place once the broker is back and the edge has closed."""
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=2_000, backend=backend)
+    ensure_topics(kafka, {"in": 1})
+    edge = new_edge(kafka, "in", retry=Retry(attempts=2))
+    edge.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not edge.assignment():
+            assert time.monotonic() < deadline, "never assigned"
+            edge.poll(timeout_ms=200, max_records=10)
+        edge.commit({("in", 0): 3})
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        try:
+            # on a thread of its own, so that a commit that never returns fails the test
+            errors: list[KafkaEdgeError] = []
+            committing = threading.Thread(target=_commit_into, args=(edge, {("in", 0): 7}, errors),
+                                          daemon=True)
+            started = time.monotonic()
+            committing.start()
+            committing.join(COMMIT_FROZEN_AT_MOST_S[backend])
+            held_s = time.monotonic() - started
+            assert not committing.is_alive(), f"the commit held the loop over {held_s:.1f} s"
+            polled = time.monotonic()
+            for _ in range(5):
+                edge.poll(timeout_ms=200, max_records=10)
+            polls_s = time.monotonic() - polled
+        finally:
+            os.kill(own_broker.pid, signal.SIGCONT)
+            committing.join(60)
+    finally:
+        edge.close()
+    error = errors[0] if errors else None
+    print(f"\n{backend}: commit held the loop {held_s:.2f} s ({error or 'no error'});"
+          f" 5 polls of 200 ms took {polls_s:.2f} s")
+    assert polls_s < 5 * 0.2 + 2.0
+    if backend == "confluent-kafka":
+        assert error is None
+        with started_edge(kafka, "in") as fresh:
+            assert fresh.committed("in", 0) == 7
+    else:
+        assert error is not None and "commit" in str(error)
 
 
 # kafka-python 3.0.12 leaks one socket when a client is closed while a connection to the broker
