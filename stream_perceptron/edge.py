@@ -9,6 +9,7 @@ client library and no model.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -106,10 +107,13 @@ class Edge(Protocol):
     :class:`stream_perceptron.kafka_confluent.ConfluentEdge` both provide it.
 
     ``heartbeat`` is called before each attempt of a flush, commit or send that retries, so
-    the caller can tell a worker waiting on a slow broker from one that hangs.
+    the caller can tell a worker waiting on a slow broker from one that hangs. ``stopping`` is
+    asked before a flush retries: when it answers True the flush gives up at once, for a caller
+    about to stop that flushes once more itself.
     """
 
     heartbeat: Callable[[], None]
+    stopping: Callable[[], bool]
 
     def start(self) -> None: ...
     def poll(self, timeout_ms: int, max_records: int) -> list[Batch]: ...
@@ -160,6 +164,11 @@ def _nothing() -> None:
     """The default heartbeat."""
 
 
+def _never() -> bool:
+    """The default ``stopping``."""
+    return False
+
+
 class EdgeBase:
     """What both edges share. A subclass sets its own state up in :meth:`_init_client_state`,
     builds the clients and provides :meth:`send_many`, :meth:`_flush_once` (one flush round,
@@ -192,6 +201,7 @@ class EdgeBase:
         self._callback_thread: int | None = None
         self._closing = False
         self.heartbeat: Callable[[], None] = _nothing
+        self.stopping: Callable[[], bool] = _never
         self._init_client_state()
 
     def _init_client_state(self) -> None:
@@ -217,10 +227,11 @@ class EdgeBase:
         Records whose delivery failed with a transient error are sent again. Raises
         :class:`KafkaEdgeError` after the retries (the records are still queued), or
         :class:`UndeliveredError` at once for a permanent error: every record that failed in
-        that round is then given up, and the producer replaced.
+        that round is then given up, and the producer replaced. Once ``stopping()`` answers
+        True, the first failed attempt raises :class:`KafkaEdgeError` without a retry.
         """
         delays = iter(self._retry.delays())
-        while True:
+        for attempt in itertools.count(1):
             self.heartbeat()
             problem = self._flush_once()
             if problem is None:
@@ -228,6 +239,9 @@ class EdgeBase:
             delay = next(delays, None)
             if delay is None:
                 raise KafkaEdgeError(f"flush failed after {self._retry.attempts} attempts: {problem}")
+            if self.stopping():
+                raise KafkaEdgeError(f"flush given up after {attempt} of {self._retry.attempts}"
+                                     f" attempts, a stop was asked: {problem}")
             self._log.warning("flush: %s; retrying in %.2f s", problem, delay)
             time.sleep(delay)
 

@@ -156,6 +156,10 @@ class Worker:
         # offsets of the last checkpoint not yet committed: partitions not every kept checkpoint
         # holds (CheckpointStore.held_by_all); a revocation or shutdown hands them over
         self._withheld: dict[Partition, int] = {}
+        # The shutdown has begun (its checkpoint flushes in full); its checkpoint failed, so the
+        # revocation edge.close() then runs does not try again
+        self._shutting_down = False
+        self._shutdown_failed = False
         self._started = time.monotonic()
         self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
@@ -163,6 +167,7 @@ class Worker:
         # a checkpoint's flush can retry for minutes while the broker is away; /healthz must
         # keep hearing from the worker, which is waiting, not hung
         self.edge.heartbeat = self._alive
+        self.edge.stopping = self._stop_pending
         obs = settings.observe
         self.observer = (
             Observer(host=obs.host, port=obs.port, liveness_timeout_s=obs.liveness_timeout_s)
@@ -244,28 +249,38 @@ class Worker:
             if not self._start_edge():
                 return 0
             tune_gc()
-            poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
-            chunk_records = self.settings.output.chunk_records
             try:
-                while not self._stop.is_set():
-                    batches = self.edge.poll(poll_ms, max_records)
-                    if self.observer is not None:
-                        self.observer.polled()
-                    for batch in batches:
-                        for chunk in batch.chunks(chunk_records):
-                            self.process(chunk)
-                    if self._stats_policy.due():
-                        self.publish_stats()
-                    if self._ckpt_policy.due():
-                        self.checkpoint("interval")
-                    if until is not None and until(self):
-                        break
+                self._loop(until)
             finally:
                 code = self._shutdown()
             return code
         finally:
             if self.observer is not None:
                 self.observer.stop()
+
+    def _loop(self, until: Callable[[Worker], bool] | None) -> None:
+        """Poll and process; publish statistics and checkpoint when due; until a stop is asked
+        (or ``until(self)``). A stop asked during a poll (a signal, or a revocation checkpoint
+        the poll ran) ends the loop once the batches polled are processed: the shutdown's
+        statistics record and checkpoint come next, and an interval checkpoint before them
+        would only add a round of flush retries against a broker that does not answer."""
+        poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+        chunk_records = self.settings.output.chunk_records
+        while not self._stop.is_set():
+            batches = self.edge.poll(poll_ms, max_records)
+            if self.observer is not None:
+                self.observer.polled()
+            for batch in batches:
+                for chunk in batch.chunks(chunk_records):
+                    self.process(chunk)
+            if self._stop.is_set():
+                return
+            if self._stats_policy.due():
+                self.publish_stats()
+            if self._ckpt_policy.due():
+                self.checkpoint("interval")
+            if until is not None and until(self):
+                return
 
     def _start_edge(self) -> bool:
         """Check the topics and connect, retrying with backoff until Kafka answers or a stop is
@@ -287,6 +302,12 @@ class Worker:
                     self._stop.wait(min(left, 1.0))
                 delay = min(delay * 2, 30.0)
         return False
+
+    def _stop_pending(self) -> bool:
+        """A stop was asked and the shutdown has not begun. A flush in progress then gives up
+        (``Edge.stopping``): the shutdown checkpoint flushes again at once, and against a broker
+        that does not answer each round of retries costs 5 × request_timeout_ms and more."""
+        return self._stop.is_set() and not self._shutting_down
 
     def _alive(self) -> None:
         """Tell /healthz the process is alive while it waits on Kafka (connecting, or retrying a
@@ -312,11 +333,11 @@ class Worker:
             log.warning("output topics not checked or created: %s", exc)
 
     def _shutdown(self) -> int:
-        code = 0
+        code, self._shutting_down = 0, True
         try:
             self.publish_stats()
             if not self.checkpoint("shutdown"):
-                code = 1
+                code, self._shutdown_failed = 1, True
         finally:
             self.edge.close()
         c = self.counters
@@ -363,7 +384,12 @@ class Worker:
     def _on_revoked(self, partitions: list[Partition]) -> None:
         for key in partitions:
             self._starts.pop(key, None)
-        if partitions:
+        if partitions and self._shutdown_failed:
+            # A second try a moment later meets the same trouble: against a broker that does not
+            # answer it would only add a round of flush retries to the shutdown.
+            log.info("revoked %s: the shutdown checkpoint failed a moment ago; not tried again",
+                     partitions)
+        elif partitions:
             log.info("revoked %s: checkpointing", partitions)
             self.checkpoint("revocation")
             if self.observer is not None:

@@ -24,7 +24,7 @@ from stream_perceptron.edge import Edge, Partition, Retry
 from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import client_config, ensure_topics
 from stream_perceptron.reader import read_topic
-from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.settings import KafkaSettings, Settings
 from tests.integration.helpers import (
     core_reference,
     encode_stream,
@@ -119,6 +119,18 @@ class PacedProducer(threading.Thread):
             self.error = exc
 
 
+def _paced_run(own_broker: EmbeddedBroker, kafka: KafkaSettings, n: int, ckpt_dir: Path,
+               seed: int) -> tuple[Settings, PacedProducer]:
+    """The topics, a worker's settings (checkpoints every 1,000 records or second) and a
+    producer of ``n`` records paced at 4,000 rec/s, not started."""
+    _create_topics(kafka)
+    values = encode_stream(noisy_stream(n, d=8, noise=0.1, seed=seed))
+    settings = fault_settings(kafka, TOPICS, ckpt_dir,
+                              checkpoint={"every_examples": 1000, "every_seconds": 1},
+                              stats={"every_examples": 500, "every_seconds": 1})
+    return settings, PacedProducer(_kafka(own_broker.bootstrap), values, rate=4000)
+
+
 def _assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int) -> dict[str, int]:
     rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, TOPICS["input"])]
     assert len(rows) == n, f"the input topic holds {len(rows)} records, {n} were sent"
@@ -200,14 +212,8 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
     process; the restart must instead replay from the last durable checkpoint, and every offset
     ends with its prediction, the model exactly the core's."""
     kafka = _kafka(own_broker.bootstrap, request_timeout_ms=3_000, backend=backend)
-    _create_topics(kafka)
-    n = 12_000
-    values = encode_stream(noisy_stream(n, d=8, noise=0.1, seed=23))
-    ckpt_dir = tmp_path / "ckpt"
-    settings = fault_settings(kafka, TOPICS, ckpt_dir,
-                              checkpoint={"every_examples": 1000, "every_seconds": 1},
-                              stats={"every_examples": 500, "every_seconds": 1})
-    producer = PacedProducer(_kafka(own_broker.bootstrap), values, rate=4000)
+    n, ckpt_dir = 12_000, tmp_path / "ckpt"
+    settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=23)
     log = tmp_path / "worker.log"
     proc = start_worker(settings, log=log)
     tail = LogTail(log)
@@ -249,6 +255,55 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
     # the kill landed while a checkpoint waited for acknowledgements, in the worker's own words
     assert any("not acknowledged" in ln for ln in own_lines(during)), during[-3000:]
     print(f"\n{backend}: killed at seen={killed_at} while a checkpoint waited; {figures}")
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_nothing(own_broker, tmp_path):
+    """SIGTERM with the broker frozen: each checkpoint attempt then costs a round of flush
+    retries, so the worker makes one, the shutdown's (no interval checkpoint first, no second try
+    in the revocation that closing runs), and exits 1 with the previous checkpoint standing. A
+    restart once the broker is back ends exactly like the core."""
+    # A 3 s session: the partition is not lost before the signal, so closing revokes it.
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=1_000, session_timeout_ms=3_000,
+                   heartbeat_interval_ms=500)
+    n, ckpt_dir = 8_000, tmp_path / "ckpt"
+    settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=29)
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, log=log)
+    tail = LogTail(log)
+    final = None
+    try:
+        producer.start()
+        wait_until(lambda: tail.poll().seen >= 2000, 60, "progress before the freeze", alive=proc, log=log)
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        mark = len(tail.text)
+        try:
+            time.sleep(0.5)  # deliberate fault timing: a checkpoint falls due meanwhile
+            signalled = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=90)
+            stopped_s = time.monotonic() - signalled
+        finally:
+            os.kill(own_broker.pid, signal.SIGCONT)
+        print(f"\nexit {code} {stopped_s:.1f} s after SIGTERM, the broker frozen")
+        after = tail.poll().text[mark:].decode(errors="replace")
+        after = after[after.index("SIGTERM: finishing the batch"):]
+        producer.join(timeout=120)
+        assert not producer.is_alive() and producer.error is None, producer.error
+        final_log = tmp_path / "final.log"
+        final = start_worker(settings, "--until-caught-up", log=final_log)
+        assert final.wait(timeout=90) == 0, final_log.read_text()[-3000:]
+    finally:
+        reap(proc)
+        reap(final)
+    assert code == 1, after[-3000:]
+    postponed = [ln for ln in own_lines(after) if "postponed" in ln]
+    # at most the checkpoint in progress when the signal came, then the shutdown's
+    assert 1 <= len(postponed) <= 2 and "checkpoint (shutdown) postponed" in postponed[-1], postponed
+    assert "the shutdown checkpoint failed a moment ago; not tried again" in after, after[-3000:]
+    assert "]: checkpointing" not in after  # the revocation did not try ("revoked [...]: ...")
+    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    print(f"\n{figures}")
 
 
 @pytest.mark.timeout(120)

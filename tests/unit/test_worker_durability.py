@@ -3,6 +3,7 @@ An in-memory edge stands in for Kafka (the broker-backed versions are in tests/f
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -171,6 +172,43 @@ def test_a_permanent_failure_gives_up_the_whole_round_and_says_so():
     assert edge.replaced == 1 and edge.resent == [] and edge._unsent == []
 
 
+class _UnansweredEdge(EdgeBase):
+    """Every flush round leaves records unacknowledged (a frozen broker)."""
+
+    def _init_client_state(self) -> None:
+        self.rounds = 0
+
+    def _flush_once(self):
+        self.rounds += 1
+        return "3 records not acknowledged within 1000 ms"
+
+
+def test_a_flush_gives_up_without_retrying_once_a_stop_is_asked():
+    edge = _UnansweredEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
+                           retry=Retry(attempts=4, backoff_s=0.01))
+    with pytest.raises(KafkaEdgeError, match="flush failed after 4 attempts"):
+        edge.flush()
+    assert edge.rounds == 4
+    asked = iter([False, True])  # the stop comes during the second round
+    edge.stopping = lambda: next(asked)
+    with pytest.raises(KafkaEdgeError, match="flush given up after 2 of 4 attempts, a stop was asked"):
+        edge.flush()
+    assert edge.rounds == 4 + 2
+
+
+def test_the_worker_stops_a_flush_only_between_the_stop_and_its_shutdown(tmp_path):
+    w = _worker(tmp_path, FailingEdge())
+    edge = _UnansweredEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
+    assert w._stop_pending() is False
+    w.stop()
+    assert w._stop_pending() is True  # an interval or revocation checkpoint in progress
+    w._shutting_down = True
+    assert w._stop_pending() is False  # the shutdown's own checkpoint flushes in full
+    real = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "r")}))
+    assert real.edge.stopping == real._stop_pending  # the edge the worker opens asks it
+    assert edge.stopping() is False  # an edge on its own never gives up early
+
+
 class _OutageEdge(_OneInputPartition, EdgeBase):
     """Outputs fail transiently in the first flush round; while the outage lasts, the resends
     after the first ``resends_before_outage`` raise (as a send that timed out on metadata does)."""
@@ -268,6 +306,69 @@ def test_the_worker_stays_alive_while_it_waits_for_kafka(tmp_path, monkeypatch):
         stopper.cancel()
     assert len(beats) >= 5
     assert max(b - a for a, b in zip(beats, beats[1:], strict=False)) < 1.5  # not once per 2 s backoff
+
+
+class _StoppedDuringPollEdge(FailingEdge):
+    """Every flush fails (a frozen broker); the first poll returns a batch, and a stop is asked
+    while it runs (a SIGTERM during a poll, or during the revocation checkpoint a poll runs).
+    ``close`` revokes the partition, as leaving the group does."""
+
+    def __init__(self, worker) -> None:
+        super().__init__()
+        self.worker_stop, self.on_revoked = worker.stop, worker._on_revoked
+        self.polls, self.closed = 0, False
+
+    def start(self):
+        pass
+
+    def poll(self, timeout_ms, max_records):
+        self.polls += 1
+        self.worker_stop()
+        return [_batch(0, 10)] if self.polls == 1 else []
+
+    def flush(self):
+        self.flushes += 1
+        raise KafkaEdgeError("flush failed after 5 attempts: 10 records not acknowledged")
+
+    def close(self):
+        self.on_revoked([("in", 0)])
+        self.closed = True
+
+
+def test_a_stop_during_a_poll_goes_straight_to_the_shutdown_checkpoint(tmp_path, monkeypatch, caplog):
+    # Each checkpoint against a frozen broker costs a round of flush retries (a minute and more
+    # with the default request timeout), so the shutdown makes one attempt: a checkpoint interval
+    # has passed, but no interval checkpoint comes first, and the revocation close() runs does not
+    # try again.
+    caplog.set_level(logging.INFO, logger="stream_perceptron")
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), "every_seconds": 0.1})
+    w = Worker(settings, edge=None)  # type: ignore[arg-type]
+    edge = _StoppedDuringPollEdge(w)
+    w.edge = edge  # type: ignore[assignment]
+    monkeypatch.setattr(w, "_check_topics", lambda: None)
+    time.sleep(0.2)  # the interval is due
+    assert w.run() == 1  # the shutdown checkpoint could not be written
+    assert edge.polls == 1 and edge.closed
+    assert w.offsets == {"in": {0: 10}}  # the batch polled was finished
+    assert edge.flushes == 1  # the shutdown checkpoint's only
+    assert "checkpoint (shutdown) postponed" in caplog.text
+    assert "checkpoint (interval)" not in caplog.text
+    assert "the shutdown checkpoint failed a moment ago; not tried again" in caplog.text
+    assert "checkpoint (revocation)" not in caplog.text
+    assert CheckpointStore(tmp_path).load() is None and edge.commits == []
+
+
+def test_after_a_shutdown_checkpoint_the_revocation_still_hands_the_partitions_over(tmp_path, monkeypatch):
+    # the shutdown checkpoint written, the revocation close() runs commits what was withheld
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
+    w = Worker(settings, edge=None)  # type: ignore[arg-type]
+    edge = _StoppedDuringPollEdge(w)
+    edge.flush = lambda: None  # the broker answers
+    w.edge = edge  # type: ignore[assignment]
+    monkeypatch.setattr(w, "_check_topics", lambda: None)
+    assert w.run() == 0
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}
+    assert edge.commits and edge.commits[-1] == {("in", 0): 10}
 
 
 class _SlowBrokerEdge(_OneInputPartition, EdgeBase):
