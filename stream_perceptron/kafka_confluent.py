@@ -252,6 +252,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _refused_after_a_rebalance(err: KafkaError) -> bool:
+    """Whether a commit failed because the group rebalanced meanwhile (refused for the old
+    generation), which is said in a warning: the partitions are being reassigned and the next
+    poll rejoins."""
+    if err.code() not in _MEMBERSHIP:
+        return False
+    log.warning("commit refused after a group rebalance: %s", _describe_error(err))
+    return True
+
+
 def _transient(err: KafkaError | None) -> bool:
     if err is None:
         return False
@@ -728,12 +738,8 @@ class ConfluentEdge(EdgeBase):
                     raise
             else:
                 error = next((tp.error for tp in result if tp.error is not None), None)
-            if error is None:
-                return
-            if error.code() in _MEMBERSHIP:
-                log.warning("commit refused after a group rebalance: %s", _describe_error(error))
-                return
-            raise KafkaException(error)
+            if error is not None and not _refused_after_a_rebalance(error):
+                raise KafkaException(error)
 
         self._retrying("committing offsets", attempt)
 
@@ -741,10 +747,7 @@ class ConfluentEdge(EdgeBase):
         """The result of an asynchronous :meth:`commit` (librdkafka calls this inside a poll or
         close): a failure is a warning, like a failed commit of the kafka-python edge."""
         error = err or next((tp.error for tp in partitions or () if tp.error is not None), None)
-        if error is None:
-            return
-        if error.code() in _MEMBERSHIP:
-            log.warning("commit refused after a group rebalance: %s", _describe_error(error))
+        if error is None or _refused_after_a_rebalance(error):
             return
         offsets = sorted((tp.topic, tp.partition, tp.offset) for tp in partitions or ())
         log.warning(

@@ -384,17 +384,19 @@ class Worker:
     def _on_revoked(self, partitions: list[Partition]) -> None:
         for key in partitions:
             self._starts.pop(key, None)
-        if partitions and self._shutdown_failed:
+        if not partitions:
+            return
+        if self._shutdown_failed:
             # A second try a moment later meets the same trouble: against a broker that does not
             # answer it would only add a round of flush retries to the shutdown.
             log.info("revoked %s: the shutdown checkpoint failed a moment ago; not tried again",
                      partitions)
-        elif partitions:
+        else:
             log.info("revoked %s: checkpointing", partitions)
             self.checkpoint("revocation")
-            if self.observer is not None:
-                gone = set(partitions)
-                self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
+        if self.observer is not None:
+            gone = set(partitions)
+            self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
 
     def caught_up(self) -> bool:
         """Every assigned partition processed up to its high-water mark (from fetch responses)."""

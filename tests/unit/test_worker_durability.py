@@ -335,17 +335,24 @@ class _StoppedDuringPollEdge(FailingEdge):
         self.closed = True
 
 
+def _stopped_during_poll(tmp_path, monkeypatch, **checkpoint) -> tuple[Worker, _StoppedDuringPollEdge]:
+    """A worker on a :class:`_StoppedDuringPollEdge` (which needs the worker), checkpointing to
+    ``tmp_path``, not run yet."""
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), **checkpoint})
+    w = Worker(settings, edge=None)  # type: ignore[arg-type]
+    edge = _StoppedDuringPollEdge(w)
+    w.edge = edge  # type: ignore[assignment]
+    monkeypatch.setattr(w, "_check_topics", lambda: None)
+    return w, edge
+
+
 def test_a_stop_during_a_poll_goes_straight_to_the_shutdown_checkpoint(tmp_path, monkeypatch, caplog):
     # Each checkpoint against a frozen broker costs a round of flush retries (a minute and more
     # with the default request timeout), so the shutdown makes one attempt: a checkpoint interval
     # has passed, but no interval checkpoint comes first, and the revocation close() runs does not
     # try again.
     caplog.set_level(logging.INFO, logger="stream_perceptron")
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), "every_seconds": 0.1})
-    w = Worker(settings, edge=None)  # type: ignore[arg-type]
-    edge = _StoppedDuringPollEdge(w)
-    w.edge = edge  # type: ignore[assignment]
-    monkeypatch.setattr(w, "_check_topics", lambda: None)
+    w, edge = _stopped_during_poll(tmp_path, monkeypatch, every_seconds=0.1)
     time.sleep(0.2)  # the interval is due
     assert w.run() == 1  # the shutdown checkpoint could not be written
     assert edge.polls == 1 and edge.closed
@@ -360,12 +367,8 @@ def test_a_stop_during_a_poll_goes_straight_to_the_shutdown_checkpoint(tmp_path,
 
 def test_after_a_shutdown_checkpoint_the_revocation_still_hands_the_partitions_over(tmp_path, monkeypatch):
     # the shutdown checkpoint written, the revocation close() runs commits what was withheld
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
-    w = Worker(settings, edge=None)  # type: ignore[arg-type]
-    edge = _StoppedDuringPollEdge(w)
+    w, edge = _stopped_during_poll(tmp_path, monkeypatch)
     edge.flush = lambda: None  # the broker answers
-    w.edge = edge  # type: ignore[assignment]
-    monkeypatch.setattr(w, "_check_topics", lambda: None)
     assert w.run() == 0
     assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}
     assert edge.commits and edge.commits[-1] == {("in", 0): 10}
