@@ -1,5 +1,8 @@
 # stream-perceptron: every target sets up .venv on first use (Python 3.11+ as $(PYTHON)).
 PYTHON ?= python3
+# the suite's processes (pytest-xdist, work stealing): most of its time is spent waiting on
+# brokers, so two halve it on two cores; TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
@@ -22,7 +25,7 @@ demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded
 	$(BIN)/stream-perceptron demo
 
 test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 unit: $(STAMP)  ## the fast tests only (no broker)
 	$(BIN)/pytest tests/unit stream_perceptron

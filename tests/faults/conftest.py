@@ -2,7 +2,8 @@
 
 The broker fixtures are the integration tests' (``tests/integration/conftest.py``), re-exported
 by name so that this directory needs no root conftest. ``kafka_bootstrap`` is session scoped, so
-a run of both directories starts one broker per directory.
+a run of both directories starts one broker per directory (per pytest-xdist process: ``make test``
+runs two).
 
 Every test module here sets ``pytestmark = pytest.mark.faults`` (the marker is registered in
 ``pyproject.toml``).
