@@ -40,6 +40,9 @@ Differences from the kafka-python edge (same contract otherwise):
   timeout, and held the worker's loop for as long as the coordinator was frozen
   (``docs/reliability.md`` D56). kafka-python's commit waits, ``request_timeout_ms`` an
   attempt.
+* :meth:`~ConfluentEdge.close` leaves librdkafka's close behind once no callback has run in it
+  for 2 × ``request_timeout_ms``: with a commit in flight and the broker frozen it would wait
+  until the broker is back (D58). kafka-python's close has no commit in flight to wait for.
 * :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
   :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
   for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
@@ -122,6 +125,9 @@ _PREFETCH_BACKOFF_MS = 10
 
 # Serve the producer's events (failed deliveries, errors, logs) every this many sends.
 _PRODUCER_POLL_EVERY = 1_000
+
+# How often close() looks at the consumer's close running on its own thread (D58).
+_CLOSE_WAIT_STEP_S = 0.05
 
 # Repeated log lines / client errors of one kind: at most one per this many seconds.
 _LOG_EVERY_S = 60.0
@@ -443,7 +449,8 @@ class ConfluentEdge(EdgeBase):
     def close(self) -> None:
         """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
 
-        Nothing is committed here. Errors are logged, not raised.
+        Nothing is committed here. Errors are logged, not raised. The consumer's close is left
+        behind if it outlasts its bound (:meth:`_close_consumer`).
         """
         self._refuse_in_callback("close")
         consumer, producer = self._consumer, self._producer
@@ -451,9 +458,7 @@ class ConfluentEdge(EdgeBase):
         if consumer is not None:
             self._closing = True
             try:
-                consumer.close()
-            except (KafkaException, RuntimeError) as exc:
-                log.warning("closing the Kafka consumer: %s", _describe(exc))
+                self._close_consumer(consumer)
             finally:
                 self._closing = False
                 self._consumer = None
@@ -467,6 +472,49 @@ class ConfluentEdge(EdgeBase):
                 log.error("closed with %d undelivered records", len(self._unsent))
                 self._unsent = []
         log.info("kafka edge closed")
+
+    def _close_consumer(self, consumer: Consumer) -> None:
+        """``consumer.close()``, left behind once it outlasts its bound (D58).
+
+        librdkafka's close has no timeout, and with a commit in flight and the coordinator not
+        answering it waits until the broker is back, however long that is (librdkafka #3740).
+        So it runs on a thread of its own (``on_revoked`` runs there, inside it, while this
+        thread waits), and once no callback has run for ``2 × request_timeout_ms`` it is left
+        behind with an error line: the consumer's threads end with the process. (Closing
+        without a commit in flight takes one request_timeout_ms with the broker frozen, so
+        the bound is two.) Nothing is lost by it: offsets are committed only after a
+        checkpoint, which stands, and the next owner of the partitions replays from the last
+        commit.
+        """
+        outcome: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                consumer.close()
+            except BaseException as exc:  # handed to the waiting thread
+                outcome.append(exc)
+
+        closing = threading.Thread(target=run, name="sp-consumer-close", daemon=True)
+        closing.start()
+        bound_s = 2 * self._timeout_ms / 1000
+        quiet_since = time.monotonic()
+        while closing.is_alive():
+            closing.join(_CLOSE_WAIT_STEP_S)
+            if self._callback_thread is not None:  # on_revoked runs: it has bounds of its own
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > bound_s and closing.is_alive():
+                log.error(
+                    "closing the Kafka consumer: not done %.1f s after its last callback"
+                    " (librdkafka waits for a broker that does not answer, e.g. for a commit"
+                    " in flight); left behind, the checkpoint stands", bound_s,
+                )
+                return
+        if not outcome:
+            return
+        if isinstance(outcome[0], KafkaException | RuntimeError):
+            log.warning("closing the Kafka consumer: %s", _describe(outcome[0]))
+            return
+        raise outcome[0]
 
     def _close_producer(self, producer: Producer, *, graceful: bool = True) -> None:
         """Close ``producer``; unless ``graceful``, drop its unacknowledged records at once."""

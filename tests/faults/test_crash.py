@@ -74,8 +74,9 @@ def assert_exact(kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path,
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
 def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
-    fast_kafka, new_topic, tmp_path
+    fast_kafka, new_topic, tmp_path, backend
 ):
     """KILLS x ``kill -9`` over a KILL_RECORDS-record single-partition stream with 10% label noise.
 
@@ -84,7 +85,7 @@ def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
     during start-up (restore, group join). Checkpoints every 3,000 records, 500 records a poll.
     """
     n = KILL_RECORDS
-    kafka = fast_kafka(max_poll_records=500)
+    kafka = fast_kafka(max_poll_records=500, backend=backend)
     topics = topics_for(new_topic)
     stream = noisy_stream(n, d=8, noise=0.1, seed=11)
     send_all(kafka, topics["input"], encode_stream(stream))
@@ -129,7 +130,7 @@ def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
     assert progress == sorted(progress)  # the checkpoint never went backwards
     figures = assert_exact(kafka, topics, ckpt_dir, stream, n)
     assert figures["duplicated_offsets"] > 0  # the kills really made the worker reprocess
-    print(f"\n{KILLS} kills over {n} records in {killed_for:.1f} s; {figures}; kills: {kills}")
+    print(f"\n{backend}: {KILLS} kills over {n} records in {killed_for:.1f} s; {figures}; kills: {kills}")
 
 
 @pytest.mark.timeout(180)

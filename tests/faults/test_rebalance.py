@@ -49,8 +49,9 @@ PARTITIONS = 4
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
 def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
-    fast_kafka, new_topic, tmp_path, caplog, kafka_bootstrap
+    fast_kafka, new_topic, tmp_path, caplog, kafka_bootstrap, backend
 ):
     caplog.set_level(logging.INFO, logger="stream_perceptron")
     topics = topics_for(new_topic, partitions=PARTITIONS)
@@ -85,7 +86,7 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
         made += 1
         name = f"w{made}"
         return ThreadedWorker(fault_settings(
-            fast_kafka(client_id=name, max_poll_records=200), topics, tmp_path / name,
+            fast_kafka(client_id=name, max_poll_records=200, backend=backend), topics, tmp_path / name,
             checkpoint={"every_examples": 500, "every_seconds": 1})).start()
 
     anchor = new_worker()  # stays from start to end

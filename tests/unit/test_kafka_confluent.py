@@ -1,13 +1,21 @@
-"""``kafka_confluent.batches_of``: a poll's messages as the worker's batches (no broker needed;
-the edge itself is tested against one in tests/integration/test_kafka_confluent.py)."""
+"""``kafka_confluent.batches_of``: a poll's messages as the worker's batches; and the bound on
+the consumer's close (no broker needed; the edge itself is tested against one in
+tests/integration/test_kafka_confluent.py, and closing in a freeze in tests/faults/)."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, Message
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from bench.bench_columns import message_by_message
 from stream_perceptron.edge import Batch
-from stream_perceptron.kafka_confluent import batches_of
+from stream_perceptron.kafka_confluent import ConfluentEdge, batches_of
+from stream_perceptron.settings import KafkaSettings
 
 
 def message(topic: str, partition: int, offset: int, key: bytes | None = None) -> Message:
@@ -57,3 +65,63 @@ def test_nothing_polled_is_no_batch():
 def test_the_columns_are_those_of_the_message_by_message_loop():
     ms = [message(t, p, o) for o in range(40) for t, p in [("x", o % 3), ("y", 0)]]
     assert batches_of(ms) == message_by_message(ms)
+
+
+class _Closing:
+    """A consumer whose close() runs ``body`` (given the edge)."""
+
+    def __init__(self, edge: ConfluentEdge, body: Any) -> None:
+        self.edge, self.body = edge, body
+
+    def close(self) -> None:
+        self.body(self.edge)
+
+
+def _edge() -> ConfluentEdge:
+    """An edge never started, with a 2 × 0.1 s bound on closing the consumer."""
+    edge = ConfluentEdge(KafkaSettings(backend="confluent-kafka"), "in", lambda _: None,
+                         lambda _: None)
+    edge._timeout_ms = 100
+    return edge
+
+
+def test_a_close_that_never_returns_is_left_behind_after_its_bound(caplog):
+    never = threading.Event()
+    edge = _edge()
+    started = time.monotonic()
+    try:
+        edge._close_consumer(_Closing(edge, lambda _: never.wait()))  # type: ignore[arg-type]
+        took = time.monotonic() - started
+    finally:
+        never.set()
+    assert 0.2 <= took < 2.0
+    assert any(r.levelno == logging.ERROR and "left behind" in r.getMessage() for r in caplog.records)
+
+
+def test_a_close_is_waited_for_while_its_callback_runs(caplog):
+    def revoking(edge: ConfluentEdge) -> None:  # a revocation that outlasts the bound
+        edge._callback_thread = threading.get_ident()
+        time.sleep(0.6)
+        edge._callback_thread = None
+        time.sleep(0.05)
+
+    edge = _edge()
+    started = time.monotonic()
+    edge._close_consumer(_Closing(edge, revoking))  # type: ignore[arg-type]
+    assert time.monotonic() - started >= 0.65
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_client_error_in_close_is_a_warning_and_any_other_is_raised(caplog):
+    def client_error(_: ConfluentEdge) -> None:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    def bug(_: ConfluentEdge) -> None:
+        raise ValueError("a bug")
+
+    edge = _edge()
+    edge._close_consumer(_Closing(edge, client_error))  # type: ignore[arg-type]
+    assert any(r.levelno == logging.WARNING and "closing the Kafka consumer" in r.getMessage()
+               for r in caplog.records)
+    with pytest.raises(ValueError, match="a bug"):
+        edge._close_consumer(_Closing(edge, bug))  # type: ignore[arg-type]
