@@ -1,7 +1,7 @@
 # stream-perceptron: every target sets up .venv on first use (Python 3.11+ as $(PYTHON)).
 PYTHON ?= python3
 # the suite's processes (pytest-xdist, work stealing): most of its time is spent waiting on
-# brokers, so two halve it on two cores; TEST_WORKERS=0 runs it in one process
+# brokers, so two nearly halve it on two cores; TEST_WORKERS=0 runs it in one process
 TEST_WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin

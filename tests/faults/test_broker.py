@@ -25,6 +25,7 @@ from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import client_config, ensure_topics
 from stream_perceptron.reader import read_topic
 from stream_perceptron.settings import KafkaSettings, Settings
+from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,
     encode_stream,
@@ -154,7 +155,7 @@ def _assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int) ->
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path, backend):
     """SIGSTOP the broker mid-stream for 30 s, then SIGCONT: the worker keeps running, logs the
     trouble, recovers by itself, and ends exactly like the core (nothing lost, nothing twice)."""
@@ -205,7 +206,7 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path,
 # On confluent-kafka this also checks D56 (docs/reliability.md): a synchronous commit after a
 # checkpoint held the worker silently for as long as the coordinator was frozen (5 of 12 runs).
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_broker, tmp_path, backend):
     """Durable before committed, under broker trouble: freeze the broker mid-stream, wait until
     the worker's checkpoint is held up by outputs the broker has not acknowledged, then kill -9
@@ -259,7 +260,7 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_nothing(
         own_broker, tmp_path, backend):
     """SIGTERM with the broker frozen: each checkpoint attempt then costs a round of flush
@@ -310,7 +311,7 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path, backend):
     """No input at all, so the model and offsets never change and there is no checkpoint to
     write; the broker is then frozen. The statistics records the worker keeps publishing go
@@ -381,7 +382,7 @@ def _commit_into(edge: Edge, offsets: dict[Partition, int], errors: list[KafkaEd
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_commit_while_the_broker_is_frozen_holds_the_loop_a_bounded_time(own_broker, backend):
     """The edge's commit with the coordinator frozen returns within its bound, and polls go on;
     on confluent-kafka the commit is in place once the broker is back and the edge has closed."""
@@ -428,7 +429,7 @@ CLOSE_FROZEN_AT_MOST_S = 10.0
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_close_with_the_broker_frozen_after_a_commit_returns_within_its_bound(own_broker, backend):
     """Freeze the broker, commit, close: close() returns within its bound (on confluent-kafka
     with the commit still in flight), and the edge can be replaced by a new one that reads the
@@ -467,7 +468,7 @@ def test_close_with_the_broker_frozen_after_a_commit_returns_within_its_bound(ow
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_broker_unreachable_at_start_then_appears(tmp_path, backend):
     """Start the worker against a port where nothing listens; it must retry with backoff, log
     clearly and stay up; then a broker starts on that port and nothing is lost or doubled."""

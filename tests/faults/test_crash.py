@@ -16,6 +16,7 @@ import pytest
 
 from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.settings import KafkaSettings
+from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,
     encode_stream,
@@ -74,7 +75,7 @@ def assert_exact(kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path,
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
     fast_kafka, new_topic, tmp_path, backend
 ):

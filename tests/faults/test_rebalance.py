@@ -26,7 +26,7 @@ from kafka import KafkaProducer
 
 from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.kafka_io import client_config
-from tests.integration.conftest import is_tansu
+from tests.integration.conftest import BACKENDS, is_tansu
 from tests.integration.helpers import (
     ThreadedWorker,
     encode_stream,
@@ -49,7 +49,7 @@ PARTITIONS = 4
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
     fast_kafka, new_topic, tmp_path, caplog, kafka_bootstrap, backend
 ):

@@ -17,6 +17,7 @@ import logging
 import pytest
 
 from stream_perceptron.checkpoint import CheckpointStore
+from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     ThreadedWorker,
     core_reference,
@@ -44,7 +45,7 @@ def _readyz(port: int) -> tuple[int, dict[str, object]]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_path, caplog, backend):
     caplog.set_level(logging.INFO, logger="stream_perceptron")
     kafka = fast_kafka(max_poll_records=500, backend=backend)
