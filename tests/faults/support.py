@@ -61,6 +61,15 @@ def reap(proc: subprocess.Popen[bytes] | None, timeout_s: float = 10) -> int | N
     return proc.wait(timeout=timeout_s)
 
 
+def run_until_caught_up(settings: Settings, log: Path, timeout_s: float = 60) -> None:
+    """Run a worker with ``--until-caught-up`` to the end of its input; it must exit 0."""
+    proc = start_worker(settings, "--until-caught-up", log=log)
+    try:
+        assert proc.wait(timeout=timeout_s) == 0, log.read_text()[-3000:]
+    finally:
+        reap(proc)
+
+
 def kill9(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=10) == -signal.SIGKILL

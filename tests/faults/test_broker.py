@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from .support import (
     committed,
     fault_settings,
     reap,
+    run_until_caught_up,
     start_worker,
     trouble_lines,
     wait_until,
@@ -132,6 +134,24 @@ def _paced_run(own_broker: EmbeddedBroker, kafka: KafkaSettings, n: int, ckpt_di
     return settings, PacedProducer(_kafka(own_broker.bootstrap), values, rate=4000)
 
 
+def _freeze_once_seen(own_broker: EmbeddedBroker, producer: PacedProducer, tail: LogTail,
+                      seen: int, proc: subprocess.Popen[bytes], log: Path) -> int:
+    """Start the paced producer, wait until the worker has seen ``seen`` records, then SIGSTOP
+    the broker; returns where the log stood at the freeze."""
+    producer.start()
+    wait_until(lambda: tail.poll().seen >= seen, 60, "progress before the freeze", alive=proc, log=log)
+    os.kill(own_broker.pid, signal.SIGSTOP)
+    return len(tail.text)
+
+
+def _catch_up(producer: PacedProducer, settings: Settings, tmp_path: Path) -> None:
+    """Once the broker is back: wait for the paced producer, then run a worker with
+    ``--until-caught-up`` to the end of the input."""
+    producer.join(timeout=120)
+    assert not producer.is_alive() and producer.error is None, producer.error
+    run_until_caught_up(settings, tmp_path / "final.log", timeout_s=90)
+
+
 def _assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int) -> dict[str, int]:
     rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, TOPICS["input"])]
     assert len(rows) == n, f"the input topic holds {len(rows)} records, {n} were sent"
@@ -219,12 +239,8 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
     log = tmp_path / "worker.log"
     proc = start_worker(settings, log=log)
     tail = LogTail(log)
-    final = None
     try:
-        producer.start()
-        wait_until(lambda: tail.poll().seen >= 3000, 60, "progress before the freeze", alive=proc, log=log)
-        os.kill(own_broker.pid, signal.SIGSTOP)
-        mark = len(tail.text)
+        mark = _freeze_once_seen(own_broker, producer, tail, 3000, proc, log)
         try:
             # Checkpoints fall due every second, and a flush gives up a round after
             # request_timeout_ms (3 s) and says so: kill once it has. (A freeze that lands in the
@@ -245,14 +261,9 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
             os.kill(own_broker.pid, signal.SIGCONT)
         during = tail.poll().text[mark:].decode(errors="replace")
         killed_at = tail.seen
-        producer.join(timeout=120)
-        assert not producer.is_alive() and producer.error is None, producer.error
-        final_log = tmp_path / "final.log"
-        final = start_worker(settings, "--until-caught-up", log=final_log)
-        assert final.wait(timeout=90) == 0, final_log.read_text()[-3000:]
+        _catch_up(producer, settings, tmp_path)
     finally:
         reap(proc)
-        reap(final)
     figures = _assert_exact_against_input(kafka, ckpt_dir, n)
     # the kill landed while a checkpoint waited for acknowledgements, in the worker's own words
     assert any("not acknowledged" in ln for ln in own_lines(during)), during[-3000:]
@@ -275,12 +286,8 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
     log = tmp_path / "worker.log"
     proc = start_worker(settings, log=log)
     tail = LogTail(log)
-    final = None
     try:
-        producer.start()
-        wait_until(lambda: tail.poll().seen >= 2000, 60, "progress before the freeze", alive=proc, log=log)
-        os.kill(own_broker.pid, signal.SIGSTOP)
-        mark = len(tail.text)
+        mark = _freeze_once_seen(own_broker, producer, tail, 2000, proc, log)
         try:
             time.sleep(0.5)  # deliberate fault timing: a checkpoint falls due meanwhile
             signalled = time.monotonic()
@@ -292,14 +299,9 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
         print(f"\n{backend}: exit {code} {stopped_s:.1f} s after SIGTERM, the broker frozen")
         after = tail.poll().text[mark:].decode(errors="replace")
         after = after[after.index("SIGTERM: finishing the batch"):]
-        producer.join(timeout=120)
-        assert not producer.is_alive() and producer.error is None, producer.error
-        final_log = tmp_path / "final.log"
-        final = start_worker(settings, "--until-caught-up", log=final_log)
-        assert final.wait(timeout=90) == 0, final_log.read_text()[-3000:]
+        _catch_up(producer, settings, tmp_path)
     finally:
         reap(proc)
-        reap(final)
     assert code == 1, after[-3000:]
     postponed = [ln for ln in own_lines(after) if "postponed" in ln]
     # at most the checkpoint in progress when the signal came, then the shutdown's

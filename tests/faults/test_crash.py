@@ -35,6 +35,7 @@ from .support import (
     fault_settings,
     kill9,
     reap,
+    run_until_caught_up,
     start_worker,
     temp_files,
     wait_until,
@@ -119,12 +120,7 @@ def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
                       "ckpt": checkpoint_offset(ckpt_dir, topics["input"])})
         assert kills[-1]["ckpt"] < n, "killed after the end: not a mid-stream kill"
     killed_for = time.monotonic() - started
-    final_log = tmp_path / "final.log"
-    final = start_worker(settings, "--until-caught-up", log=final_log)
-    try:
-        assert final.wait(timeout=120) == 0, final_log.read_text()[-3000:]
-    finally:
-        reap(final)
+    run_until_caught_up(settings, tmp_path / "final.log", timeout_s=120)
     assert len(kills) == KILLS
     assert sum(k["where"] == "start-up" for k in kills) == len(startup_kills)
     progress = [k["ckpt"] for k in kills]
@@ -184,11 +180,7 @@ def test_crash_between_temp_file_and_rename_then_truncated_newest_checkpoint(
 
     # 3. restart: skips the truncated file with a warning, restores the one before, ends exact
     log3 = tmp_path / "final.log"
-    proc = start_worker(settings, "--until-caught-up", log=log3)
-    try:
-        assert proc.wait(timeout=60) == 0, log3.read_text()[-3000:]
-    finally:
-        reap(proc)
+    run_until_caught_up(settings, log3)
     text = log3.read_text()
     assert f"skipping checkpoint {newest}: truncated" in text, text[-3000:]
     assert f"restored {previous[1]}" in text
@@ -211,12 +203,7 @@ def test_all_checkpoints_corrupt_does_not_silently_restart_from_zero(
     ckpt_dir = tmp_path / "ckpt"
     settings = fault_settings(kafka, topics, ckpt_dir,
                               checkpoint={"every_examples": 1000, "every_seconds": 60})
-    log1 = tmp_path / "first.log"
-    proc = start_worker(settings, "--until-caught-up", log=log1)
-    try:
-        assert proc.wait(timeout=60) == 0, log1.read_text()[-3000:]
-    finally:
-        reap(proc)
+    run_until_caught_up(settings, tmp_path / "first.log")
     assert committed(kafka, topics["input"]) == {0: n // 2}
     for path in ckpt_files(ckpt_dir):
         raw = bytearray(path.read_bytes())

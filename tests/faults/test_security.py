@@ -38,7 +38,7 @@ from tests.integration.helpers import (
     topics_for,
 )
 
-from .support import fault_settings, reap, start_worker
+from .support import fault_settings, reap, run_until_caught_up, start_worker
 
 pytestmark = pytest.mark.faults
 
@@ -372,11 +372,7 @@ def test_secrets_never_reach_logs_outputs_or_checkpoints(producer_process, fast_
     log = tmp_path / "worker.log"
     settings = fault_settings(kafka, topics, tmp_path / "ckpt", log_level="DEBUG",
                               stats={"every_examples": 100, "every_seconds": 1})
-    proc = start_worker(settings, "--until-caught-up", log=log)
-    try:
-        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
-    finally:
-        reap(proc)
+    run_until_caught_up(settings, log)
     text = log.read_text(errors="replace")
     assert "**********" in text and "sasl_password" in text  # masked, not absent
     assert "dead letter" in text  # DEBUG lines were written
