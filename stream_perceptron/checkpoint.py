@@ -8,7 +8,8 @@ made of two UTF-8 lines, so that any language can read it (format in ``docs/chec
 
 The body holds ``model`` (weights, intercept, mistakes, feature names), ``config`` (what the
 fingerprint covers), ``fingerprint``, ``stats``, ``offsets`` (``{topic: {partition: next
-offset}}``) and ``created``. Writes are atomic: temp file, fsync, rename, fsync the directory.
+offset}}``), ``created`` and ``model_id`` (the model's identity, kept from the checkpoint
+that began it). Writes are atomic: temp file, fsync, rename, fsync the directory.
 Loading takes the newest file whose length and checksum hold and skips others with a warning.
 This module knows no Kafka.
 """
@@ -22,6 +23,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +40,14 @@ VERSION = 1
 LOCK_NAME = ".lock"
 """The file under a checkpoint directory whose `flock` marks the directory taken."""
 _NAME = re.compile(r"^ckpt-(\d{12})\.json$")
+_MODEL_ID = re.compile(r"^[0-9a-f]{32}$")
 
 Offsets = dict[str, dict[int, int]]
+
+
+def new_model_id() -> str:
+    """A fresh model identity: 32 random hex digits (a UUID4 without dashes)."""
+    return uuid.uuid4().hex
 
 
 def fingerprint(config: Mapping[str, Any]) -> str:
@@ -58,9 +66,12 @@ class Checkpoint:
     created: float = field(default_factory=time.time)
     seq: int = 0
     path: Path | None = None
+    model_id: str | None = None
+    """Names the model from the first checkpoint that held it on; None only in files written
+    before the field existed."""
 
     def body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "config": self.config,
             "fingerprint": fingerprint(self.config),
             "model": self.model,
@@ -68,6 +79,9 @@ class Checkpoint:
             "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in self.offsets.items()},
             "created": self.created,
         }
+        if self.model_id is not None:
+            body["model_id"] = self.model_id
+        return body
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
@@ -285,6 +299,9 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
         raise CheckpointError("checksum mismatch")
     try:  # the checksum holds, so only a file written by something else fails here
         data = orjson.loads(body)
+        model_id = data.get("model_id")
+        if model_id is not None and not (isinstance(model_id, str) and _MODEL_ID.match(model_id)):
+            raise ValueError(f"model_id {str(model_id)[:40]!r} is not 32 hex digits")
         return Checkpoint(
             model=data["model"],
             config=data["config"],
@@ -293,6 +310,7 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
             created=data["created"],
             seq=seq,
             path=path,
+            model_id=model_id,
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"body is not a checkpoint: {type(exc).__name__}: {exc}") from None

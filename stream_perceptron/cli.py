@@ -332,7 +332,8 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @click.option("--topic", "-t", help="Default: the stats topic setting.")
 @click.option("--out", "-o", default="stats.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--client-id", help="The worker to plot when several publish to the topic.")
+@click.option("--client-id", help="The worker to plot when several publish to the topic: a client id "
+              "(its most recent model), or a column of `watch` ('CLIENT_ID · MODEL').")
 @click.pass_context
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
     """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
@@ -374,6 +375,7 @@ def checkpoint_show(directory: Path) -> None:
         "path": str(ckpt.path),
         "seq": ckpt.seq,
         "created": ckpt.created,
+        "model_id": ckpt.model_id,
         "config": ckpt.config,
         "fingerprint": fingerprint(ckpt.config),
         **ckpt.model,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stream_perceptron.checkpoint import Checkpoint, CheckpointStore
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, new_model_id
 from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.learner import Learner
 from stream_perceptron.perceptron import Perceptron
@@ -99,7 +99,8 @@ def fit_source(
     store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
     store.lock()  # never into a running worker's directory
     try:
-        path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state, offsets={}))
+        path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
+                                     offsets={}, model_id=new_model_id()))
     finally:
         store.unlock()
     return FitReport(

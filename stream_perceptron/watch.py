@@ -3,8 +3,9 @@
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
   assigned by hand) and yields the decoded records in batches as they arrive, ``[]`` on an
   idle poll so a display can refresh.
-* :class:`Dashboard` keeps the latest record of each worker (``client_id``) and a bounded
-  history of its windowed mistake rate, and renders them as a rich table, one column per worker.
+* :class:`Dashboard` keeps the latest record of each worker (:func:`worker_key`: its
+  ``client_id`` and model) and a bounded history of its windowed mistake rate, and renders them
+  as a rich table, one column per worker.
 * :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
   :func:`~stream_perceptron.plot.plot_stats`.
@@ -54,6 +55,23 @@ _MAX_POLL_RECORDS = 1_000
 _CONNECT_TIMEOUT_S = 10.0
 # Offsets shown per worker before "… (+N)".
 _MAX_OFFSETS_SHOWN = 4
+
+
+def worker_key(rec: Mapping[str, Any]) -> str:
+    """The worker a statistics record belongs to: ``client_id · <first 8 digits of model_id>``.
+
+    Workers left at the same ``client_id`` (the default) stay apart by their model, and one
+    worker stays one series across restarts and moves, since its model keeps its id in the
+    checkpoint. A record without ``model_id`` (an older worker's) is keyed by its client id.
+
+    >>> worker_key({"client_id": "w1", "model_id": "3f2a9c1d" + "0" * 24})
+    'w1 · 3f2a9c1d'
+    >>> worker_key({"client_id": "w1"}), worker_key({})
+    ('w1', '(no client_id)')
+    """
+    cid = str(rec.get("client_id") or "(no client_id)")
+    model = rec.get("model_id")
+    return f"{cid} · {model[:8]}" if isinstance(model, str) and model else cid
 
 
 class NoStatsError(StreamPerceptronError):
@@ -267,16 +285,16 @@ class Dashboard:
 
     @property
     def workers(self) -> list[str]:
-        """The client ids seen so far, sorted."""
+        """The workers seen so far (:func:`worker_key`), sorted."""
         return sorted(self._workers)
 
-    def latest(self, client_id: str) -> dict[str, Any]:
-        """The latest statistics record of ``client_id``."""
-        return self._workers[client_id].latest
+    def latest(self, worker: str) -> dict[str, Any]:
+        """The latest statistics record of ``worker`` (a :func:`worker_key`)."""
+        return self._workers[worker].latest
 
-    def rate_history(self, client_id: str) -> list[float | None]:
-        """The windowed mistake rates of ``client_id`` kept for the sparkline, oldest first."""
-        return list(self._workers[client_id].history)
+    def rate_history(self, worker: str) -> list[float | None]:
+        """The windowed mistake rates of ``worker`` kept for the sparkline, oldest first."""
+        return list(self._workers[worker].history)
 
     def count_skipped(self, n: int) -> None:
         """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
@@ -293,11 +311,11 @@ class Dashboard:
             if not is_stats_record(rec):
                 self.skipped += 1
                 continue
-            cid = str(rec.get("client_id") or "(no client_id)")
-            view = self._workers.get(cid)
+            key = worker_key(rec)
+            view = self._workers.get(key)
             if view is None:
                 view = _WorkerView(rec, now, deque(maxlen=self.history))
-                self._workers[cid] = view
+                self._workers[key] = view
             elif _newer(rec, view.latest):
                 view.latest, view.received = rec, now
             view.history.append(_number(rec.get("window_mistake_rate")))
@@ -314,8 +332,8 @@ class Dashboard:
         views = [self._workers[c] for c in self.workers]
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         table.add_column("", style="bold", no_wrap=True)
-        for cid in self.workers:
-            table.add_column(cid, justify="right", overflow="fold", header_style="bold cyan")
+        for key in self.workers:
+            table.add_column(key, justify="right", overflow="fold", header_style="bold cyan")
         for row in self._rows():
             if row.only_if and not any(row.only_if in v.latest for v in views):
                 continue
@@ -558,23 +576,24 @@ def run_plot(
     Returns the path written, the number of records plotted and the number they were drawn
     from: the worker's records with labeled examples, of which at most ``points`` (and the
     latest) are plotted, evenly spaced through the topic (:class:`Thinned`), so a topic of any
-    length is read in bounded memory. When several workers publish to the
-    topic, ``client_id`` picks one; by default the worker of the most recent record is plotted
-    and the others are named in a warning. Raises :class:`NoStatsError` when the topic has no
+    length is read in bounded memory. When several workers (:func:`worker_key`) publish to the
+    topic, ``client_id`` picks one: a worker key, or a client id (its worker of the most recent
+    record); by default the worker of the most recent record is plotted and the others are named
+    in a warning. Raises :class:`NoStatsError` when the topic has no
     statistics records to plot (it is empty, missing, or holds other records),
     :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
     """
     check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
-    workers: dict[Any, _History] = {}
+    workers: dict[str, _History] = {}
     values = 0
     for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s):
         values += 1
         if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
             continue
-        cid = value.get("client_id")
-        history = workers.get(cid)
+        key = worker_key(value)
+        history = workers.get(key)
         if history is None:
-            history = workers[cid] = _History(Thinned(points))
+            history = workers[key] = _History(Thinned(points), str(value.get("client_id") or ""))
         history.add(value)
     if not workers:
         detail = (f"it holds {values} records, none a statistics record" if values
@@ -602,6 +621,7 @@ class _History:
     a busy worker's records is millions; held whole, gigabytes)."""
 
     labeled: Thinned
+    client_id: str = ""
     records: int = 0
     latest_ts: float = float("-inf")
 
@@ -612,17 +632,20 @@ class _History:
             self.labeled.add({key: value.get(key) for key in PLOTTED})
 
 
-def _pick_worker(workers: Mapping[Any, _History], topic: str, client_id: str | None) -> Any:
-    """The ``client_id`` to plot: the one asked for, else the one of the most recent record."""
+def _pick_worker(workers: Mapping[str, _History], topic: str, client_id: str | None) -> str:
+    """The worker to plot: the one asked for (a worker key, or a client id), else the one of the
+    most recent record; the others are named in a warning."""
+    candidates = list(workers)
     if client_id is not None:
-        if client_id not in workers:
-            known = ", ".join(sorted(str(i) for i in workers))
+        candidates = ([client_id] if client_id in workers
+                      else [k for k, h in workers.items() if h.client_id == client_id])
+        if not candidates:
+            known = ", ".join(sorted(workers))
             raise NoStatsError(f"no statistics records of client_id {client_id!r} in topic {topic!r} "
                                f"(found: {known})")
-        return client_id
-    latest = max(workers, key=lambda cid: workers[cid].latest_ts)
-    if len(workers) > 1:
-        others = ", ".join(sorted(str(i) for i in workers if i != latest))
+    latest = max(candidates, key=lambda key: workers[key].latest_ts)
+    if len(candidates) > 1:
+        others = ", ".join(sorted(k for k in candidates if k != latest))
         log.warning("topic %s has statistics of several workers; plotting %s (others: %s)",
                     topic, latest, others)
     return latest
@@ -637,4 +660,5 @@ __all__ = [
     "run_plot",
     "run_watch",
     "sparkline",
+    "worker_key",
 ]

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets, new_model_id
 from stream_perceptron.edge import Batch, Edge
 from stream_perceptron.errors import (
     CheckpointError,
@@ -132,6 +132,9 @@ class Worker:
         self.limits = settings.limits.codec_limits()
         self.decoder = BatchDecoder(self.limits)
         self.offsets: Offsets = {}
+        # The model's identity: minted here for a model that begins now, else the checkpoint's
+        # (restore), so a worker's statistics stay one series across restarts and moves.
+        self.model_id = new_model_id()
         self.dead_letters_total = 0
         self.counters = Counters()
         self.checkpoint_ok = True
@@ -190,7 +193,8 @@ class Worker:
                     " (see the warnings above); refusing to start from zero weights: move them away"
                     " to start afresh"
                 )
-            log.info("no checkpoint in %s: starting from zero weights", self.store.directory)
+            log.info("no checkpoint in %s: starting from zero weights (model %s)",
+                     self.store.directory, self.model_id)
             return
         try:
             model = self.learner.model
@@ -207,13 +211,16 @@ class Worker:
             ) from None
         self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
         self.dead_letters_total = dead_letters
+        if ckpt.model_id is not None:
+            self.model_id = ckpt.model_id
         self.last_checkpoint_path = str(ckpt.path)
         self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
         if self.observer is not None:
             self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
         log.info(
-            "restored %s: %d updates, %d examples seen, offsets %s",
-            ckpt.path, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
+            "restored %s: model %s%s, %d updates, %d examples seen, offsets %s",
+            ckpt.path, self.model_id, "" if ckpt.model_id else " (named now: the file had no id)",
+            self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
         )
 
     def stop(self) -> None:
@@ -568,7 +575,8 @@ class Worker:
         snapshot = {t: dict(p) for t, p in self.offsets.items()}
         try:
             path = self.store.save(
-                Checkpoint(model_state, self.learner.model.config(), stats_state, snapshot)
+                Checkpoint(model_state, self.learner.model.config(), stats_state, snapshot,
+                           model_id=self.model_id)
             )
         except CheckpointError as exc:
             if self.checkpoint_ok:
@@ -644,6 +652,7 @@ class Worker:
             "ts": time.time(),
             "uptime_s": now - self._started,
             "client_id": self.settings.kafka.client_id,
+            "model_id": self.model_id,
         }
 
     def publish_stats(self) -> dict[str, Any]:

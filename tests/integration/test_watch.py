@@ -50,12 +50,13 @@ class WorkerStats:
     """Statistics records computed the way a worker computes them: a learner over a generated stream."""
 
     def __init__(self, client_id: str, every: int = 500, n: int = 6000, seed: int = 7,
-                 noise: float = 0.02, gamma: float = 0.05) -> None:
+                 noise: float = 0.02, gamma: float = 0.05, model_id: str | None = None) -> None:
         stream = list(open_source(f"separable:d=6,gamma={gamma},n={n},seed={seed},noise={noise}"))
         self.X = np.array([x for x, _ in stream], dtype=np.float64)
         self.y = np.array([y for _, y in stream], dtype=np.int8)
         self.learner = Learner(Perceptron(), RunningStats(window=1000, ewma_alpha=0.01))
         self.client_id, self.every, self.seen, self.seed = client_id, every, 0, seed
+        self.model_id = model_id
         self.started = time.time()
 
     def next(self) -> dict[str, Any]:
@@ -73,6 +74,7 @@ class WorkerStats:
             "ts": now,
             "uptime_s": now - self.started + 1.0,
             "client_id": self.client_id,
+            **({} if self.model_id is None else {"model_id": self.model_id}),
         }
         return orjson.loads(encode(record))  # JSON-native, as a consumer decodes it
 
@@ -100,14 +102,16 @@ def cell(frame: str, label: str, worker: str) -> str | None:
     """The text of the dashboard's row ``label`` in the column of ``worker`` (cells are right-aligned
     under their header); None when the row or the column is not on the screen."""
     lines = frame.splitlines()
-    header = next((line for line in lines if re.search(rf"\s{re.escape(worker)}\s", line)), None)
+    named = re.compile(rf"(?<=\s){re.escape(worker)}(?=\s)")
+    header = next((line for line in lines if named.search(line)), None)
     row = next((line for line in lines if line.startswith(f"│ {label} ")), None)
     if header is None or row is None:
         return None
-    ends = {m.group(): m.end() for m in re.finditer(r"[^\s│]+", header)}
-    end = ends[worker]
-    start = max((e for e in ends.values() if e < end), default=len(f"│ {label}"))
-    return row[start:end].strip() or None
+    found = named.search(header)
+    assert found is not None
+    ends = [m.end() for m in re.finditer(r"[^\s│]+", header)]
+    start = max((e for e in ends if e <= found.start()), default=len(f"│ {label}"))
+    return row[start:found.end()].strip() or None
 
 
 class PtyProcess:
@@ -194,8 +198,11 @@ def terminal_env() -> dict[str, str]:
 def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
     kafka = kafka_settings()
     topic = new_topic()
-    noisy = WorkerStats("worker-1", noise=0.02)  # mistakes all along: no γ, no bound
-    clean = WorkerStats("worker-2", noise=0.0, gamma=0.2, seed=3)  # converges: γ > 0 and (R/γ)²
+    # mistakes all along: no γ, no bound
+    noisy = WorkerStats("worker-1", noise=0.02, model_id="5e0b1c2d" + "0" * 24)
+    # converges: γ > 0 and (R/γ)²
+    clean = WorkerStats("worker-2", noise=0.0, gamma=0.2, seed=3, model_id="a71f3e90" + "0" * 24)
+    one, two = "worker-1 · 5e0b1c2d", "worker-2 · a71f3e90"  # their columns
     first, separated = noisy.many(3), clean.many(4)
     publish(kafka, topic, first + separated)
     last = first[-1]
@@ -210,14 +217,14 @@ def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
 
     child = PtyProcess(watch_argv(kafka, topic, duration_s=60.0), terminal_env())
     try:
-        child.read_until(lambda f: shows(last, "worker-1")(f) and shows(separated[-1], "worker-2")(f),
+        child.read_until(lambda f: shows(last, one)(f) and shows(separated[-1], two)(f),
                          timeout_s=30, what=f"mistakes {last['mistakes']} of the last records")
         newer = noisy.next()
         assert newer["mistakes"] != last["mistakes"]
         publish(kafka, topic, [newer])
-        frame = child.read_until(shows(newer, "worker-1"), timeout_s=15,
+        frame = child.read_until(shows(newer, one), timeout_s=15,
                                  what=f"mistakes {newer['mistakes']} of the record published while it ran")
-        assert cell(frame, "records", "worker-1") == "4"
+        assert cell(frame, "records", one) == "4"
         time.sleep(0.5)
         child.proc.send_signal(signal.SIGINT)  # Ctrl+C: a clean exit with code 0
         assert child.finish(timeout_s=20) == 0
@@ -226,18 +233,18 @@ def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
 
     screen = last_frame(child.text)
     assert "Traceback" not in child.text and "sp-watch" not in screen  # columns are the workers'
-    assert shows(newer, "worker-1")(screen) and shows(separated[-1], "worker-2")(screen)
-    assert cell(screen, "window rate", "worker-1") == (
+    assert shows(newer, one)(screen) and shows(separated[-1], two)(screen)
+    assert cell(screen, "window rate", one) == (
         f"{newer['window_mistake_rate']:.4f} ({newer['window_mistakes']:,}/{newer['window_labeled']:,})"
     )
-    assert cell(screen, "offsets", "worker-1") == f"examples[0] {newer['seen']:,}"
-    two = separated[-1]
-    assert cell(screen, "γ (window)", "worker-2") == f"{two['gamma']:.6g}"
-    assert cell(screen, "window mistakes vs (R/γ)²", "worker-2") == (
-        f"{two['window_mistakes']} ≤ {two['bound']:,.6g}"
+    assert cell(screen, "offsets", one) == f"examples[0] {newer['seen']:,}"
+    converged = separated[-1]
+    assert cell(screen, "γ (window)", two) == f"{converged['gamma']:.6g}"
+    assert cell(screen, "window mistakes vs (R/γ)²", two) == (
+        f"{converged['window_mistakes']} ≤ {converged['bound']:,.6g}"
     )
-    assert cell(screen, "window mistakes vs (R/γ)²", "worker-1") == f"{newer['window_mistakes']} · no bound"
-    spark = cell(screen, "window rate history", "worker-1")
+    assert cell(screen, "window mistakes vs (R/γ)²", one) == f"{newer['window_mistakes']} · no bound"
+    spark = cell(screen, "window rate history", one)
     assert spark is not None and len(re.findall("[▁▂▃▄▅▆▇█]", spark)) == 4
     if os.environ.get("RECORD_WATCH_SCREENSHOT"):  # refresh docs/watch-screenshot.txt on request
         SCREENSHOT.write_text(screen, encoding="utf-8")
@@ -376,6 +383,17 @@ def test_run_plot_picks_one_worker(kafka_settings, new_topic, tmp_path):
     assert run_plot(kafka, topic, tmp_path / "latest.png")[1] == 6  # the worker of the newest record
     with pytest.raises(NoStatsError, match="no statistics records of client_id 'worker-c'"):
         run_plot(kafka, topic, tmp_path / "c.png", client_id="worker-c")
+
+
+def test_run_plot_tells_apart_workers_that_share_a_client_id(kafka_settings, new_topic, tmp_path, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    a, b = "aaaaaaaa" + "0" * 24, "bbbbbbbb" + "0" * 24
+    publish(kafka, topic, WorkerStats("w", model_id=a).many(3) + WorkerStats("w", seed=3, model_id=b).many(5))
+    assert run_plot(kafka, topic, tmp_path / "a.png", client_id="w · aaaaaaaa")[1] == 3
+    caplog.set_level(logging.WARNING, logger="stream_perceptron.watch")
+    assert run_plot(kafka, topic, tmp_path / "w.png", client_id="w")[1] == 5  # its latest model
+    assert "plotting w · bbbbbbbb (others: w · aaaaaaaa)" in caplog.text
 
 
 def test_run_plot_on_an_empty_topic_raises_a_clear_error(kafka_settings, new_topic, tmp_path):

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from stream_perceptron import Perceptron, RunningStats
-from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, read
+from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, new_model_id, read
 from stream_perceptron.errors import CheckpointError, CheckpointMismatchError, CheckpointUnreadableError
 from stream_perceptron.learner import Learner
 from tests.symlinks import point
@@ -43,6 +43,20 @@ def test_round_trip_restores_bit_identical_weights(tmp_path):
     assert restored.model.mistakes == learner.model.mistakes
     assert restored.stats.snapshot() == learner.stats.snapshot()
     assert loaded.offsets == {"in": {0: 300, 3: 12}}
+
+
+def test_the_model_id_round_trips_and_a_file_without_one_still_reads(tmp_path):
+    model_id = new_model_id()
+    assert len(model_id) == 32 and int(model_id, 16) >= 0 and model_id != new_model_id()
+    store = CheckpointStore(tmp_path)
+    ckpt = _ckpt(_trained())
+    ckpt.model_id = model_id
+    path = store.save(ckpt)
+    assert orjson.loads(path.read_bytes().split(b"\n")[1])["model_id"] == model_id
+    assert store.load().model_id == model_id
+    older = store.save(_ckpt(_trained()))  # as a build before model_id wrote it
+    assert b"model_id" not in older.read_bytes()
+    assert store.load().model_id is None
 
 
 def test_keeps_the_last_k(tmp_path):
@@ -85,6 +99,8 @@ _DAMAGE = {
     "body_missing_offsets": lambda raw: _signed_body(raw, b'{"model": {}, "config": {}, "stats": {}}'),
     "body_bad_offset": lambda raw: _signed_body(
         raw, b'{"model": {}, "config": {}, "stats": {}, "offsets": {"in": {"0": "x"}}, "created": 0}'),
+    "body_bad_model_id": lambda raw: _signed_body(
+        raw, b'{"model": {}, "config": {}, "stats": {}, "offsets": {}, "created": 0, "model_id": 7}'),
 }
 
 

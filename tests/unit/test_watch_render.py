@@ -127,6 +127,22 @@ def test_the_latest_record_wins_by_timestamp_not_arrival():
     assert dash.rate_history("w") == [0.01, 0.02]  # the history keeps arrival order
 
 
+def test_workers_sharing_a_client_id_stay_apart_by_their_model():
+    a, b = "3f2a9c1d" + "a" * 24, "77e0b512" + "b" * 24
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([
+        stats_record("stream-perceptron", 1000, 40, 0.04, ts=NOW - 3, model_id=a),
+        stats_record("stream-perceptron", 9000, 90, 0.01, ts=NOW - 2, model_id=b),
+        stats_record("stream-perceptron", 2000, 50, 0.03, ts=NOW - 1, model_id=a),  # a restarted
+    ])
+    assert dash.workers == ["stream-perceptron · 3f2a9c1d", "stream-perceptron · 77e0b512"]
+    assert dash.latest("stream-perceptron · 3f2a9c1d")["seen"] == 2000
+    assert dash.rate_history("stream-perceptron · 3f2a9c1d") == [0.04, 0.03]  # one series
+    assert dash.latest("stream-perceptron · 77e0b512")["seen"] == 9000
+    header = next(line for line in screen(dash, width=160).splitlines() if "3f2a9c1d" in line)
+    assert "77e0b512" in header  # two columns
+
+
 def test_lag_row_only_when_a_record_has_lag():
     dash = Dashboard(clock=lambda: NOW)
     dash.update([stats_record("w", 1000, 10, 0.01)])

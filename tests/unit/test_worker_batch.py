@@ -228,3 +228,20 @@ def test_the_first_rate_after_a_restore_counts_only_new_examples(tmp_path):
     again.restore()
     assert again.learner.stats.seen == 3000
     assert again.stats_record()["examples_per_s"] == 0.0  # not 3,000 over the time since start
+
+
+def test_the_model_id_is_kept_across_restarts_and_new_for_a_new_model(tmp_path):
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "a")})
+    first = Worker(settings, edge=MemoryEdge())
+    first.restore()  # no checkpoint: a model that begins now
+    records = [InRecord("in", 0, i, None, input_record([1.0, -1.0], 1, i), 0) for i in range(10)]
+    first.process(Batch.of(records))
+    assert first.checkpoint("test")
+    model_id = first.stats_record()["model_id"]
+    again = Worker(settings, edge=MemoryEdge())
+    again.restore()
+    assert again.stats_record()["model_id"] == model_id
+    elsewhere = Worker(settings.model_copy(update={"checkpoint": settings.checkpoint.model_copy(
+        update={"dir": str(tmp_path / "b")})}), edge=MemoryEdge())
+    elsewhere.restore()
+    assert elsewhere.stats_record()["model_id"] != model_id
