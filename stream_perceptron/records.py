@@ -151,7 +151,9 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
             if type(v) not in _NUMBER:
                 where = f"x[{name!r}]" if isinstance(x, dict) else f"x[{name}]"
                 raise DecodeError(f"{where} is not a number (got {_kind(v)})")
-    lo, hi = min(values), max(values)
+    # The bound holds for the float64 the model sees, as the compiled decoders check it: a JSON
+    # integer past 2**53 is compared once rounded (and one past the float range is infinite).
+    lo, hi = _as_float(min(values)), _as_float(max(values))
     bound = limits.max_abs_value
     if not (-bound <= lo and hi <= bound):
         bad = lo if not -bound <= lo else hi
@@ -160,6 +162,18 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
             " (limits.max_abs_value)"
         )
     return x  # type: ignore[no-any-return]
+
+
+def _as_float(v: float) -> float:
+    """``v`` as the float64 a row holds; an integer past the float range is ±inf.
+
+    >>> _as_float(10**16 + 1), _as_float(-(10**400))
+    (1e+16, -inf)
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 @dataclass(slots=True)

@@ -238,6 +238,19 @@ def test_the_batch_decoder_agrees_at_the_edges(value):
     assert same(reference([value], LIMITS)[0], fast([value], LIMITS)[0])
 
 
+@pytest.mark.parametrize("literal", [b"10000000000000001", b"10000000000000003", b"-10000000000000001",
+                                     b"1" + b"0" * 400, b"10000000000000001.0"])
+@pytest.mark.parametrize("rest", [b"", b', "note": "a"'])  # the dense reader, or the typed decoder
+def test_the_value_bound_is_checked_on_the_float_a_row_holds(literal, rest):
+    # 10000000000000001 is 1e16 as a float64, so it is within a bound of 1e16 whatever reads it;
+    # 10000000000000003 rounds to 1.0000000000000004e16, over it; 1e400 as an integer is infinite
+    limits = Limits(max_abs_value=1e16)
+    value = b'{"x": [' + literal + b", 1]" + rest + b"}"
+    want, got = reference([value], limits)[0], fast([value], limits)[0]
+    assert same(want, got), (want, got)
+    assert isinstance(want, str) == (float(literal.replace(b"0" * 400, b"e400")) > 1e16)
+
+
 def test_the_batch_decoder_keeps_batch_positions():
     values = [b'{"x": [1]}', b"{nope", b'{"x": [2], "y": "spam"}', None, b'{"x": [3], "y": 0}']
     d = BatchDecoder(LIMITS).decode_many(values)
