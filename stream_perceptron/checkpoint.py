@@ -67,8 +67,8 @@ class Checkpoint:
     seq: int = 0
     path: Path | None = None
     model_id: str | None = None
-    """Names the model from the first checkpoint that held it on; None only in files written
-    before the field existed."""
+    """Names the model from the first checkpoint that held it on. :func:`read` gives a file
+    written before the field existed the first 32 hex digits of its SHA-256."""
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -127,15 +127,27 @@ class CheckpointStore:
 
         Two workers writing one directory would prune each other's files, and a restart would
         restore the other's model and offsets. Raises :class:`CheckpointError` when another
-        process holds it. A path that cannot be a directory is left for :meth:`load` to name.
+        process holds it, or when the directory cannot be created or written (a worker would
+        otherwise run without ever checkpointing); a path that exists and is not a directory is
+        left for :meth:`load` to name.
         """
         if self._lock_fd is not None:
             return
+        d = self.directory
         try:
-            _make_dir(self.directory)
-            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return  # not a directory, or not writable: load() and save() say so in their words
+            _make_dir(d)
+            try:
+                fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+            except PermissionError:  # a lock file of another user (fit run as someone else): flock
+                fd = os.open(d / LOCK_NAME, os.O_RDONLY)  # works on a read-only descriptor too
+        except OSError as exc:
+            if (d.exists() or d.is_symlink()) and not d.is_dir():
+                return  # load() names it
+            raise CheckpointError(
+                f"checkpoint directory {d} cannot be used: {exc.strerror or exc}"
+                + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(d) else "")
+                + " (SP_CHECKPOINT__DIR)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -300,7 +312,9 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
     try:  # the checksum holds, so only a file written by something else fails here
         data = orjson.loads(body)
         model_id = data.get("model_id")
-        if model_id is not None and not (isinstance(model_id, str) and _MODEL_ID.match(model_id)):
+        if model_id is None:  # written before model_id existed: named by its checksum, so every
+            model_id = header["sha256"][:32]  # restart from this file agrees until the next save
+        if not (isinstance(model_id, str) and _MODEL_ID.match(model_id)):
             raise ValueError(f"model_id {str(model_id)[:40]!r} is not 32 hex digits")
         return Checkpoint(
             model=data["model"],

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -152,19 +153,44 @@ def _servers(kafka: KafkaSettings) -> str:
 
 
 def check_reachable(kafka: KafkaSettings, timeout_s: float) -> None:
-    """Raise :class:`KafkaEdgeError` unless a TCP connection to a bootstrap server opens.
+    """Raise :class:`KafkaEdgeError` unless a TCP connection to a bootstrap server opens and,
+    with TLS (``SSL``, ``SASL_SSL``), the server answers a TLS handshake within ``timeout_s``.
 
     Checked before building clients: kafka-python 3.0 leaks its I/O thread and sockets
-    when a client constructor cannot bootstrap.
+    when a client constructor cannot bootstrap, and neither client bounds a TLS handshake that
+    is never answered (a plaintext listener reached with TLS, or one that accepts and says
+    nothing): its constructor would wait for good, deaf to SIGTERM.
     """
+    tls = kafka.security_protocol in ("SSL", "SASL_SSL")
     problems = []
     for server in client_config(kafka)["bootstrap_servers"]:
         try:
-            with socket.create_connection(_host_port(server), timeout_s):
+            with socket.create_connection(_host_port(server), timeout_s) as sock:
+                if tls:
+                    _tls_answers(sock, timeout_s)
                 return
         except OSError as exc:
             problems.append(f"{server}: {_describe(exc)}")
     raise KafkaEdgeError(f"cannot reach Kafka ({'; '.join(problems)})")
+
+
+def _tls_answers(sock: socket.socket, timeout_s: float) -> None:
+    """Start a TLS handshake on ``sock``; :class:`TimeoutError` when nothing comes back within
+    ``timeout_s``. Any answer returns, a refusal too: certificates and protocol are the client's
+    to check, with its own settings, and to name."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # only: does it answer?
+    sock.settimeout(timeout_s)
+    try:
+        with context.wrap_socket(sock, do_handshake_on_connect=False) as tls:
+            tls.do_handshake()
+    except TimeoutError:
+        raise TimeoutError(
+            f"no answer to a TLS handshake within {timeout_s:g} s"
+            " (SP_KAFKA__SECURITY_PROTOCOL asks for TLS: is this a TLS listener?)"
+        ) from None
+    except OSError:
+        return  # refused or closed: an answer
 
 
 def _host_port(server: str) -> tuple[str, int]:

@@ -9,6 +9,8 @@ the settings shows ``'**********'`` in their place (see :func:`redacted`).
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -88,8 +90,14 @@ class KafkaSettings(_Section):
     @field_validator("bootstrap_servers")
     @classmethod
     def _servers_listed(cls, value: str | None) -> str | None:
-        """Blank entries dropped; a value with none left is unset (``run`` then refuses)."""
-        return ",".join(server_list(value)) or None
+        """Blank entries dropped; a value with none left is unset (``run`` then refuses). Each
+        entry is ``host``, ``host:port`` or ``[ipv6]:port``; a port is a number from 1 to 65535."""
+        servers = server_list(value)
+        for server in servers:
+            m = _SERVER.fullmatch(server)
+            if (m is None and not _is_ipv6(server)) or (m and m[2] and not 0 < int(m[2]) < 65536):
+                raise ValueError(f"{server!r} is not host:port (the port a number from 1 to 65535)")
+        return ",".join(servers) or None
 
     @property
     def servers(self) -> list[str]:
@@ -114,6 +122,19 @@ class KafkaSettings(_Section):
                 " (SP_KAFKA__BACKEND is confluent-kafka, whose producer already runs in C threads)"
             )
         return self
+
+
+# host or [ipv6], then an optional :port; a bare IPv6 address (no port) is taken whole
+_SERVER = re.compile(r"(\[[^\]]+\]|[^:\[\]]+)(?::(\d+))?")
+
+
+def _is_ipv6(text: str) -> bool:
+    """Whether ``text`` is an IPv6 address, without brackets or port (``::1``, ``fe80::1%eth0``)."""
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def server_list(value: str | None) -> list[str]:
@@ -301,10 +322,13 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         if not path.is_file():
             raise SettingsError(f"config file {path} (--config / SP_CONFIG) does not exist")
     unknown = unknown_sections(os.environ)
-    if unknown:
+    misspelt = misspelt_names(os.environ)
+    if unknown or misspelt:
         known = ", ".join(f"{ENV_PREFIX}{name.upper()}{ENV_NESTED}" for name in _section_names())
-        raise SettingsError("\n".join(f"invalid setting {k}: no such section (the sections: {known})"
-                                      for k in unknown))
+        raise SettingsError("\n".join(
+            [f"invalid setting {k}: no such section (the sections: {known})" for k in unknown]
+            + [f"invalid setting {k}: no such setting (did you mean {hint}?)" for k, hint in misspelt]
+        ))
     _CONFIG_FILE = path
     try:
         return Settings(**overrides)
@@ -352,6 +376,36 @@ def unknown_sections(environ: Mapping[str, str]) -> list[str]:
             if section not in sections:
                 out.append(key)
     return sorted(out)
+
+
+def misspelt_names(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The variables ``SP_…`` without ``__`` in ``environ`` that are a setting misspelt, each with
+    the name meant: a section and one of its settings joined by one underscore
+    (``SP_CHECKPOINT_DIR``), or a name close to ``SP_LOG_LEVEL`` or ``SP_LOG_FORMAT``
+    (``SP_LOG_LEVL``). Other ``SP_`` variables are not this program's settings and are left alone
+    (the fault suite's ``SP_FAULTS_*``, or ``SP_KAFKA_BROKERS`` of some other program).
+
+    >>> misspelt_names({"SP_CHECKPOINT_DIR": "x", "SP_LOG_LEVL": "x", "SP_FAULTS_KILLS": "3",
+    ...                 "SP_LOG_LEVEL": "x", "SP_KAFKA": "{}", "SP_KAFKA_BROKERS": "x", "SP_CONF": "x"})
+    [('SP_CHECKPOINT_DIR', 'SP_CHECKPOINT__DIR'), ('SP_LOG_LEVL', 'SP_LOG_LEVEL')]
+    """
+    sections = {name.upper(): Settings.model_fields[name].annotation for name in _section_names()}
+    top = [ENV_PREFIX + name.upper() for name in Settings.model_fields if name.upper() not in sections]
+    out = []
+    for key in sorted(environ):
+        upper = key.upper()
+        if not upper.startswith(ENV_PREFIX) or ENV_NESTED in upper or upper in top:
+            continue
+        rest = upper[len(ENV_PREFIX):]
+        for section, model in sections.items():
+            name = rest.removeprefix(section + "_")
+            if name != rest and isinstance(model, type) and name.lower() in model.model_fields:
+                out.append((key, f"{ENV_PREFIX}{section}{ENV_NESTED}{name}"))
+                break
+        else:
+            if close := difflib.get_close_matches(upper, top, n=1, cutoff=0.85):
+                out.append((key, close[0]))
+    return out
 
 
 def _section_names() -> list[str]:

@@ -637,8 +637,9 @@ def _pick_worker(workers: Mapping[str, _History], topic: str, client_id: str | N
     most recent record; the others are named in a warning."""
     candidates = list(workers)
     if client_id is not None:
-        candidates = ([client_id] if client_id in workers
-                      else [k for k, h in workers.items() if h.client_id == client_id])
+        # a worker key, or a client id: its workers of every model (records from before model_id
+        # are keyed by the client id alone), of which the one of the most recent record
+        candidates = [k for k, h in workers.items() if client_id in (k, h.client_id)]
         if not candidates:
             known = ", ".join(sorted(workers))
             raise NoStatsError(f"no statistics records of client_id {client_id!r} in topic {topic!r} "

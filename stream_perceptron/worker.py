@@ -58,6 +58,17 @@ Partition = tuple[str, int]
 _MATRIX_BYTES = 16 << 20
 
 
+def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
+    """Log ``msg`` from a thread of its own (for a signal handler); returns the thread, started,
+    or None when no thread could start (at a process limit: the line is lost, nothing else)."""
+    thread = threading.Thread(target=log.log, args=(level, msg, *args), name="sp-signal-log", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:
+        return None
+    return thread
+
+
 def open_edge(
     kafka: KafkaSettings,
     input_topic: str,
@@ -211,16 +222,15 @@ class Worker:
             ) from None
         self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
         self.dead_letters_total = dead_letters
-        if ckpt.model_id is not None:
+        if ckpt.model_id is not None:  # None only for a Checkpoint not read from a file
             self.model_id = ckpt.model_id
         self.last_checkpoint_path = str(ckpt.path)
         self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
         if self.observer is not None:
             self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
         log.info(
-            "restored %s: model %s%s, %d updates, %d examples seen, offsets %s",
-            ckpt.path, self.model_id, "" if ckpt.model_id else " (named now: the file had no id)",
-            self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
+            "restored %s: model %s, %d updates, %d examples seen, offsets %s",
+            ckpt.path, self.model_id, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
         )
 
     def stop(self) -> None:
@@ -361,11 +371,18 @@ class Worker:
             return
 
         def handle(signum: int, frame: FrameType | None) -> None:
+            # The handler runs between two bytecodes of the main thread, which may be inside a
+            # log write of its own: logging here would re-enter that stream ("reentrant call").
+            # A thread logs instead, once the main thread lets go of the handler's lock.
             if self._stop.is_set() and signum == signal.SIGINT:
-                log.warning("second interrupt: exiting at once, without a final checkpoint")
+                thread = _log_aside(logging.WARNING,
+                                    "second interrupt: exiting at once, without a final checkpoint")
+                if thread is not None:
+                    thread.join(0.5)  # lost if the main thread holds the lock: exit regardless
                 os._exit(130)
-            log.info("%s: finishing the batch, then checkpointing", signal.Signals(signum).name)
             self._stop.set()
+            name = signal.Signals(signum).name
+            _log_aside(logging.INFO, "%s: finishing the batch, then checkpointing", name)
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)

@@ -389,11 +389,13 @@ def test_run_plot_tells_apart_workers_that_share_a_client_id(kafka_settings, new
     kafka = kafka_settings()
     topic = new_topic()
     a, b = "aaaaaaaa" + "0" * 24, "bbbbbbbb" + "0" * 24
-    publish(kafka, topic, WorkerStats("w", model_id=a).many(3) + WorkerStats("w", seed=3, model_id=b).many(5))
+    legacy = WorkerStats("w", seed=5).many(2)  # from before model_id: keyed by the client id alone
+    publish(kafka, topic, legacy + WorkerStats("w", model_id=a).many(3)
+            + WorkerStats("w", seed=3, model_id=b).many(5))
     assert run_plot(kafka, topic, tmp_path / "a.png", client_id="w · aaaaaaaa")[1] == 3
     caplog.set_level(logging.WARNING, logger="stream_perceptron.watch")
     assert run_plot(kafka, topic, tmp_path / "w.png", client_id="w")[1] == 5  # its latest model
-    assert "plotting w · bbbbbbbb (others: w · aaaaaaaa)" in caplog.text
+    assert "plotting w · bbbbbbbb (others: w, w · aaaaaaaa)" in caplog.text
 
 
 def test_run_plot_on_an_empty_topic_raises_a_clear_error(kafka_settings, new_topic, tmp_path):

@@ -55,8 +55,11 @@ def test_the_model_id_round_trips_and_a_file_without_one_still_reads(tmp_path):
     assert orjson.loads(path.read_bytes().split(b"\n")[1])["model_id"] == model_id
     assert store.load().model_id == model_id
     older = store.save(_ckpt(_trained()))  # as a build before model_id wrote it
-    assert b"model_id" not in older.read_bytes()
-    assert store.load().model_id is None
+    raw = older.read_bytes()
+    assert b"model_id" not in raw
+    # named by its checksum: every restart from this file gives the model the same id
+    named = orjson.loads(raw.split(b"\n")[0])["sha256"][:32]
+    assert store.load().model_id == named == CheckpointStore(tmp_path).load().model_id
 
 
 def test_keeps_the_last_k(tmp_path):
@@ -279,3 +282,37 @@ def test_a_directory_held_by_another_process_is_refused(tmp_path):
     store.lock()  # released by the kernel when the holder died
     store.unlock()
     assert CheckpointStore(tmp_path).load() is None  # the lock file is not a checkpoint
+
+
+def test_a_directory_that_cannot_be_created_is_refused_at_the_lock(tmp_path):
+    # a worker would otherwise learn and predict without ever checkpointing or committing
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(CheckpointError, match=r"checkpoint directory .*afile/ck cannot be used: Not a"
+                                              r" directory.*\(SP_CHECKPOINT__DIR\)"):
+        CheckpointStore(tmp_path / "afile" / "ck").lock()
+    store = CheckpointStore(tmp_path / "afile")  # the path itself is a file: load() names it
+    store.lock()
+    with pytest.raises(CheckpointError, match="is not a directory"):
+        store.load()
+
+
+def test_a_lock_file_of_another_user_is_locked_read_only(tmp_path, monkeypatch):
+    # fit run as one user, the worker as another: the directory is writable, .lock is not
+    import fcntl
+    import os
+
+    real_open = os.open
+
+    def open_(path, flags, *args):
+        if str(path).endswith(".lock") and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    CheckpointStore(tmp_path).lock()  # creates .lock (and holds it: this store is dropped)
+    monkeypatch.setattr(os, "open", open_)
+    store = CheckpointStore(tmp_path)
+    held: list[int] = []
+    monkeypatch.setattr(fcntl, "flock", lambda fd, op: held.append(fd))
+    store.lock()
+    assert held and store._lock_fd == held[0]
+    assert os.fstat(held[0]).st_size == 0  # the lock file, opened read-only

@@ -131,6 +131,26 @@ def test_run_reports_a_kafka_failure_that_stopped_the_worker_in_one_line(tmp_pat
     assert "Traceback" not in res.stderr
 
 
+def test_run_on_a_backend_whose_package_is_missing_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "stream_perceptron.kafka_confluent", None)  # import fails
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_KAFKA__BACKEND": "confluent-kafka",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith(
+        "stream-perceptron: SP_KAFKA__BACKEND=confluent-kafka needs the confluent-kafka package")
+
+
+def test_run_refuses_a_checkpoint_directory_it_cannot_create_in_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path / "afile" / "ck"),
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    assert "afile/ck cannot be used: Not a directory" in res.stderr.strip().splitlines()[-1]
+
+
 def test_run_refuses_an_unreadable_newest_checkpoint_in_one_line(tmp_path):
     (tmp_path / "ckpt-000000000001.json").mkdir()  # reading it fails with an OSError
     res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",

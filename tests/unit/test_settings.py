@@ -286,3 +286,39 @@ def test_sasl_without_a_mechanism_is_refused(monkeypatch, protocol):
     )
     monkeypatch.setenv("SP_KAFKA__SASL_MECHANISM", "PLAIN")
     assert load_settings().kafka.sasl_mechanism == "PLAIN"
+
+
+@pytest.mark.parametrize("name, meant", [("SP_CHECKPOINT_DIR", "SP_CHECKPOINT__DIR"),
+                                         ("SP_KAFKA_BOOTSTRAP_SERVERS", "SP_KAFKA__BOOTSTRAP_SERVERS"),
+                                         ("SP_LOG_LEVL", "SP_LOG_LEVEL"), ("sp_log_formt", "SP_LOG_FORMAT")])
+def test_a_setting_misspelt_without_its_double_underscore_is_refused(monkeypatch, name, meant):
+    # ignored, SP_CHECKPOINT_DIR would leave the checkpoints in ./checkpoints without a word
+    monkeypatch.setenv(name, "x")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value) == f"invalid setting {name}: no such setting (did you mean {meant}?)"
+
+
+@pytest.mark.parametrize("name", ["SP_KAFKA_BROKERS", "SP_STATS_PORT", "SP_CONF", "SP_CONFIG_DIR",
+                                  "SP_LOGFILE", "SP_CLIENT_ID", "SP_FAULTS_KILLS"])
+def test_other_programs_sp_variables_are_left_alone(monkeypatch, name):
+    # only a section's own setting joined by one underscore, or a near-miss of a top-level one
+    monkeypatch.setenv(name, "x")
+    assert load_settings().log_level == "INFO"
+
+
+@pytest.mark.parametrize("servers", ["localhost:abc", "kafka:", ":9092", "kafka:0", "kafka:65536",
+                                     "a:1,b:x", "[::1]:abc", "[::1]:", "host:9092:9093", "[::1"])
+def test_a_bootstrap_server_that_is_not_host_port_is_refused(monkeypatch, servers):
+    monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", servers)
+    with pytest.raises(SettingsError, match=r"^invalid setting SP_KAFKA__BOOTSTRAP_SERVERS "
+                                            r"\(kafka.bootstrap_servers\): '.*' is not host:port"):
+        load_settings()
+
+
+@pytest.mark.parametrize("servers", ["kafka", "kafka:9092", "10.0.0.1:9093, kafka-2:19092", "[::1]:9092",
+                                     "::1", "[fe80::1]", "[fe80::1%eth0]:9092", "fe80::1%eth0",
+                                     "my_host.example.com:09092"])
+def test_bootstrap_servers_in_every_accepted_form(monkeypatch, servers):
+    monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", servers)
+    assert load_settings().kafka.servers == [s.strip() for s in servers.split(",")]
