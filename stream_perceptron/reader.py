@@ -32,6 +32,7 @@ def read_topic(
 
 def iter_topic(
     kafka: KafkaSettings, topic: str, *, timeout_s: float = 30.0, idle_s: float = 2.0,
+    connect_timeout_s: float | None = None,
 ) -> Iterator[tuple[int, int, bytes | None, Any]]:
     """Every record of ``topic`` as (partition, offset, key, decoded JSON value), as fetched: in
     offset order per partition, the partitions interleaved. A value that is not JSON is given as
@@ -41,9 +42,12 @@ def iter_topic(
     Stops at the high-water marks. A partition known to hold more is read until ``timeout_s``;
     partitions whose end is not known yet (no fetch answered) end the read once nothing came for
     ``idle_s``. A read that stops either way before every end says so in a warning.
+    ``connect_timeout_s`` bounds the client's first connection (by default the request timeout,
+    which a port that accepts and does not answer as Kafka takes in full).
     """
+    bound = {} if connect_timeout_s is None else {"bootstrap_timeout_ms": int(connect_timeout_s * 1000)}
     with reaching(kafka):
-        consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
+        consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None, **bound)
     try:
         deadline = time.monotonic() + timeout_s
         parts = consumer.partitions_for_topic(topic)  # an empty set when the topic does not exist

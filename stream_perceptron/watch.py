@@ -74,6 +74,12 @@ def worker_key(rec: Mapping[str, Any]) -> str:
     return f"{cid} · {model[:8]}" if isinstance(model, str) and model else cid
 
 
+def _connect_timeout_s(kafka: KafkaSettings) -> float:
+    """How long ``watch`` and ``plot`` wait for their first connection: a port that accepts and
+    does not answer as Kafka is named within it, not after a whole request timeout."""
+    return min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000)
+
+
 class NoStatsError(StreamPerceptronError):
     """A statistics topic holds nothing to show (empty, missing, or not a statistics topic)."""
 
@@ -106,9 +112,11 @@ def follow_stats(
     is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
     when no bootstrap server can be reached.
     """
-    check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
+    connect_s = _connect_timeout_s(kafka)
+    check_reachable(kafka, connect_s)
     with reaching(kafka):
-        consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False)
+        consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False,
+                                 bootstrap_timeout_ms=int(connect_s * 1000))
     try:
         tps: list[TopicPartition] = []
         # From the end: the first offset to yield per partition, once its high-water mark is known.
@@ -583,10 +591,11 @@ def run_plot(
     statistics records to plot (it is empty, missing, or holds other records),
     :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
     """
-    check_reachable(kafka, min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000))
+    connect_s = _connect_timeout_s(kafka)
+    check_reachable(kafka, connect_s)
     workers: dict[str, _History] = {}
     values = 0
-    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s):
+    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
         values += 1
         if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
             continue

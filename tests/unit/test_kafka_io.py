@@ -6,11 +6,7 @@ tests/integration/test_edge.py)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from kafka.errors import CoordinatorNotAvailableError
@@ -19,6 +15,7 @@ from kafka.structs import TopicPartition
 from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import KafkaEdge, check_reachable
 from stream_perceptron.settings import KafkaSettings
+from tests.unit.listeners import listener
 
 
 class _Coordinator:
@@ -65,42 +62,9 @@ def test_committed_in_on_assigned_answers_when_the_fetch_works():
     assert _assign(None) is None
 
 
-@contextmanager
-def _listener(answer: bytes | None) -> Iterator[int]:
-    """A TCP listener on a free port that accepts, then writes ``answer`` and closes, or (None)
-    says nothing and keeps the connection open; yields the port."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.05)
-    held: list[socket.socket] = []
-    done = threading.Event()
-
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            if answer is None:
-                held.append(conn)
-            else:
-                conn.sendall(answer)
-                conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        done.set()
-        thread.join()
-        server.close()
-        for conn in held:
-            conn.close()
-
-
 def test_a_tls_handshake_nobody_answers_is_not_reachable_and_says_so():
     # neither client bounds it: the constructor would wait for good, deaf to SIGTERM
-    with _listener(None) as port:
+    with listener(None) as port:
         kafka = KafkaSettings(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SSL")
         started = time.monotonic()
         said = (r"cannot reach Kafka \(127.0.0.1:\d+: TimeoutError: no answer to a TLS handshake"
@@ -112,6 +76,6 @@ def test_a_tls_handshake_nobody_answers_is_not_reachable_and_says_so():
 
 
 def test_a_tls_handshake_refused_is_an_answer_left_to_the_client_to_name():
-    with _listener(b"\x00\x00\x00\x04nope") as port:  # not TLS: the handshake fails at once
+    with listener(b"\x00\x00\x00\x04nope") as port:  # not TLS: the handshake fails at once
         check_reachable(KafkaSettings(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_SSL",
                                       sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p"), 2.0)

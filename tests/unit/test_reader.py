@@ -104,3 +104,27 @@ def test_a_port_that_does_not_answer_as_kafka_is_one_error_naming_it(monkeypatch
     monkeypatch.setattr(reader, "KafkaConsumer", no_kafka)
     with pytest.raises(KafkaEdgeError, match=r"^cannot reach Kafka at 127\.0\.0\.1:8080: KafkaTimeoutError"):
         reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:8080"), "t")
+
+
+@pytest.mark.parametrize("command", ["plot", "watch"])
+def test_plot_and_watch_name_a_port_that_accepts_and_says_nothing_within_their_connect_bound(
+        monkeypatch, tmp_path, command):
+    # at the default request timeout (30 s) the client's bootstrap alone took 30 s
+    import time
+
+    from stream_perceptron import watch
+    from stream_perceptron.errors import KafkaEdgeError
+    from tests.unit.listeners import listener
+
+    monkeypatch.setattr(watch, "_CONNECT_TIMEOUT_S", 1.0)
+    with listener(None) as port:
+        kafka = KafkaSettings(bootstrap_servers=f"127.0.0.1:{port}")
+        assert kafka.request_timeout_ms == 30_000
+        started = time.monotonic()
+        said = rf"^cannot reach Kafka at 127\.0\.0\.1:{port}: KafkaTimeoutError"
+        with pytest.raises(KafkaEdgeError, match=said):
+            if command == "plot":
+                watch.run_plot(kafka, "stats", tmp_path / "p.png")
+            else:
+                next(watch.follow_stats(kafka, "stats"))
+        assert time.monotonic() - started < 10
