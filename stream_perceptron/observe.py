@@ -164,6 +164,10 @@ class Observer:
         Gauge(PREFIX + "ready", "1 when /readyz answers 200, else 0.", registry=reg).set_function(
             lambda: 1.0 if self.readiness()[0] else 0.0
         )
+        self._model_info = Gauge(  # an info metric: 1, its label the information; none until named
+            PREFIX + "model_info", "The model this worker learns: 1, labelled with its model_id.",
+            ["model_id"], registry=reg,
+        )
 
     # ------------------------------------------------------------------ the server
     def start(self) -> None:
@@ -221,6 +225,11 @@ class Observer:
                 self._raise_to(name, self._totals[name] + delta)
             if records:
                 self._progress_since = self._clock()
+
+    def model(self, model_id: str) -> None:
+        """Name the model, once it is restored or begun: ``model_info{model_id="…"} 1``."""
+        self._model_info.clear()
+        self._model_info.labels(model_id).set(1)
 
     def stats(self, snapshot: Mapping[str, Any]) -> None:
         """Set the gauges from a statistics record and raise the counters to its totals."""

@@ -252,6 +252,8 @@ class Worker:
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
         self.restore()
+        if self.observer is not None:
+            self.observer.model(self.model_id)
         self._install_signals()
         if self.observer is not None:
             try:

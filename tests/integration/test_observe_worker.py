@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import urllib.request
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,24 +22,28 @@ from .helpers import (
 )
 
 
-def _scrape(port: int) -> dict[str, float]:
+def _samples(port: int) -> list[Any]:
+    """Every sample of the worker's /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:  # noqa: S310
         text = resp.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if not sample.labels:
-                out[sample.name] = sample.value
-    return out
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The samples without labels, by name."""
+    return {sample.name: sample.value for sample in _samples(port) if not sample.labels}
 
 
 def _lag_gauge(port: int) -> dict[tuple[str, str], float]:
     """``consumer_lag`` per (topic, partition), as scraped."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:  # noqa: S310
-        text = resp.read().decode()
     return {(sample.labels["topic"], sample.labels["partition"]): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples
-            if sample.name == "stream_perceptron_consumer_lag"}
+            for sample in _samples(port) if sample.name == "stream_perceptron_consumer_lag"}
+
+
+def _model_info(port: int) -> list[str]:
+    """The ``model_id`` labels of ``model_info``, as scraped."""
+    return [sample.labels["model_id"] for sample in _samples(port)
+            if sample.name == "stream_perceptron_model_info"]
 
 
 def _status(port: int, path: str) -> int:
@@ -77,6 +82,8 @@ def test_metrics_mistake_counter_equals_the_statistics_record(kafka_settings, ne
         assert metrics["stream_perceptron_assigned_partitions"] == 1
         assert _status(port, "/healthz") == 200
         assert _status(port, "/readyz") == 200
+        stats = [v for _, _, _, v in read_topic(kafka, topics["stats"], idle_s=0.5)]
+        assert {r["model_id"] for r in stats} == set(_model_info(port)) == {tw.worker.model_id}
     finally:
         assert tw.stop() == 0
 

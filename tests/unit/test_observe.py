@@ -117,6 +117,13 @@ def test_counters_and_gauges_after_a_sequence_of_calls(make):
         assert value(s, name) == pytest.approx(STATS[key]), name
 
 
+def test_the_model_is_named_once_given(make):
+    obs = make()
+    assert not [name for name, _ in scrape(obs) if name == P + "model_info"]  # before the restore
+    obs.model("3f2a9c1d" + "0" * 24)
+    assert value(scrape(obs), "model_info", model_id="3f2a9c1d" + "0" * 24) == 1
+
+
 def test_counter_names_end_in_total_and_the_scrape_parses(make):
     obs = make()
     ok, text = probe(url(obs, "/metrics"))
@@ -133,7 +140,8 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     assert gauges == {P + n for n in [
         "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min", "margin_mean", "radius",
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
-        "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready"]}
+        "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
+        "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
 
 
 def test_none_statistics_become_nan(make):
