@@ -173,7 +173,7 @@ def produce(
     from rich.progress import Progress
 
     from stream_perceptron.kafka_io import ensure_topics
-    from stream_perceptron.producer import check_source, produce_source
+    from stream_perceptron.producer import ProduceInterrupted, check_source, produce_source
     from stream_perceptron.sources import open_source
 
     settings = cluster_settings_from(ctx)
@@ -193,6 +193,8 @@ def produce(
             sent = produce_source(settings.kafka, src, name, limits=None if checked else limits,
                                   unlabeled_every=unlabeled_every, rate=rate,
                                   on_progress=lambda n: progress.advance(task, n))
+    except ProduceInterrupted as exc:
+        fail(str(exc), 130)
     except StreamPerceptronError as exc:
         fail(str(exc), 1)
     click.echo(f"sent {sent} records to {name}")
@@ -240,13 +242,16 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
     Without a configured bootstrap it starts the embedded broker; with one it uses that cluster.
     """
     import contextlib
+    import secrets
     import time
 
     from stream_perceptron.broker import EmbeddedBroker
     from stream_perceptron.demo import run_demo
 
     base = settings_from(ctx, log_level=None if verbose else "WARNING")
-    run_id = time.strftime("%Y%m%d-%H%M%S")
+    # the time, and 6 random hex digits: two demos started in one second (on one cluster, from
+    # two hosts even) get topics, a group and a directory of their own
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     run_dir = out / f"run-{run_id}"
     try:  # before the demo runs, not after: its plot and checkpoints go there
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -8,11 +8,15 @@ from collections.abc import Callable
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from stream_perceptron.errors import DecodeError, KafkaEdgeError, SourceError
+from stream_perceptron.errors import DecodeError, KafkaEdgeError, SourceError, StreamPerceptronError
 from stream_perceptron.kafka_io import client_config
 from stream_perceptron.records import Limits, decode_example, input_record
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.sources import Source, no_positive_class
+
+
+class ProduceInterrupted(StreamPerceptronError):
+    """Ctrl+C (or SIGINT) during :func:`produce_source`: its message says how many were sent."""
 
 
 def check_source(source: Source, limits: Limits) -> int:
@@ -59,6 +63,7 @@ def produce_source(
     Raises :class:`KafkaEdgeError` when a record cannot be sent or its delivery failed (the
     client's own retries included), saying how many of those sent were not delivered: a
     returned count is a count of acknowledged records.
+    Raises :class:`ProduceInterrupted` on Ctrl+C, once what was sent is delivered, saying how many.
     """
     producer = KafkaProducer(
         **client_config(kafka), acks="all", linger_ms=kafka.linger_ms, batch_size=kafka.batch_size
@@ -101,6 +106,14 @@ def produce_source(
             )
         if on_progress is not None:
             on_progress(sent % 1000)
+    except KeyboardInterrupt:
+        producer.flush()  # what was sent is delivered (or fails) before the count is given
+        lost = f"; {len(failed)} of them were not delivered" if failed else ""
+        raise ProduceInterrupted(
+            f"interrupted: examples 0 to {sent - 1} were sent to {topic}{lost}; sending the source"
+            " again sends them again"
+            if sent else f"interrupted before any record was sent to {topic}"
+        ) from None
     finally:
         producer.close()
     return sent

@@ -202,7 +202,7 @@ def separable_params(spec: str, *, limit: int | None = None) -> dict[str, Any]:
     head, _, rest = text.partition(":")
     if head.strip().lower() != "separable":
         raise SourceError(f"separable_params needs a 'separable:' spec, got {spec!r}")
-    params = _separable_args(rest.strip())
+    params = _separable_args(rest.strip(), limit)
     total = params.n if limit is None else min(params.n, limit)
     u = _hidden_normal(params)
     big_r = 0.0
@@ -245,7 +245,7 @@ def _open_scheme(
     if scheme == "river":
         return _river_source(spec, rest, limit, classes)
     if scheme == "separable":
-        return _separable_source(spec, _separable_args(rest), limit)
+        return _separable_source(spec, _separable_args(rest, limit), limit)
     if scheme == "sea":
         return _sea_source(spec, rest, limit)
     return _hyperplane_source(spec, rest, limit)
@@ -797,7 +797,8 @@ _SEPARABLE_DEFAULTS: dict[str, int | float] = {
 _MAX_CANDIDATES = 500_000_000  # refuse specs whose rejection sampling would need more draws
 
 
-def _separable_args(rest: str) -> _SeparableParams:
+def _separable_args(rest: str, limit: int | None = None) -> _SeparableParams:
+    """The parameters of a ``separable:`` spec, checked; ``limit`` caps the examples drawn."""
     args = _parse_args("separable", rest, _SEPARABLE_DEFAULTS)
     d, n, seed = args["d"], args["n"], args["seed"]
     gamma, noise, radius = float(args["gamma"]), float(args["noise"]), float(args["radius"])
@@ -813,11 +814,18 @@ def _separable_args(rest: str) -> _SeparableParams:
         " (the flipped positions are drawn from all n)",
     )
     accept = _acceptance(d, gamma / radius)
-    if n > 0 and (accept <= 0 or n / accept > _MAX_CANDIDATES):
+    drawn = n if limit is None else min(n, limit)
+    if drawn > 0 and (accept <= 0 or 1 / accept > _MAX_CANDIDATES):
         typical = radius / math.sqrt(d + 2)
         raise SourceError(
             f"separable: gamma={gamma} is too large for d={d}, radius={radius}: only a fraction "
             f"{accept:.3g} of the ball has |u.x| >= gamma (typical |u.x| ~ {typical:.3g})"
+        )
+    if drawn > 0 and drawn / accept > _MAX_CANDIDATES:
+        raise SourceError(
+            f"separable: n={drawn} would take about {drawn / accept:.3g} draws (a fraction {accept:.3g}"
+            f" of the ball has |u.x| >= gamma={gamma}), over the {_MAX_CANDIDATES:,} allowed:"
+            " lower n (or gamma)"
         )
     return _SeparableParams(d, gamma, n, seed, noise, radius, accept)
 

@@ -32,12 +32,20 @@ def _cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.Co
 
 
 def test_demo_runs_on_the_broker_and_writes_its_plot(kafka_bootstrap, tmp_path):
-    proc = _cli("demo", "--limit", "3000", "--out", str(tmp_path),
-                env=_env(SP_KAFKA__BOOTSTRAP_SERVERS=kafka_bootstrap))
+    # a second demo started in the same second gets topics, a group and a directory of its own
+    env = _env(SP_KAFKA__BOOTSTRAP_SERVERS=kafka_bootstrap)
+    cli = [sys.executable, "-m", "stream_perceptron.cli", "demo", "--out", str(tmp_path), "--limit"]
+    other = subprocess.Popen([*cli, "500"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    proc = _cli(*cli[3:], "3000", env=env)
+    other_out, other_err = other.communicate(timeout=120)
     assert proc.returncode == 0, proc.stderr
+    assert other.returncode == 0, other_err
     summary = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line.strip()
                    and line.split()[0] in {"examples", "mistakes", "plot", "checkpoint"})
     assert summary["examples"].strip() == "3000"
+    assert re.search(r"^examples\s+500$", other_out, re.MULTILINE), other_out
+    assert len(list(tmp_path.glob("run-*"))) == 2
     # the core, run on the same records in order, makes the mistakes the demo reports
     source = list(open_source("river:Shuttle", limit=3000))
     core = Perceptron()

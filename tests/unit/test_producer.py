@@ -12,7 +12,7 @@ from kafka.future import Future
 
 from stream_perceptron import producer as producer_module
 from stream_perceptron.errors import KafkaEdgeError, SourceError
-from stream_perceptron.producer import check_source, produce_source
+from stream_perceptron.producer import ProduceInterrupted, check_source, produce_source
 from stream_perceptron.records import Limits
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.sources import open_source
@@ -24,6 +24,7 @@ class _Producer:
 
     fail_at: frozenset[int] = frozenset()
     raise_at: int | None = None
+    interrupt_at: int | None = None  # at this send, Ctrl+C
     sent: list[bytes]
 
     def __init__(self, **config):
@@ -34,6 +35,8 @@ class _Producer:
         type(self).sent.append(value)
         if len(self.futures) == self.raise_at:
             raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
+        if len(self.futures) == self.interrupt_at:
+            raise KeyboardInterrupt
         self.futures.append(Future())
         return self.futures[-1]
 
@@ -63,6 +66,14 @@ def test_failed_deliveries_are_an_error_that_says_how_many(monkeypatch):
     with pytest.raises(KafkaEdgeError, match=r"^2 of 50 records sent to examples were not delivered, "
                                              r"e\.g\. NotEnoughReplicasError"):
         _produce(monkeypatch, fail_at=frozenset({3, 40}))
+
+
+def test_ctrl_c_says_how_many_were_sent(monkeypatch):
+    with pytest.raises(ProduceInterrupted, match=r"^interrupted: examples 0 to 11 were sent to examples;"
+                                                 r" sending the source again sends them again$"):
+        _produce(monkeypatch, interrupt_at=12)
+    with pytest.raises(ProduceInterrupted, match="; 1 of them were not delivered;"):
+        _produce(monkeypatch, interrupt_at=12, fail_at=frozenset({4}))
 
 
 def test_a_send_that_raises_is_an_error_naming_the_record(monkeypatch):

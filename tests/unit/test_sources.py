@@ -385,6 +385,14 @@ def test_separable_defaults_and_high_dimension() -> None:
         open_source("separable:d=500,gamma=0.9")
 
 
+def test_a_noiseless_separable_stream_too_long_to_draw_says_n_is_the_problem() -> None:
+    # most of the ball qualifies at gamma=0.05, d=20: the draws, not gamma, are past the bound
+    with pytest.raises(SourceError, match=r"^separable: n=1000000000 would take about 1\.2\d*e\+09 draws"
+                                          r" .* over the 500,000,000 allowed: lower n"):
+        open_source("separable:d=20,gamma=0.05,n=1000000000")
+    assert open_source("separable:d=20,gamma=0.05,n=1000000000", limit=5).length == 5  # 5 drawn
+
+
 # ------------------------------------------------------------------------------------------
 # river drifting generators
 
