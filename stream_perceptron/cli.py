@@ -16,7 +16,7 @@ import click
 import orjson
 
 from stream_perceptron import __version__
-from stream_perceptron.errors import CheckpointError, SettingsError, StreamPerceptronError
+from stream_perceptron.errors import CheckpointError, ProduceInterrupted, SettingsError, StreamPerceptronError
 from stream_perceptron.logs import setup_logging
 from stream_perceptron.settings import Settings, load_settings
 
@@ -173,7 +173,7 @@ def produce(
     from rich.progress import Progress
 
     from stream_perceptron.kafka_io import ensure_topics
-    from stream_perceptron.producer import ProduceInterrupted, check_source, produce_source
+    from stream_perceptron.producer import check_source, produce_source
     from stream_perceptron.sources import open_source
 
     settings = cluster_settings_from(ctx)

@@ -44,6 +44,10 @@ class SourceError(StreamPerceptronError):
     """A dataset source (file, river dataset, generator spec) cannot be read."""
 
 
+class ProduceInterrupted(StreamPerceptronError):
+    """Ctrl+C (or SIGINT) during ``produce``: its message says which examples were sent."""
+
+
 class OutputError(StreamPerceptronError):
     """A file a command was asked to write (a plot, a demo's run directory) cannot be written."""
 

@@ -8,15 +8,11 @@ from collections.abc import Callable
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from stream_perceptron.errors import DecodeError, KafkaEdgeError, SourceError, StreamPerceptronError
+from stream_perceptron.errors import DecodeError, KafkaEdgeError, ProduceInterrupted, SourceError
 from stream_perceptron.kafka_io import client_config
 from stream_perceptron.records import Limits, decode_example, input_record
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.sources import Source, no_positive_class
-
-
-class ProduceInterrupted(StreamPerceptronError):
-    """Ctrl+C (or SIGINT) during :func:`produce_source`: its message says how many were sent."""
 
 
 def check_source(source: Source, limits: Limits) -> int:

@@ -11,8 +11,8 @@ from kafka.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kafka.future import Future
 
 from stream_perceptron import producer as producer_module
-from stream_perceptron.errors import KafkaEdgeError, SourceError
-from stream_perceptron.producer import ProduceInterrupted, check_source, produce_source
+from stream_perceptron.errors import KafkaEdgeError, ProduceInterrupted, SourceError
+from stream_perceptron.producer import check_source, produce_source
 from stream_perceptron.records import Limits
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.sources import open_source

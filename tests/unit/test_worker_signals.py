@@ -6,6 +6,8 @@ import io
 import logging
 import signal
 import threading
+from collections.abc import Callable
+from types import FrameType
 
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker import Worker
@@ -29,15 +31,23 @@ class _SignalMidWrite(io.RawIOBase):
         return len(b)
 
 
-def test_a_signal_during_a_log_write_is_logged_after_it_not_inside_it(tmp_path, capsys):
+def _worker_and_handler(tmp_path) -> tuple[Worker, Callable[[int, FrameType | None], None]]:
+    """A worker and the SIGTERM handler it installs; the process's own handlers are put back."""
     worker = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}))
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         worker._install_signals()
-        raw = _SignalMidWrite(signal.getsignal(signal.SIGTERM))
+        handle = signal.getsignal(signal.SIGTERM)
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+    assert callable(handle)
+    return worker, handle
+
+
+def test_a_signal_during_a_log_write_is_logged_after_it_not_inside_it(tmp_path, capsys):
+    worker, handle = _worker_and_handler(tmp_path)
+    raw = _SignalMidWrite(handle)
     stream = io.TextIOWrapper(io.BufferedWriter(raw), write_through=True)
     handler = logging.StreamHandler(stream)
     log = logging.getLogger("stream_perceptron")
@@ -62,14 +72,7 @@ def test_a_signal_during_a_log_write_is_logged_after_it_not_inside_it(tmp_path, 
 
 def test_a_signal_still_stops_the_worker_when_no_thread_can_start(tmp_path, monkeypatch):
     # at a process limit (pids cgroup, RLIMIT_NPROC) the line is lost, the stop is not
-    worker = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}))
-    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        worker._install_signals()
-        handle = signal.getsignal(signal.SIGTERM)
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
+    worker, handle = _worker_and_handler(tmp_path)
 
     def no_thread(self):
         raise RuntimeError("can't start new thread")
