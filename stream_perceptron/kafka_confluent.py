@@ -74,7 +74,6 @@ from __future__ import annotations
 import itertools
 import logging
 import operator
-import re
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
@@ -100,6 +99,7 @@ from stream_perceptron.edge import (
 from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.kafka_io import _path, _reveal, _servers, check_reachable
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.throttle import Throttle, kind, suppressed
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +128,6 @@ _PRODUCER_POLL_EVERY = 1_000
 
 # How often close() looks at the consumer's close running on its own thread (D58).
 _CLOSE_WAIT_STEP_S = 0.05
-
-# Repeated log lines / client errors of one kind: at most one per this many seconds.
-_LOG_EVERY_S = 60.0
 
 # Errors a retry may cure (librdkafka flags few of them ``retriable()``).
 _TRANSIENT = frozenset(
@@ -278,30 +275,6 @@ class _QueueFull(Exception):
     """The producer's local queue stayed full for PRODUCER_MAX_BLOCK_MS."""
 
 
-class _Throttle:
-    """At most one message per key every ``every_s`` seconds; counts what it held back."""
-
-    def __init__(self, every_s: float = _LOG_EVERY_S) -> None:
-        self._every_s = every_s
-        self._last: dict[Hashable, float] = {}
-        self._held: dict[Hashable, int] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, key: Hashable) -> int | None:
-        """None to drop the message, else how many of its kind were dropped since the last."""
-        now = time.monotonic()
-        with self._lock:
-            last = self._last.get(key)
-            if last is not None and now - last < self._every_s:
-                self._held[key] = self._held.get(key, 0) + 1
-                return None
-            self._last[key] = now
-            return self._held.pop(key, 0)
-
-
-_NUMBERS = re.compile(r"\d+")
-
-
 class _LogBridge:
     """librdkafka's ``logger``: its lines go to this module's logger, throttled per kind.
 
@@ -309,7 +282,7 @@ class _LogBridge:
     a :mod:`logging` level, from the thread that polls the client.
     """
 
-    def __init__(self, throttle: _Throttle) -> None:
+    def __init__(self, throttle: Throttle) -> None:
         self._throttle = throttle
 
     def log(self, level: int, fmt: str, *args: Any) -> None:
@@ -317,11 +290,10 @@ class _LogBridge:
             facility, name, text = (str(a) for a in args)
         else:
             facility, name, text = "", "", " ".join(str(a) for a in (fmt, *args))
-        held = self._throttle.allow(("log", facility, _NUMBERS.sub("#", text)))
+        held = self._throttle.allow(("log", facility, kind(text)))
         if held is None:
             return
-        suffix = f" ({held} similar suppressed)" if held else ""
-        log.log(level, "librdkafka %s %s: %s%s", name, facility, text, suffix)
+        log.log(level, "librdkafka %s %s: %s%s", name, facility, text, suppressed(held))
 
 
 class ConfluentEdge(EdgeBase):
@@ -336,7 +308,7 @@ class ConfluentEdge(EdgeBase):
     def _init_client_state(self) -> None:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
-        self._throttle = _Throttle()
+        self._throttle = Throttle()
         self._sends = 0
         self._fatal: str | None = None  # a fatal consumer error, raised by the next poll
         self._producer_fatal: str | None = None
@@ -898,7 +870,7 @@ class ConfluentEdge(EdgeBase):
     def _log_throttled(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
         held = self._throttle.allow(key)
         if held is not None:
-            log.log(level, fmt + (f" ({held} similar suppressed)" if held else ""), *args)
+            log.log(level, fmt + suppressed(held), *args)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ import time
 
 import orjson
 
+from stream_perceptron.throttle import Throttle, kind, suppressed
+
 _STD = set(vars(logging.makeLogRecord({})))
 
 
@@ -42,10 +44,39 @@ class SlowTaskNotices(logging.Filter):
         return True
 
 
+class RepeatedClientLines(logging.Filter):
+    """Holds back kafka-python's repeated warnings and errors: one of a kind a minute.
+
+    With a broker away, kafka-python says the same thing at every reconnect (each node's
+    refused connection, the failed metadata refresh, ...), for as long as the broker is away.
+    The first line of a kind goes through; the rest are counted for
+    :data:`stream_perceptron.throttle.EVERY_S` seconds, and the next one let through ends with
+    "(N similar suppressed)", as librdkafka's lines do on the confluent-kafka backend. A kind
+    is the logger, level and text with its numbers blanked. Lines below WARNING (asked for with
+    ``SP_LOG_LEVEL=DEBUG``) and the worker's own lines are never held back.
+    """
+
+    def __init__(self, throttle: Throttle | None = None) -> None:
+        super().__init__()
+        self._throttle = throttle or Throttle()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        client = record.name == "kafka" or record.name.startswith("kafka.")
+        if record.levelno < logging.WARNING or not client:
+            return True
+        held = self._throttle.allow((record.name, record.levelno, kind(record.getMessage())))
+        if held is None:
+            return False
+        if held:
+            record.msg, record.args = record.getMessage() + suppressed(held), ()
+        return True
+
+
 def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     """Send logs to stderr, as text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SlowTaskNotices())
+    handler.addFilter(RepeatedClientLines())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -1,12 +1,13 @@
-"""Logging set-up: JSON lines on request, and secrets never in the logged settings."""
+"""Logging set-up: JSON lines on request, secrets never in the logged settings, client repeats held back."""
 
 from __future__ import annotations
 
 import json
 import logging
 
-from stream_perceptron.logs import setup_logging
+from stream_perceptron.logs import RepeatedClientLines, setup_logging
 from stream_perceptron.settings import load_settings, redacted
+from stream_perceptron.throttle import Throttle
 
 
 def test_json_lines(capsys):
@@ -39,3 +40,43 @@ def test_kafka_python_slow_task_notices_are_debug_only(capsys):
     finally:
         logging.getLogger("kafka").setLevel(logging.WARNING)
     assert "DEBUG   kafka.net.selector: Task <t> ran for" in capsys.readouterr().err
+
+
+def test_kafka_python_repeats_are_held_back_and_the_worker_s_own_lines_never(capsys):
+    setup_logging("INFO", "text")
+    conn = logging.getLogger("kafka.net.connection")
+    for node in range(1, 6):  # one kind: only the numbers differ
+        conn.warning("<BrokerConnection node_id=%d host=127.0.0.1:%d>: connection refused", node, 9090 + node)
+    conn.error("<BrokerConnection node_id=1>: SaslHandshake failed")  # another kind
+    for _ in range(3):
+        logging.getLogger("stream_perceptron.worker").warning("flush: not acknowledged yet")
+    err = capsys.readouterr().err.splitlines()
+    refused = [line for line in err if "connection refused" in line]
+    assert len(refused) == 1 and "node_id=1 host=127.0.0.1:9091" in refused[0]
+    assert sum("SaslHandshake failed" in line for line in err) == 1
+    assert sum("flush: not acknowledged yet" in line for line in err) == 3
+
+
+def test_the_next_line_of_a_kind_counts_what_was_held_back():
+    now = [0.0]
+    keep = RepeatedClientLines(Throttle(60.0, clock=lambda: now[0]))
+
+    def passes(name: str, level: int, msg: str) -> tuple[bool, str]:
+        record = logging.makeLogRecord({"name": name, "levelno": level, "msg": msg})
+        return keep.filter(record), record.getMessage()
+
+    first = passes("kafka.client_async", logging.WARNING, "Node 1 connection failed")
+    assert first == (True, "Node 1 connection failed")
+    for t in (1.0, 30.0, 59.0):
+        now[0] = t
+        assert passes("kafka.client_async", logging.WARNING, "Node 2 connection failed")[0] is False
+    now[0] = 60.5
+    assert passes("kafka.client_async", logging.WARNING, "Node 1 connection failed") == (
+        True, "Node 1 connection failed (3 similar suppressed)"
+    )
+    # the same text at another level, from another logger, or below WARNING is another matter
+    assert passes("kafka.client_async", logging.ERROR, "Node 1 connection failed")[0] is True
+    assert passes("kafka.conn", logging.WARNING, "Node 1 connection failed")[0] is True
+    for _ in range(3):
+        assert passes("kafka.client_async", logging.DEBUG, "Node 1 connection failed")[0] is True
+        assert passes("kafkaesque", logging.WARNING, "Node 1 connection failed")[0] is True

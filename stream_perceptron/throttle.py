@@ -1,0 +1,62 @@
+"""Repeated log lines held back: at most one of a kind every so many seconds, with a count.
+
+A worker runs for months; a broker that is away for an hour makes its client say the same
+thing thousands of times. :class:`Throttle` lets the first line of a kind through, holds the
+rest for ``every_s`` seconds, and tells how many it held on the next line it lets through.
+:func:`kind` is the key most lines want: the text with its numbers blanked, so that
+"node 1: connection refused (try 7)" and "node 2: connection refused (try 8)" are one kind.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+# Repeated log lines / client errors of one kind: at most one per this many seconds.
+EVERY_S = 60.0
+
+_NUMBERS = re.compile(r"\d+")
+
+
+def kind(text: str) -> str:
+    """``text`` with every run of digits as ``#``.
+
+    >>> kind("node 1 at 127.0.0.1:9092: error 111")
+    'node # at #.#.#.#:#: error #'
+    """
+    return _NUMBERS.sub("#", text)
+
+
+def suppressed(held: int) -> str:
+    """The suffix that counts the lines held back since the last of their kind (or '')."""
+    return f" ({held} similar suppressed)" if held else ""
+
+
+class Throttle:
+    """At most one message per key every ``every_s`` seconds; counts what it held back.
+
+    >>> clock = iter([0.0, 1.0, 2.0, 61.0]).__next__
+    >>> t = Throttle(60.0, clock=clock)
+    >>> [t.allow("k") for _ in range(4)]
+    [0, None, None, 2]
+    """
+
+    def __init__(self, every_s: float = EVERY_S, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._every_s = every_s
+        self._clock = clock
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: Hashable) -> int | None:
+        """None to drop the message, else how many of its kind were dropped since the last."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self._every_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
