@@ -172,17 +172,35 @@ def _p99_each(run: dict[str, Any]) -> str:
     return f"; p99 of the {run['repeats']} runs: {each} ms"
 
 
+def _decimals(a: float, b: float, least: int) -> int:
+    """The fewest decimals, at least ``least``, that print ``a`` and ``b`` apart (at most 6), so
+    that a value just short of its goal never prints as the goal itself.
+
+    >>> _decimals(0.8976, 0.9, 2), _decimals(0.6, 0.9, 2), _decimals(0.9, 0.9, 2)
+    (3, 2, 2)
+    """
+    if a == b:
+        return least
+    d = least
+    while d < 6 and f"{a:.{d}f}" == f"{b:.{d}f}":
+        d += 1
+    return d
+
+
 def target_line(t: dict[str, Any]) -> str:
     """One target as a line of text.
 
     >>> target_line(target_check("worker / pipe", "kafka-python", 0.6, 0.9))
     'NOT MET  kafka-python     worker / pipe: 0.60 (goal >= 0.90): missed by 33% (needs 1.50x)'
+    >>> target_line(target_check("worker / pipe", "kafka-python", 34_710 / 38_669, 0.9))
+    'NOT MET  kafka-python     worker / pipe: 0.898 (goal >= 0.90): missed by 0.3% (needs 1.003x)'
     """
     v, g = t["value"], t["goal"]
     if t["goal"] < 1 and not t["higher_is_better"]:  # a fraction (memory growth)
         vs, gs = f"{v:.1%}" if v is not None else "n/a", f"{g:.0%}"
     else:
-        vs, gs = f"{v:.2f}" if v is not None else "n/a", f"{g:.2f}"
+        vs = f"{v:.{_decimals(v, g, 2)}f}" if v is not None else "n/a"
+        gs = f"{g:.2f}"
     if "latency" in t["target"]:
         vs, gs = (f"{v:.0f} ms" if v is not None else "n/a"), f"{g:.0f} ms"
     op = ">=" if t["higher_is_better"] else "<="
@@ -191,7 +209,9 @@ def target_line(t: dict[str, Any]) -> str:
     if t["met"] is False and t["goal"] < 1 and not t["higher_is_better"]:
         line += f": missed by {(v - g) * 100:.1f} percentage points"
     elif t["met"] is False:
-        line += f": missed by {t['missed_by']:.0%} (needs {t['factor_needed']:.2f}x)"
+        missed, needed = t["missed_by"], t["factor_needed"]
+        line += (f": missed by {missed * 100:.{_decimals(missed * 100, 0.0, 0)}f}%"
+                 f" (needs {needed:.{_decimals(needed, 1.0, 2)}f}x)")
     if t.get("detail"):
         line += f"; {t['detail']}"
     return line

@@ -492,6 +492,13 @@ def test_the_worker_over_pipe_target_shows_the_ratio_of_each_repeat() -> None:
     assert "per repeat: 0.80, 0.95, 0.60" in targets.target_line(kp["kafka-python"])
 
 
+@pytest.mark.parametrize(("value", "shown"), [(0.8976, "0.898"), (0.89999, "0.89999"), (0.75, "0.75")])
+def test_a_ratio_short_of_its_goal_never_prints_as_the_goal(value: float, shown: str) -> None:
+    line = targets.target_line(targets.target_check("worker / pipe", "kafka-python", value, 0.9))
+    assert line.startswith(f"NOT MET  kafka-python     worker / pipe: {shown} (goal >= 0.90): missed by ")
+    assert "missed by 0% " not in line and "(needs 1.00x)" not in line
+
+
 def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:
     r = throughput.throughput_ratios(_fake_report()["throughput"]["summary"])
     assert r["kafka-python"]["worker_over_own_pipe"] == pytest.approx(0.75)
