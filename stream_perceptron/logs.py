@@ -51,9 +51,11 @@ class RepeatedClientLines(logging.Filter):
     refused connection, the failed metadata refresh, ...), for as long as the broker is away.
     The first line of a kind goes through; the rest are counted for
     :data:`stream_perceptron.throttle.EVERY_S` seconds, and the next one let through ends with
-    "(N similar suppressed)", as librdkafka's lines do on the confluent-kafka backend. A kind
-    is the logger, level and text with its numbers blanked. Lines below WARNING (asked for with
-    ``SP_LOG_LEVEL=DEBUG``) and the worker's own lines are never held back.
+    "(N similar suppressed)" (and carries ``suppressed=N``, a field of its own in JSON lines), as
+    librdkafka's lines do on the confluent-kafka backend. A kind is the logger, level and text
+    with its numbers blanked. Never held back: the worker's own lines, lines below WARNING
+    (kafka-python's are shown only if the ``kafka`` logger is lowered by hand), and lines with a
+    traceback. A line that cannot be formatted is passed on, for the handler to report.
     """
 
     def __init__(self, throttle: Throttle | None = None) -> None:
@@ -62,13 +64,18 @@ class RepeatedClientLines(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         client = record.name == "kafka" or record.name.startswith("kafka.")
-        if record.levelno < logging.WARNING or not client:
+        if record.levelno < logging.WARNING or not client or record.exc_info:
             return True
-        held = self._throttle.allow((record.name, record.levelno, kind(record.getMessage())))
+        try:  # never raise into the client's thread: the handler reports a bad record itself
+            text = record.getMessage()
+        except Exception:
+            return True
+        held = self._throttle.allow((record.name, record.levelno, kind(text)))
         if held is None:
             return False
         if held:
-            record.msg, record.args = record.getMessage() + suppressed(held), ()
+            record.msg, record.args = text + suppressed(held), ()
+            record.suppressed = held
         return True
 
 

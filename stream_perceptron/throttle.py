@@ -17,6 +17,10 @@ from collections.abc import Callable, Hashable
 # Repeated log lines / client errors of one kind: at most one per this many seconds.
 EVERY_S = 60.0
 
+# Kinds remembered before those past their interval are forgotten (a text with an id in hex,
+# such as a group member's, is a kind of its own each time).
+_MAX_KINDS = 1_000
+
 _NUMBERS = re.compile(r"\d+")
 
 
@@ -49,14 +53,25 @@ class Throttle:
         self._last: dict[Hashable, float] = {}
         self._held: dict[Hashable, int] = {}
         self._lock = threading.Lock()
+        self._forget_above = _MAX_KINDS
 
     def allow(self, key: Hashable) -> int | None:
         """None to drop the message, else how many of its kind were dropped since the last."""
         now = self._clock()
         with self._lock:
+            if len(self._last) > self._forget_above:
+                self._forget(now)
             last = self._last.get(key)
             if last is not None and now - last < self._every_s:
                 self._held[key] = self._held.get(key, 0) + 1
                 return None
             self._last[key] = now
             return self._held.pop(key, 0)
+
+    def _forget(self, now: float) -> None:
+        """Drop the kinds last let through over ``every_s`` ago: their next line goes through
+        anyway (a count still held for one is lost with it)."""
+        for key in [k for k, t in self._last.items() if now - t >= self._every_s]:
+            del self._last[key]
+            self._held.pop(key, None)
+        self._forget_above = max(_MAX_KINDS, 2 * len(self._last))  # no scan per line in a flood

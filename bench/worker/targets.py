@@ -70,11 +70,11 @@ def per_repeat_ratios(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> 
     return out
 
 
-def _each_repeat(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> str:
+def _each_repeat(runs: dict[str, list[dict[str, Any]]], a: str, b: str, goal: float) -> str:
     ratios = per_repeat_ratios(runs, a, b)
     if len(ratios) < 2:
         return ""
-    return "; per repeat: " + ", ".join(f"{v:.2f}" for v in ratios)
+    return "; per repeat: " + ", ".join(_apart(v, goal, 2) for v in ratios)
 
 
 def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,7 +98,7 @@ def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                         TARGET_WORKER_OVER_PIPE,
                     ),
                     "detail": f"{fmt_rate(w)} vs {fmt_rate(pipe)} rec/s"
-                    + _each_repeat(tp_runs, WORKER_OF[b], PIPE_OF[b]),
+                    + _each_repeat(tp_runs, WORKER_OF[b], PIPE_OF[b], TARGET_WORKER_OVER_PIPE),
                 }
             )
         one_process = (tp.get(PIPE_KP) or {}).get("median_rate")
@@ -187,6 +187,27 @@ def _decimals(a: float, b: float, least: int) -> int:
     return d
 
 
+def _apart(a: float | None, b: float, least: int, *, scale: float = 1.0, unit: str = "") -> str:
+    """``a`` (times ``scale``) printed so that it never reads as ``b``: more decimals as needed,
+    and past six of them a ``<`` or ``>`` in front.
+
+    >>> _apart(0.8976, 0.9, 2), _apart(0.9, 0.9, 2), _apart(0.9 * (1 - 1e-12), 0.9, 2)
+    ('0.898', '0.90', '<0.900000')
+    >>> _apart(0.10004, 0.10, 1, scale=100, unit="%"), _apart(100.5, 100.0, 0, unit=" ms")
+    ('10.004%', '100.5 ms')
+    >>> _apart(None, 1.0, 2)
+    'n/a'
+    """
+    if a is None:
+        return "n/a"
+    x, y = a * scale, b * scale
+    d = _decimals(x, y, least)
+    text = f"{x:.{d}f}"
+    if a != b and text == f"{y:.{d}f}":
+        text = ("<" if a < b else ">") + text
+    return text + unit
+
+
 def target_line(t: dict[str, Any]) -> str:
     """One target as a line of text.
 
@@ -196,22 +217,21 @@ def target_line(t: dict[str, Any]) -> str:
     'NOT MET  kafka-python     worker / pipe: 0.898 (goal >= 0.90): missed by 0.3% (needs 1.003x)'
     """
     v, g = t["value"], t["goal"]
-    if t["goal"] < 1 and not t["higher_is_better"]:  # a fraction (memory growth)
-        vs, gs = f"{v:.1%}" if v is not None else "n/a", f"{g:.0%}"
-    else:
-        vs = f"{v:.{_decimals(v, g, 2)}f}" if v is not None else "n/a"
-        gs = f"{g:.2f}"
+    fraction = g < 1 and not t["higher_is_better"]  # memory growth
     if "latency" in t["target"]:
-        vs, gs = (f"{v:.0f} ms" if v is not None else "n/a"), f"{g:.0f} ms"
+        vs, gs = _apart(v, g, 0, unit=" ms"), f"{g:.0f} ms"
+    elif fraction:
+        vs, gs = _apart(v, g, 1, scale=100, unit="%"), f"{g:.0%}"
+    else:
+        vs, gs = _apart(v, g, 2), f"{g:.2f}"
     op = ">=" if t["higher_is_better"] else "<="
     verdict = {True: "MET", False: "NOT MET", None: "n/a"}[t["met"]]
     line = f"{verdict:<8} {t['backend']:<16} {t['target']}: {vs} (goal {op} {gs})"
-    if t["met"] is False and t["goal"] < 1 and not t["higher_is_better"]:
-        line += f": missed by {(v - g) * 100:.1f} percentage points"
+    if t["met"] is False and fraction:
+        line += f": missed by {_apart(v - g, 0.0, 1, scale=100)} percentage points"
     elif t["met"] is False:
-        missed, needed = t["missed_by"], t["factor_needed"]
-        line += (f": missed by {missed * 100:.{_decimals(missed * 100, 0.0, 0)}f}%"
-                 f" (needs {needed:.{_decimals(needed, 1.0, 2)}f}x)")
+        line += (f": missed by {_apart(t['missed_by'], 0.0, 0, scale=100, unit='%')}"
+                 f" (needs {_apart(t['factor_needed'], 1.0, 2, unit='x')})")
     if t.get("detail"):
         line += f"; {t['detail']}"
     return line

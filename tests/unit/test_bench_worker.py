@@ -492,11 +492,25 @@ def test_the_worker_over_pipe_target_shows_the_ratio_of_each_repeat() -> None:
     assert "per repeat: 0.80, 0.95, 0.60" in targets.target_line(kp["kafka-python"])
 
 
-@pytest.mark.parametrize(("value", "shown"), [(0.8976, "0.898"), (0.89999, "0.89999"), (0.75, "0.75")])
+@pytest.mark.parametrize(("value", "shown"), [
+    (0.8976, "0.898"), (0.89999, "0.89999"), (0.75, "0.75"), (0.9 * (1 - 1e-12), "<0.900000"),
+])
 def test_a_ratio_short_of_its_goal_never_prints_as_the_goal(value: float, shown: str) -> None:
     line = targets.target_line(targets.target_check("worker / pipe", "kafka-python", value, 0.9))
     assert line.startswith(f"NOT MET  kafka-python     worker / pipe: {shown} (goal >= 0.90): missed by ")
     assert "missed by 0% " not in line and "(needs 1.00x)" not in line
+
+
+def test_memory_and_latency_just_past_their_goals_never_print_as_the_goal() -> None:
+    memory = targets.target_line(targets.target_check(
+        "VmRSS after 1M records within 10% of after 100k", "kafka-python", 0.10004, 0.10,
+        higher_is_better=False))
+    assert ": 10.004% (goal <= 10%): missed by 0.004 percentage points" in memory
+    latency = targets.target_line(targets.target_check(
+        "p99 latency <= 100 ms at half load", "kafka-python", 100.5, 100.0, higher_is_better=False))
+    assert ": 100.5 ms (goal <= 100 ms): missed by 0.5% (needs 1.005x)" in latency
+    nothing = targets.target_line(targets.target_check("worker / pipe", "kafka-python", 0.0, 0.9))
+    assert nothing.endswith("missed by 100% (needs n/a)")
 
 
 def test_throughput_ratios_use_each_workers_own_client_pipe() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
-from stream_perceptron.logs import RepeatedClientLines, setup_logging
+from stream_perceptron.logs import JsonFormatter, RepeatedClientLines, setup_logging
 from stream_perceptron.settings import load_settings, redacted
 from stream_perceptron.throttle import Throttle
 
@@ -80,3 +81,38 @@ def test_the_next_line_of_a_kind_counts_what_was_held_back():
     for _ in range(3):
         assert passes("kafka.client_async", logging.DEBUG, "Node 1 connection failed")[0] is True
         assert passes("kafkaesque", logging.WARNING, "Node 1 connection failed")[0] is True
+
+
+def test_a_traceback_or_a_line_that_cannot_be_formatted_is_never_held_back():
+    keep = RepeatedClientLines(Throttle(60.0, clock=lambda: 0.0))
+    try:
+        raise ValueError("in a callback")
+    except ValueError:
+        info = sys.exc_info()
+    for _ in range(3):
+        traced = logging.makeLogRecord({"name": "kafka.future", "levelno": logging.ERROR,
+                                        "msg": "Error processing callback", "exc_info": info})
+        assert keep.filter(traced) is True
+        broken = logging.makeLogRecord({"name": "kafka.conn", "levelno": logging.WARNING,
+                                        "msg": "node %s %s", "args": (1,)})
+        assert keep.filter(broken) is True  # passed on (the handler reports it), never raised
+
+
+def test_a_line_after_held_ones_carries_their_count_as_a_json_field(capsys):
+    now = [0.0]
+    handler = logging.StreamHandler()
+    handler.addFilter(RepeatedClientLines(Throttle(60.0, clock=lambda: now[0])))
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("kafka.cluster")
+    logger.addHandler(handler)
+    logger.propagate = False  # this handler alone, not the root's of another test
+    try:
+        for at in (0.0, 1.0, 2.0, 61.0):
+            now[0] = at
+            logger.warning("No node available for metadata refresh")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [rec.get("suppressed") for rec in lines] == [None, 2]
+    assert lines[1]["msg"] == "No node available for metadata refresh (2 similar suppressed)"
