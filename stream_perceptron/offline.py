@@ -81,10 +81,13 @@ def _read(spec: str, source: Iterable[tuple[Features, int]], limits: Limits) -> 
             check_features(x, limits)
         except DecodeError as exc:
             raise SourceError(f"{spec}: example {len(ys) + 1}: {exc}") from None
-        if packing and not (isinstance(x, list) and len(x) == (width := width or len(x))):
-            packing = False  # back to the rows as read: tolist() gives the same floats again
-            rows = [row for block in blocks for row in block.tolist()] + rows
-            blocks = []
+        if packing:
+            if width is None and isinstance(x, list):
+                width = len(x)
+            if not (isinstance(x, list) and len(x) == width):
+                packing = False  # back to the rows as read: tolist() gives the same floats again
+                rows = [row for block in blocks for row in block.tolist()] + rows
+                blocks = []
         rows.append(x)
         ys.append(y_i)
         if packing and len(rows) == _BLOCK_ROWS:

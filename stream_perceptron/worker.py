@@ -252,10 +252,9 @@ class Worker:
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
         self.restore()
-        if self.observer is not None:
-            self.observer.model(self.model_id)
         self._install_signals()
         if self.observer is not None:
+            self.observer.model(self.model_id)
             try:
                 self.observer.start()
             except OSError as exc:
