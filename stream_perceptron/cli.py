@@ -140,7 +140,8 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     limit_malloc_arenas()  # before any thread: the Kafka clients' threads start in worker.run
     settings = cluster_settings_from(ctx)
     try:
-        worker = Worker(settings)  # a backend whose package is not installed: SettingsError
+        # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded
+        worker = Worker(settings, owns_process=True)  # a backend not installed: SettingsError
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
     except CheckpointUnreadableError as exc:  # an I/O error: a restart may succeed
         fail(str(exc), 1)

@@ -19,8 +19,10 @@ as in one process; only the place differs:
   it from its next ``send_many`` or ``flush``, and every later call raises too: nothing sent after
   a lost record can be checkpointed.
 * The child exits when the worker's end of the pipe closes, and checks its parent every
-  :data:`PARENT_CHECK_S`: a worker killed with SIGKILL leaves no producer behind. What the child
-  had not delivered then is replayed from the last checkpoint, as in one process.
+  :data:`PARENT_CHECK_S`: a worker killed with SIGKILL leaves no producer behind. A reply that
+  finds the worker gone (exited at its shutdown deadline during a flush) ends it too, without a
+  word. What the child had not delivered then is replayed from the last checkpoint, as in one
+  process.
 * Signals are the worker's: the child runs in a process group of its own and ignores SIGINT
   and SIGTERM, so Ctrl+C at a terminal (sent to the whole foreground group) or a SIGTERM to
   every process of a service drains the worker through its producer, which exits with it.
@@ -265,9 +267,15 @@ class _Child:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.failed = False  # a send was lost: later sends are dropped (the worker raises)
+        self.worker_gone = False  # a reply found the worker's end closed
 
     def reply(self, *message: Any) -> None:
-        self.conn.send_bytes(_encode(list(message)))
+        """Send ``message`` to the worker. A worker that exited meanwhile (at its shutdown
+        deadline, or killed) is noted, for :meth:`serve` to end: nobody is left to tell."""
+        try:
+            self.conn.send_bytes(_encode(list(message)))
+        except OSError:  # BrokenPipeError: the worker's end is closed
+            self.worker_gone = True
 
     def run(self) -> None:
         """Start the producer and serve the pipe; any failure is sent to the worker as one line."""
@@ -304,6 +312,8 @@ class _Child:
                 break  # the worker's end closed
             if self.handle(message):
                 return
+            if self.worker_gone:
+                break
         # the worker is gone: drop what is queued (it is replayed from the last checkpoint)
         producer, edge._producer = edge._producer, None
         edge._close_producer(producer, graceful=False)

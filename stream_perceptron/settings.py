@@ -162,6 +162,10 @@ class CheckpointSettings(_Section):
     every_examples: int = Field(10_000, ge=1)
     every_seconds: float = Field(30.0, gt=0)
     keep: int = Field(3, ge=1)
+    # From SIGTERM (or the end of --until-caught-up) to exit: past it the worker exits 1 without
+    # its final checkpoint, as the grace period's SIGKILL would, but saying so. Below the deploy
+    # files' 60 s grace period; ``inf``: wait as long as the retries take.
+    shutdown_timeout_s: float = Field(50.0, gt=0)
 
     @field_validator("dir", mode="before")
     @classmethod

@@ -11,11 +11,15 @@ Guarantees (README, "Guarantees"):
   committed only after the checkpoint is durable. Outputs are at least once; a record
   re-emitted after a restart is identical to the first (scores do not depend on batch cuts).
 * Bad input never stops the loop: it goes to the dead-letter topic with its reason.
+* The shutdown of ``stream-perceptron run`` is bounded (``SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S``):
+  past it the process exits 1 where it stands, as a SIGKILL would, which by the two points above
+  loses nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.checkpoint import Checkpoint, CheckpointStore, Offsets, new_model_id
+from stream_perceptron.deadline import ShutdownDeadline
 from stream_perceptron.edge import Batch, Edge
 from stream_perceptron.errors import (
     CheckpointError,
@@ -131,7 +136,7 @@ class Counters:
 class Worker:
     """One model, fed by one consumer, publishing to three topics, checkpointing to one directory."""
 
-    def __init__(self, settings: Settings, edge: Edge | None = None) -> None:
+    def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
         self.settings = settings
         m, s = settings.model, settings.stats
         self.learner = Learner(
@@ -174,6 +179,11 @@ class Worker:
         # revocation edge.close() then runs does not try again
         self._shutting_down = False
         self._shutdown_failed = False
+        # Bounds the shutdown (see _overran), armed at the signal or when the shutdown begins;
+        # only in a process of the worker's own (`stream-perceptron run`): a worker run by another
+        # program (the demo, a test) leaves its process to it, and is not bounded.
+        bound = settings.checkpoint.shutdown_timeout_s if owns_process else math.inf
+        self._deadline = ShutdownDeadline(bound, self._overran)
         self._started = time.monotonic()
         self.edge = edge or open_edge(
             settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
@@ -248,6 +258,7 @@ class Worker:
         try:
             return self._run(until)
         finally:
+            self._deadline.disarm()
             self.store.unlock()
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
@@ -352,12 +363,16 @@ class Worker:
 
     def _shutdown(self) -> int:
         code, self._shutting_down = 0, True
+        self._deadline.arm("the shutdown began")  # counted from the signal when there was one
         try:
+            self._deadline.phase("publishing the statistics")
             self.publish_stats()
             if not self.checkpoint("shutdown"):
                 code, self._shutdown_failed = 1, True
         finally:
+            self._deadline.phase("closing the Kafka clients")
             self.edge.close()
+            self._deadline.disarm()  # done: what remains cannot wait on Kafka
         c = self.counters
         log.info(
             "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
@@ -366,6 +381,23 @@ class Worker:
             self.learner.model.mistakes, self.learner.stats.snapshot()["mistake_rate"],
         )
         return code
+
+    #: How the worker leaves its process when the shutdown overruns its deadline (a test's stand-in
+    #: replaces it); like SIGKILL, it runs no cleanup.
+    exit_process: Callable[[int], Any] = staticmethod(os._exit)
+
+    def _overran(self, phase: str, elapsed_s: float, why: str) -> None:
+        """The shutdown took longer than ``SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S`` (from the timer's
+        thread): say so, then exit 1 at once. That loses nothing a SIGKILL would not: no
+        checkpoint is written without its outputs acknowledged, and a checkpoint file appears
+        whole or not at all, so the last one stands and a restart processes the records after
+        it again."""
+        log.error(  # the CLI's handler flushes each line: it is out before the exit
+            "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
+            " exiting 1 now; a restart resumes from %s",
+            elapsed_s, why, self._deadline.seconds, phase, self._resume_point(),
+        )
+        self.exit_process(1)
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -383,6 +415,7 @@ class Worker:
                 os._exit(130)
             self._stop.set()
             name = signal.Signals(signum).name
+            self._deadline.arm(name)  # the grace period counts from here too
             _log_aside(logging.INFO, "%s: finishing the batch, then checkpointing", name)
 
         signal.signal(signal.SIGTERM, handle)
@@ -550,6 +583,15 @@ class Worker:
         (:class:`UndeliveredError`, which also stops the worker). A restart then resumes from the
         last checkpoint and replays.
         """
+        # named in the line of a shutdown that overran its deadline while this waited
+        previous = self._deadline.phase(f"writing the {reason} checkpoint (flushing the outputs first)")
+        try:
+            return self._checkpoint(reason)
+        finally:
+            self._deadline.phase(previous)
+
+    def _checkpoint(self, reason: str) -> bool:
+        """:meth:`checkpoint`'s work."""
         self._ckpt_policy.reset()
         started = time.monotonic()
         unsafe = self._open_batch or self._lost
@@ -602,11 +644,11 @@ class Worker:
             self.checkpoint_ok = False
             self._record_checkpoint(False, started)
             return False
+        self.last_checkpoint_path = str(path)
         if not self.checkpoint_ok:
             log.info("checkpoint storage works again")
         self.checkpoint_ok = True
         self._dirty = False
-        self.last_checkpoint_path = str(path)
         self._record_checkpoint(True, started)
         self._commit({(t, p): o for t, ps in snapshot.items() for p, o in ps.items()}, handoff=handoff)
         log.info(
@@ -620,6 +662,14 @@ class Worker:
         assigned: all of them on a ``handoff`` (a revocation or shutdown: the next owner starts
         there), otherwise only those every kept checkpoint holds, so that a restart falling back
         past a damaged newest file replays what the checkpoint it restores never learned."""
+        previous = self._deadline.phase("committing the checkpoint's offsets to the group")
+        try:
+            self._commit_assigned(saved, handoff=handoff)
+        finally:
+            self._deadline.phase(previous)
+
+    def _commit_assigned(self, saved: dict[Partition, int], *, handoff: bool) -> None:
+        """:meth:`_commit`'s work."""
         assigned = set(self.edge.assignment())
         safe = None if handoff else self.store.held_by_all()
         commit = {tp: o for tp, o in saved.items() if tp in assigned and (safe is None or tp in safe)}

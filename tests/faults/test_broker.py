@@ -25,7 +25,7 @@ from stream_perceptron.edge import Edge, Partition, Retry
 from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka_io import client_config, ensure_topics
 from stream_perceptron.reader import read_topic
-from stream_perceptron.settings import KafkaSettings, Settings
+from stream_perceptron.settings import CheckpointSettings, KafkaSettings, Settings
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,
@@ -134,13 +134,13 @@ class PacedProducer(threading.Thread):
 
 
 def _paced_run(own_broker: EmbeddedBroker, kafka: KafkaSettings, n: int, ckpt_dir: Path,
-               seed: int) -> tuple[Settings, PacedProducer]:
-    """The topics, a worker's settings (checkpoints every 1,000 records or second) and a
-    producer of ``n`` records paced at 4,000 rec/s, not started."""
+               seed: int, **checkpoint: object) -> tuple[Settings, PacedProducer]:
+    """The topics, a worker's settings (checkpoints every 1,000 records or second, and any other
+    ``checkpoint`` settings) and a producer of ``n`` records paced at 4,000 rec/s, not started."""
     _create_topics(kafka)
     values = encode_stream(noisy_stream(n, d=8, noise=0.1, seed=seed))
     settings = fault_settings(kafka, TOPICS, ckpt_dir,
-                              checkpoint={"every_examples": 1000, "every_seconds": 1},
+                              checkpoint={"every_examples": 1000, "every_seconds": 1, **checkpoint},
                               stats={"every_examples": 500, "every_seconds": 1})
     return settings, PacedProducer(_kafka(own_broker.bootstrap), values, rate=4000)
 
@@ -281,19 +281,12 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
     print(f"\n{backend}: killed at seen={killed_at} while a checkpoint waited; {figures}")
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_nothing(
-        own_broker, tmp_path, backend):
-    """SIGTERM with the broker frozen: each checkpoint attempt then costs a round of flush
-    retries, so the worker makes one, the shutdown's (no interval checkpoint first, no second try
-    in the revocation that closing runs), and exits 1 with the previous checkpoint standing. A
-    restart once the broker is back ends exactly like the core."""
-    # A 3 s session: the partition is not lost before the signal, so closing revokes it.
-    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=1_000, session_timeout_ms=3_000,
-                   heartbeat_interval_ms=500, backend=backend)
-    n, ckpt_dir = 8_000, tmp_path / "ckpt"
-    settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=29)
+def _sigterm_while_frozen(own_broker: EmbeddedBroker, settings: Settings, producer: PacedProducer,
+                          tmp_path: Path) -> tuple[int, float, str]:
+    """Start a worker; once it has seen 2,000 records freeze the broker, SIGTERM it 0.5 s later
+    and wait for its exit; then thaw the broker and catch up with a worker whose shutdown has
+    the default bound. Returns the exit code, the seconds from the signal to the exit, and the
+    worker's log from the signal on."""
     log = tmp_path / "worker.log"
     proc = start_worker(settings, log=log)
     tail = LogTail(log)
@@ -307,12 +300,31 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
             stopped_s = time.monotonic() - signalled
         finally:
             os.kill(own_broker.pid, signal.SIGCONT)
-        print(f"\n{backend}: exit {code} {stopped_s:.1f} s after SIGTERM, the broker frozen")
         after = tail.poll().text[mark:].decode(errors="replace")
         after = after[after.index("SIGTERM: finishing the batch"):]
-        _catch_up(producer, settings, tmp_path)
+        default = settings.checkpoint.model_copy(
+            update={"shutdown_timeout_s": CheckpointSettings().shutdown_timeout_s})
+        _catch_up(producer, settings.model_copy(update={"checkpoint": default}), tmp_path)
     finally:
         reap(proc)
+    return code, stopped_s, after
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_nothing(
+        own_broker, tmp_path, backend):
+    """SIGTERM with the broker frozen: each checkpoint attempt then costs a round of flush
+    retries, so the worker makes one, the shutdown's (no interval checkpoint first, no second try
+    in the revocation that closing runs), and exits 1 with the previous checkpoint standing. A
+    restart once the broker is back ends exactly like the core."""
+    # A 3 s session: the partition is not lost before the signal, so closing revokes it.
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=1_000, session_timeout_ms=3_000,
+                   heartbeat_interval_ms=500, backend=backend)
+    n, ckpt_dir = 8_000, tmp_path / "ckpt"
+    settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=29)
+    code, stopped_s, after = _sigterm_while_frozen(own_broker, settings, producer, tmp_path)
+    print(f"\n{backend}: exit {code} {stopped_s:.1f} s after SIGTERM, the broker frozen")
     assert code == 1, after[-3000:]
     postponed = [ln for ln in own_lines(after) if "postponed" in ln]
     # at most the checkpoint in progress when the signal came, then the shutdown's
@@ -321,6 +333,37 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
     assert "]: checkpointing" not in after  # the revocation did not try ("revoked [...]: ...")
     figures = _assert_exact_against_input(kafka, ckpt_dir, n)
     print(f"\n{figures}")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_shutdown_past_its_deadline_exits_1_at_the_deadline_and_loses_nothing(
+        own_broker, tmp_path, backend):
+    """SIGTERM with the broker frozen and a 5 s request timeout: the checkpoint in progress, the
+    shutdown's round of flush retries and closing would take some 35 s. With
+    ``shutdown_timeout_s`` 3 the worker says it is giving up the shutdown, and what it was
+    waiting for, 3 s after the signal, and exits 1; a restart once the broker is back ends
+    exactly like the core."""
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=5_000, session_timeout_ms=3_000,
+                   heartbeat_interval_ms=500, backend=backend)
+    n, ckpt_dir, deadline_s = 8_000, tmp_path / "ckpt", 3.0
+    settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=31,
+                                    shutdown_timeout_s=deadline_s)
+    code, stopped_s, after = _sigterm_while_frozen(own_broker, settings, producer, tmp_path)
+    print(f"\n{backend}: exit {code} {stopped_s:.1f} s after SIGTERM, the broker frozen")
+    assert code == 1, after[-3000:]
+    assert deadline_s <= stopped_s < deadline_s + 5, (stopped_s, after[-3000:])
+    overran = [ln for ln in own_lines(after) if "shutdown not done" in ln]
+    assert len(overran) == 1 and " ERROR " in overran[0], after[-3000:]
+    assert re.search(r"after SIGTERM \(SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=3\), while (writing the"
+                     r" (interval|shutdown) checkpoint|committing|finishing the batch|closing the"
+                     r" Kafka)", overran[0]), overran[0]
+    resumes_from = overran[0].split("exiting 1 now; a restart resumes from ")[1].strip()
+    restored = (tmp_path / "final.log").read_text()
+    assert f"restored {resumes_from}:" in restored, (resumes_from, restored[-3000:])
+    assert "stopped: " not in after  # the shutdown never finished: the process ended mid-wait
+    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    print(f"\n{overran[0]}\n{figures}")
 
 
 @pytest.mark.timeout(120)

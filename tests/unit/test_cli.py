@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
 from click.testing import CliRunner
 
 from stream_perceptron.cli import main
+from stream_perceptron.settings import Settings
 
 
 def run(*args, env=None):
@@ -129,6 +131,22 @@ def test_run_reports_a_kafka_failure_that_stopped_the_worker_in_one_line(tmp_pat
     assert res.stderr.strip().splitlines()[-1] == (
         "stream-perceptron: sending to predictions failed: MessageSizeTooLargeError: 1400000 bytes")
     assert "Traceback" not in res.stderr
+
+
+def test_run_bounds_its_shutdown_and_a_worker_made_elsewhere_is_not_bounded(tmp_path, monkeypatch):
+    # `run` owns its process: SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S applies; a worker made by any
+    # other program (the demo) must not exit that program's process
+    from stream_perceptron.worker import Worker
+
+    bounds: list[float] = []
+    monkeypatch.setattr(Worker, "run", lambda self, until=None: bounds.append(self._deadline.seconds) or 0)
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S": "7.5",
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    assert res.exit_code == 0 and bounds == [7.5]
+    elsewhere = Worker(Settings(checkpoint={"dir": str(tmp_path), "shutdown_timeout_s": 7.5}))  # as demo.py
+    assert elsewhere._deadline.seconds == math.inf
 
 
 def test_run_on_a_backend_whose_package_is_missing_is_one_line_and_exit_2(tmp_path, monkeypatch):

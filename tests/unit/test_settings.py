@@ -109,6 +109,20 @@ def test_a_fetch_bound_below_librdkafkas_floor_is_one_line(monkeypatch):
     assert load_settings().kafka.fetch_max_bytes == 4_194_304
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "soon"])
+def test_a_shutdown_timeout_must_be_a_positive_number_of_seconds(monkeypatch, value):
+    monkeypatch.setenv("SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S", value)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value).count("\n") == 0 and "SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S" in str(err.value)
+
+
+def test_a_shutdown_timeout_defaults_below_the_deploy_files_grace_period_and_may_be_inf(monkeypatch):
+    assert load_settings().checkpoint.shutdown_timeout_s == 50.0  # they allow 60 s
+    monkeypatch.setenv("SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S", "inf")
+    assert load_settings().checkpoint.shutdown_timeout_s == float("inf")
+
+
 def test_a_producer_process_is_refused_with_confluent_kafka(monkeypatch):
     monkeypatch.setenv("SP_KAFKA__BACKEND", "confluent-kafka")
     monkeypatch.setenv("SP_KAFKA__PRODUCER_PROCESS", "true")

@@ -12,6 +12,7 @@ import pytest
 from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.edge import Batch, EdgeBase, InRecord, Retry, Unsent
 from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
+from stream_perceptron.observe import Observer
 from stream_perceptron.records import input_record
 from stream_perceptron.settings import KafkaSettings, Settings
 from stream_perceptron.worker import Worker
@@ -335,11 +336,12 @@ class _StoppedDuringPollEdge(FailingEdge):
         self.closed = True
 
 
-def _stopped_during_poll(tmp_path, monkeypatch, **checkpoint) -> tuple[Worker, _StoppedDuringPollEdge]:
+def _stopped_during_poll(tmp_path, monkeypatch, owns_process: bool = False,
+                         **checkpoint) -> tuple[Worker, _StoppedDuringPollEdge]:
     """A worker on a :class:`_StoppedDuringPollEdge` (which needs the worker), checkpointing to
     ``tmp_path``, not run yet."""
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), **checkpoint})
-    w = Worker(settings, edge=None)  # type: ignore[arg-type]
+    w = Worker(settings, edge=None, owns_process=owns_process)  # type: ignore[arg-type]
     edge = _StoppedDuringPollEdge(w)
     w.edge = edge  # type: ignore[assignment]
     monkeypatch.setattr(w, "_check_topics", lambda: None)
@@ -441,3 +443,120 @@ def test_each_retry_of_a_commit_or_send_reports_the_worker_alive():
     edge._describe = str  # type: ignore[method-assign]
     edge._retrying("committing offsets", edge.commit_once)
     assert (edge.attempts, edge.beats) == (3, 3)
+
+
+class _HangingFlushEdge(_StoppedDuringPollEdge):
+    """The shutdown checkpoint's flush waits, as for a broker that never answers, until the
+    test lets it fail."""
+
+    def __init__(self, worker) -> None:
+        super().__init__(worker)
+        self.release = threading.Event()
+
+    def flush(self):
+        self.flushes += 1
+        self.release.wait(10)
+        raise KafkaEdgeError("flush failed after 5 attempts: 10 records not acknowledged")
+
+
+def _hanging_shutdown(tmp_path, monkeypatch, timeout_s: float, owns_process: bool = True
+                      ) -> tuple[Worker, _HangingFlushEdge, list]:
+    """A worker whose shutdown hangs in its checkpoint's flush, and the exits it asks for (the
+    stand-in exit lets the flush go, so the test goes on where the process would have ended)."""
+    w, _ = _stopped_during_poll(tmp_path, monkeypatch, owns_process, shutdown_timeout_s=timeout_s)
+    edge = _HangingFlushEdge(w)
+    w.edge = edge  # type: ignore[assignment]
+    exits: list[tuple[int, float]] = []
+
+    def exit_process(code: int) -> None:
+        exits.append((code, time.monotonic()))
+        edge.release.set()
+
+    w.exit_process = exit_process  # type: ignore[method-assign]
+    return w, edge, exits
+
+
+def test_a_shutdown_past_its_deadline_says_so_and_exits_1(tmp_path, monkeypatch, caplog):
+    # Against a frozen broker a shutdown waits for minutes of retries; past
+    # SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S the worker exits 1 at once, as the grace period's SIGKILL
+    # would, but with a line that says what it was waiting for and where a restart resumes.
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    started = time.monotonic()
+    w.run()
+    assert [code for code, _ in exits] == [1]
+    assert 0.3 <= exits[0][1] - started < 3.0
+    line = next(r for r in caplog.records if "shutdown not done" in r.getMessage())
+    assert line.levelno == logging.ERROR
+    message = line.getMessage()
+    assert "after the shutdown began (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=0.3)" in message
+    assert "while writing the shutdown checkpoint (flushing the outputs first): exiting 1 now" in message
+    assert "a restart resumes from the start (no checkpoint yet)" in message
+    assert edge.flushes == 1 and CheckpointStore(tmp_path).load() is None
+
+
+def test_a_shutdown_done_in_time_never_exits(tmp_path, monkeypatch):
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    edge.release.set()  # the flush fails at once: the shutdown ends well within its deadline
+    assert w.run() == 1
+    time.sleep(0.5)
+    assert exits == []
+
+
+def test_a_worker_run_by_another_program_leaves_its_shutdown_to_it(tmp_path, monkeypatch):
+    # the demo, or a test: exiting the process is not the worker's to do
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.2, owns_process=False)
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(w.run()))
+    t.start()
+    time.sleep(0.8)
+    assert exits == [] and t.is_alive()  # still in the flush
+    edge.release.set()
+    t.join(10)
+    assert codes == [1] and exits == []
+
+
+class _SlowCommitEdge(_StoppedDuringPollEdge):
+    """Flushes at once; the commit after the shutdown checkpoint waits until the test lets it go."""
+
+    def __init__(self, worker) -> None:
+        super().__init__(worker)
+        self.release = threading.Event()
+
+    def flush(self):
+        self.flushes += 1
+
+    def commit(self, offsets):
+        self.release.wait(10)
+        super().commit(offsets)
+
+
+def test_a_deadline_past_the_checkpoint_names_the_commit_and_the_new_checkpoint(
+        tmp_path, monkeypatch, caplog):
+    w, _, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    edge = _SlowCommitEdge(w)
+    w.edge = edge  # type: ignore[assignment]
+    w.exit_process = lambda code: (exits.append((code, time.monotonic())), edge.release.set())  # type: ignore[method-assign]
+    w.run()
+    assert [code for code, _ in exits] == [1]
+    written = CheckpointStore(tmp_path).load()
+    assert written is not None and written.offsets == {"in": {0: 10}}
+    line = next(r.getMessage() for r in caplog.records if "shutdown not done" in r.getMessage())
+    assert "while committing the checkpoint's offsets to the group" in line
+    assert line.endswith(f"a restart resumes from {written.path}")
+
+
+def test_a_deadline_is_disarmed_once_the_shutdown_has_closed_the_clients(tmp_path, monkeypatch):
+    # what follows the shutdown (stopping the HTTP endpoint, releasing the directory) never waits
+    # on Kafka, so no expiry may turn a finished shutdown into exit 1
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    edge.release.set()
+    w.observer = Observer(host="127.0.0.1", port=0, liveness_timeout_s=60)
+    stop = w.observer.stop
+
+    def stop_later():
+        time.sleep(0.6)  # past the deadline, after the clients were closed
+        stop()
+
+    monkeypatch.setattr(w.observer, "stop", stop_later)
+    assert w.run() == 1  # the shutdown checkpoint failed (its flush did), the clients closed
+    assert exits == []

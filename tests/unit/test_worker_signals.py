@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -32,8 +33,11 @@ class _SignalMidWrite(io.RawIOBase):
 
 
 def _worker_and_handler(tmp_path) -> tuple[Worker, Callable[[int, FrameType | None], None]]:
-    """A worker and the SIGTERM handler it installs; the process's own handlers are put back."""
+    """A worker and the SIGTERM handler it installs; the process's own handlers are put back.
+    The handler arms the shutdown's deadline, which no run here disarms: the worker does not own
+    this process, so its deadline is infinite and starts no timer that could end it later."""
     worker = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}))
+    assert worker._deadline.seconds == math.inf
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         worker._install_signals()
@@ -64,6 +68,7 @@ def test_a_signal_during_a_log_write_is_logged_after_it_not_inside_it(tmp_path, 
         log.handlers, log.propagate = saved[0], saved[2]
         log.setLevel(saved[1])
     assert worker._stop.is_set()
+    assert worker._deadline.armed  # the shutdown's deadline counts from the signal
     text = raw.data.decode()
     assert text.index("a line the signal interrupts") < text.index("SIGTERM: finishing the batch")
     err = capsys.readouterr().err
