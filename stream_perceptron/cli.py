@@ -17,7 +17,7 @@ import orjson
 
 from stream_perceptron import __version__
 from stream_perceptron.errors import CheckpointError, ProduceInterrupted, SettingsError, StreamPerceptronError
-from stream_perceptron.logs import setup_logging
+from stream_perceptron.logs import report_held, setup_logging
 from stream_perceptron.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -142,7 +142,10 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     try:
         # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded
         worker = Worker(settings, owns_process=True)  # a backend not installed: SettingsError
-        code = worker.run(until=Worker.caught_up if until_caught_up else None)
+        try:
+            code = worker.run(until=Worker.caught_up if until_caught_up else None)
+        finally:
+            report_held()  # client lines held back in the last minute, before any last line
     except CheckpointUnreadableError as exc:  # an I/O error: a restart may succeed
         fail(str(exc), 1)
     except (CheckpointError, SettingsError, KafkaAuthError) as exc:

@@ -290,10 +290,11 @@ class _LogBridge:
             facility, name, text = (str(a) for a in args)
         else:
             facility, name, text = "", "", " ".join(str(a) for a in (fmt, *args))
-        held = self._throttle.allow(("log", facility, kind(text)))
+        line = f"librdkafka {name} {facility}: {text}"
+        held = self._throttle.allow(("log", facility, kind(text)), (level, line))
         if held is None:
             return
-        log.log(level, "librdkafka %s %s: %s%s", name, facility, text, suppressed(held))
+        log.log(level, "%s%s", line, suppressed(held))
 
 
 class ConfluentEdge(EdgeBase):
@@ -443,6 +444,7 @@ class ConfluentEdge(EdgeBase):
             if self._unsent:
                 log.error("closed with %d undelivered records", len(self._unsent))
                 self._unsent = []
+        self._log_overdue(every=True)
         log.info("kafka edge closed")
 
     def _close_consumer(self, consumer: Consumer) -> None:
@@ -568,6 +570,7 @@ class ConfluentEdge(EdgeBase):
         """
         self._refuse_in_callback("poll")
         consumer = self._require(self._consumer)
+        self._log_overdue()
         if self._fatal is not None:
             raise KafkaEdgeError(f"poll failed: {self._fatal}")
         try:
@@ -868,9 +871,16 @@ class ConfluentEdge(EdgeBase):
         self._log_throttled(level, (client, err.code()), "Kafka %s: %s", client, _describe_error(err))
 
     def _log_throttled(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
-        held = self._throttle.allow(key)
+        line = fmt % args
+        held = self._throttle.allow(key, (level, line))
         if held is not None:
-            log.log(level, fmt + suppressed(held), *args)
+            log.log(level, "%s%s", line, suppressed(held))
+
+    def _log_overdue(self, *, every: bool = False) -> None:
+        """Write the counts of lines held past their minute (all, with ``every``), each with the
+        last line held: a kind that stopped recurring has no later line to carry its count."""
+        for _, held, (level, line) in self._throttle.overdue(every=every):
+            log.log(level, "%s%s", line, suppressed(held))
 
     # -- helpers ---------------------------------------------------------------------------
 

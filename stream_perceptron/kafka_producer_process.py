@@ -69,7 +69,7 @@ from pydantic import SecretStr
 from stream_perceptron.edge import Unsent
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
 from stream_perceptron.kafka_io import KafkaEdge
-from stream_perceptron.logs import JsonFormatter, setup_logging
+from stream_perceptron.logs import JsonFormatter, report_held, setup_logging
 from stream_perceptron.runtime import limit_malloc_arenas, tune_gc
 from stream_perceptron.settings import KafkaSettings
 
@@ -298,6 +298,8 @@ class _Child:
             log.debug("producer process failed", exc_info=True)
             self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
             sys.exit(1)
+        finally:
+            report_held()  # its client's lines held back in the last minute
 
     def serve(self, parent: int) -> None:
         edge = self.edge

@@ -56,13 +56,33 @@ class RepeatedClientLines(logging.Filter):
     with its numbers blanked. Never held back: the worker's own lines, lines below WARNING
     (kafka-python's are shown only if the ``kafka`` logger is lowered by hand), and lines with a
     traceback. A line that cannot be formatted is passed on, for the handler to report.
+
+    A kind that stops recurring (the broker is back) leaves a count with no line to carry it.
+    Given its ``handler``, the filter writes such counts there itself, with the last line held
+    (``held_back`` set on it): at the next line of any kind once the minute is up (the worker
+    reports its progress every ``SP_STATS__EVERY_SECONDS`` at INFO), and at the end of ``run``
+    (:func:`report_held`).
     """
 
-    def __init__(self, throttle: Throttle | None = None) -> None:
+    def __init__(self, throttle: Throttle | None = None, handler: logging.Handler | None = None) -> None:
         super().__init__()
         self._throttle = throttle or Throttle()
+        self._handler = handler
+
+    def report_overdue(self, *, every: bool = False) -> None:
+        """Write the counts held past their minute (all of them, with ``every``) to the handler."""
+        if self._handler is None:
+            return
+        for _, held, sample in self._throttle.overdue(every=every):
+            name, level, pathname, lineno, text = sample
+            line = logging.LogRecord(name, level, pathname, lineno, text + suppressed(held), None, None)
+            line.suppressed, line.held_back = held, True
+            self._handler.handle(line)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "held_back", False):  # written late by report_overdue: through
+            return True
+        self.report_overdue()
         client = record.name == "kafka" or record.name.startswith("kafka.")
         if record.levelno < logging.WARNING or not client or record.exc_info:
             return True
@@ -70,7 +90,10 @@ class RepeatedClientLines(logging.Filter):
             text = record.getMessage()
         except Exception:
             return True
-        held = self._throttle.allow((record.name, record.levelno, kind(text)))
+        held = self._throttle.allow(
+            (record.name, record.levelno, kind(text)),
+            (record.name, record.levelno, record.pathname, record.lineno, text),
+        )
         if held is None:
             return False
         if held:
@@ -83,7 +106,7 @@ def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     """Send logs to stderr, as text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SlowTaskNotices())
-    handler.addFilter(RepeatedClientLines())
+    handler.addFilter(RepeatedClientLines(handler=handler))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -94,3 +117,12 @@ def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
+
+
+def report_held() -> None:
+    """Write every count of client lines still held back (at the end of ``run``): the lines of
+    the last minute of an outage would otherwise go uncounted."""
+    for handler in logging.getLogger().handlers:
+        for f in handler.filters:
+            if isinstance(f, RepeatedClientLines):
+                f.report_overdue(every=True)

@@ -2,7 +2,10 @@
 
 A worker runs for months; a broker that is away for an hour makes its client say the same
 thing thousands of times. :class:`Throttle` lets the first line of a kind through, holds the
-rest for ``every_s`` seconds, and tells how many it held on the next line it lets through.
+rest for ``every_s`` seconds, and tells how many it held on the next line it lets through. A
+kind that stops recurring (the broker is back) would keep its last count for good: its writer
+asks :meth:`Throttle.overdue` for such counts now and then, and writes each with the last line
+held.
 :func:`kind` is the key most lines want: the text with its numbers blanked, so that
 "node 1: connection refused (try 7)" and "node 2: connection refused (try 8)" are one kind.
 """
@@ -13,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Hashable
+from typing import Any
 
 # Repeated log lines / client errors of one kind: at most one per this many seconds.
 EVERY_S = 60.0
@@ -41,10 +45,19 @@ def suppressed(held: int) -> str:
 class Throttle:
     """At most one message per key every ``every_s`` seconds; counts what it held back.
 
-    >>> clock = iter([0.0, 1.0, 2.0, 61.0]).__next__
-    >>> t = Throttle(60.0, clock=clock)
-    >>> [t.allow("k") for _ in range(4)]
-    [0, None, None, 2]
+    >>> now = [0.0]
+    >>> t = Throttle(60.0, clock=lambda: now[0])
+    >>> for now[0] in (0.0, 1.0, 2.0, 61.0):
+    ...     print(t.allow("k", f"line at {now[0]}"))
+    0
+    None
+    None
+    2
+    >>> for now[0] in (62.0, 63.0):
+    ...     t.allow("k", f"line at {now[0]}")
+    >>> now[0] = 121.0
+    >>> t.overdue()  # two held since 61.0, and no line of their kind came since
+    [('k', 2, 'line at 63.0')]
     """
 
     def __init__(self, every_s: float = EVERY_S, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -52,11 +65,13 @@ class Throttle:
         self._clock = clock
         self._last: dict[Hashable, float] = {}
         self._held: dict[Hashable, int] = {}
+        self._samples: dict[Hashable, Any] = {}  # the last line held of each kind
         self._lock = threading.Lock()
         self._forget_above = _MAX_KINDS
 
-    def allow(self, key: Hashable) -> int | None:
-        """None to drop the message, else how many of its kind were dropped since the last."""
+    def allow(self, key: Hashable, sample: Any = None) -> int | None:
+        """None to drop the message, else how many of its kind were dropped since the last.
+        ``sample`` is what :meth:`overdue` gives back if this is the last one dropped."""
         now = self._clock()
         with self._lock:
             if len(self._last) > self._forget_above:
@@ -64,9 +79,24 @@ class Throttle:
             last = self._last.get(key)
             if last is not None and now - last < self._every_s:
                 self._held[key] = self._held.get(key, 0) + 1
+                self._samples[key] = sample
                 return None
             self._last[key] = now
+            self._samples.pop(key, None)
             return self._held.pop(key, 0)
+
+    def overdue(self, *, every: bool = False) -> list[tuple[Hashable, int, Any]]:
+        """``(key, held, sample)`` for each kind with messages held past its interval (any held,
+        with ``every``: at exit), ``sample`` being the last one held. Their counts are taken and
+        their intervals start again now, as if that last message had been let through; its
+        writer writes it, with the count."""
+        now = self._clock()
+        with self._lock:
+            due = [k for k in self._held if every or now - self._last[k] >= self._every_s]
+            out = [(k, self._held.pop(k), self._samples.pop(k, None)) for k in due]
+            for k in due:
+                self._last[k] = now
+        return out
 
     def _forget(self, now: float) -> None:
         """Drop the kinds last let through over ``every_s`` ago: their next line goes through
@@ -74,4 +104,5 @@ class Throttle:
         for key in [k for k, t in self._last.items() if now - t >= self._every_s]:
             del self._last[key]
             self._held.pop(key, None)
+            self._samples.pop(key, None)
         self._forget_above = max(_MAX_KINDS, 2 * len(self._last))  # no scan per line in a flood

@@ -43,6 +43,7 @@ from stream_perceptron.errors import (
 )
 from stream_perceptron.kafka_io import KafkaEdge, ensure_topics, missing_topics
 from stream_perceptron.learner import Learner
+from stream_perceptron.logs import report_held
 from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import (
@@ -392,6 +393,7 @@ class Worker:
         checkpoint is written without its outputs acknowledged, and a checkpoint file appears
         whole or not at all, so the last one stands and a restart processes the records after
         it again."""
+        report_held()  # the client's lines held back in the last minute: nothing runs after this
         log.error(  # the CLI's handler flushes each line: it is out before the exit
             "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
             " exiting 1 now; a restart resumes from %s",

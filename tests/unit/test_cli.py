@@ -149,6 +149,28 @@ def test_run_bounds_its_shutdown_and_a_worker_made_elsewhere_is_not_bounded(tmp_
     assert elsewhere._deadline.seconds == math.inf
 
 
+def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, monkeypatch):
+    import logging
+
+    from stream_perceptron.errors import KafkaEdgeError
+    from stream_perceptron.worker import Worker
+
+    def outage_then_failure(self, until=None):
+        for node in range(1, 5):
+            logging.getLogger("kafka.conn").warning("node %d: connection refused", node)
+        raise KafkaEdgeError("flush failed after 5 attempts: 3 records not acknowledged")
+
+    monkeypatch.setattr(Worker, "run", outage_then_failure)
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_OBSERVE__ENABLED": "false"})
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 1
+    assert [ln.split("kafka.conn: ")[1] for ln in lines if "kafka.conn" in ln] == [
+        "node 1: connection refused", "node 4: connection refused (3 similar suppressed)"]
+    assert lines[-1] == "stream-perceptron: flush failed after 5 attempts: 3 records not acknowledged"
+
+
 def test_run_on_a_backend_whose_package_is_missing_is_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "stream_perceptron.kafka_confluent", None)  # import fails
     res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",

@@ -125,3 +125,46 @@ def test_a_client_error_in_close_is_a_warning_and_any_other_is_raised(caplog):
                for r in caplog.records)
     with pytest.raises(ValueError, match="a bug"):
         edge._close_consumer(_Closing(edge, bug))  # type: ignore[arg-type]
+
+
+class _IdleConsumer:
+    """A consumer with nothing to fetch and no partition."""
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_librdkafka_lines_held_back_are_counted_once_their_kind_stops_and_at_close(caplog):
+    # the broker is back: librdkafka stops repeating itself, and the last minute's count is
+    # written by the next poll past the minute, or at close, with the last line held
+    from stream_perceptron.kafka_confluent import _LogBridge
+    from stream_perceptron.throttle import Throttle
+
+    now = [0.0]
+    edge = ConfluentEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
+    edge._throttle = Throttle(60.0, clock=lambda: now[0])
+    edge._consumer = _IdleConsumer()  # type: ignore[assignment]
+    bridge = _LogBridge(edge._throttle)
+    caplog.set_level(logging.INFO, logger="stream_perceptron.kafka_confluent")
+    for at in (0.0, 1.0, 2.0):
+        now[0] = at
+        bridge.log(logging.WARNING, "%s [%s] %s", "FAIL", "rdkafka#consumer-1",
+                   f"127.0.0.1:9092/bootstrap: Connect failed (after {at:.0f}ms in state CONNECT)")
+    assert edge.poll(0, 10) == []  # within the minute: nothing to write yet
+    now[0] = 61.0
+    assert edge.poll(0, 10) == []
+    for at in (62.0, 63.0):
+        now[0] = at
+        edge._log_throttled(logging.WARNING, ("consume", 1), "consumer: %s", f"error {at:.0f}")
+    edge.close()
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    failed = "librdkafka rdkafka#consumer-1 FAIL: 127.0.0.1:9092/bootstrap: Connect failed"
+    assert lines == [
+        f"{failed} (after 0ms in state CONNECT)",
+        f"{failed} (after 2ms in state CONNECT) (2 similar suppressed)",
+        "consumer: error 62",
+        "consumer: error 63 (1 similar suppressed)",
+    ]

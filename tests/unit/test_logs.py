@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
 
-from stream_perceptron.logs import JsonFormatter, RepeatedClientLines, setup_logging
+from stream_perceptron.logs import JsonFormatter, RepeatedClientLines, report_held, setup_logging
 from stream_perceptron.settings import load_settings, redacted
 from stream_perceptron.throttle import Throttle
 
@@ -116,3 +117,50 @@ def test_a_line_after_held_ones_carries_their_count_as_a_json_field(capsys):
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [rec.get("suppressed") for rec in lines] == [None, 2]
     assert lines[1]["msg"] == "No node available for metadata refresh (2 similar suppressed)"
+
+
+def _held_lines_to(stream: io.StringIO, now: list[float]) -> logging.Handler:
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RepeatedClientLines(Throttle(60.0, clock=lambda: now[0]), handler=handler))
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    return handler
+
+
+def test_a_count_left_when_its_kind_stops_recurring_comes_with_the_next_line_of_any_kind():
+    # the broker is back: kafka-python stops repeating itself, and the count of the last minute
+    # would otherwise wait for good for a line of its kind
+    now, out = [0.0], io.StringIO()
+    handler = _held_lines_to(out, now)
+    for at in (0.0, 1.0, 2.0):
+        now[0] = at
+        handler.handle(logging.makeLogRecord({
+            "name": "kafka.conn", "levelno": logging.WARNING, "levelname": "WARNING",
+            "msg": f"node 1 refused (try {at:.0f})"}))
+    own = {"name": "stream_perceptron.worker", "levelno": logging.INFO, "levelname": "INFO",
+           "msg": "seen 5000"}
+    now[0] = 30.0
+    handler.handle(logging.makeLogRecord(own))  # within the minute: nothing to write yet
+    now[0] = 61.0
+    handler.handle(logging.makeLogRecord(own))
+    handler.handle(logging.makeLogRecord(own))
+    assert out.getvalue().splitlines() == [
+        "kafka.conn WARNING node 1 refused (try 0)",
+        "stream_perceptron.worker INFO seen 5000",
+        "kafka.conn WARNING node 1 refused (try 2) (2 similar suppressed)",  # the last held, late
+        "stream_perceptron.worker INFO seen 5000",
+        "stream_perceptron.worker INFO seen 5000",
+    ]
+
+
+def test_at_the_end_of_run_every_count_still_held_is_written(capsys):
+    setup_logging("INFO", "json")
+    conn = logging.getLogger("kafka.conn")
+    for node in range(1, 4):
+        conn.warning("node %d refused", node)
+    report_held()
+    report_held()  # written once
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(rec["msg"], rec.get("suppressed"), rec.get("held_back")) for rec in lines] == [
+        ("node 1 refused", None, None),
+        ("node 3 refused (2 similar suppressed)", 2, True),
+    ]

@@ -39,3 +39,19 @@ def test_kinds_past_their_interval_are_forgotten_once_there_are_many(monkeypatch
     for k in range(100, 130):  # a flood of new kinds within one interval: all kept, all let through
         assert t.allow(k) == 0
     assert all(t.allow(k) is None for k in range(100, 130))
+
+
+def test_a_count_whose_kind_stopped_recurring_is_given_back_once_with_its_last_line() -> None:
+    now = [0.0]
+    t = Throttle(60.0, clock=lambda: now[0])
+    assert t.allow("a", "a at 0") == 0 and t.allow("b", "b at 0") == 0
+    for at in (5.0, 6.0):
+        now[0] = at
+        assert t.allow("a", f"a at {at}") is None
+    assert t.overdue() == []  # within the minute: the next line of its kind may still carry it
+    now[0] = 60.0
+    assert t.overdue() == [("a", 2, "a at 6.0")]  # b held nothing
+    assert t.overdue() == []  # taken
+    now[0] = 61.0
+    assert t.allow("a", "a at 61") is None  # the count written at 60 s counts as a line let through
+    assert t.overdue(every=True) == [("a", 1, "a at 61")]  # at exit, whatever the interval

@@ -481,8 +481,11 @@ def test_a_shutdown_past_its_deadline_says_so_and_exits_1(tmp_path, monkeypatch,
     # SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S the worker exits 1 at once, as the grace period's SIGKILL
     # would, but with a line that says what it was waiting for and where a restart resumes.
     w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    reported: list[int] = []  # the held-back client lines, written before the exit skips the CLI's
+    monkeypatch.setattr("stream_perceptron.worker.report_held", lambda: reported.append(len(exits)))
     started = time.monotonic()
     w.run()
+    assert reported == [0]
     assert [code for code, _ in exits] == [1]
     assert 0.3 <= exits[0][1] - started < 3.0
     line = next(r for r in caplog.records if "shutdown not done" in r.getMessage())
