@@ -109,7 +109,9 @@ class Edge(Protocol):
     ``heartbeat`` is called before each attempt of a flush, commit or send that retries, so
     the caller can tell a worker waiting on a slow broker from one that hangs. ``stopping`` is
     asked before a flush retries: when it answers True the flush gives up at once, for a caller
-    about to stop that flushes once more itself.
+    about to stop that flushes once more itself. ``log_held`` writes the client's log lines the
+    edge still holds back (with their counts), from any thread: for a process about to end
+    without :meth:`close`.
     """
 
     heartbeat: Callable[[], None]
@@ -126,6 +128,7 @@ class Edge(Protocol):
     def assignment(self) -> list[Partition]: ...
     def highwater(self, topic: str, partition: int) -> int | None: ...
     def close(self) -> None: ...
+    def log_held(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,11 @@ class EdgeBase:
 
     def _init_client_state(self) -> None:
         """The subclass's own fields (its clients are built later, by ``start``)."""
+
+    def log_held(self) -> None:
+        """Write the client's log lines still held back. kafka-python's go through the logging
+        handler, whose filter holds them (:func:`stream_perceptron.logs.report_held`): nothing
+        here. The confluent-kafka edge holds librdkafka's itself."""
 
     # -- producing -------------------------------------------------------------------------
 

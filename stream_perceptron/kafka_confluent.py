@@ -275,6 +275,15 @@ class _QueueFull(Exception):
     """The producer's local queue stayed full for PRODUCER_MAX_BLOCK_MS."""
 
 
+def _log_counted(level: int, line: str, held: int, *, late: bool = False) -> None:
+    """``line``, with the count of the lines of its kind held back since the last one written
+    (text and the ``suppressed`` field), and ``held_back`` when it is itself one of them."""
+    extra: dict[str, Any] = {"suppressed": held} if held else {}
+    if late:
+        extra["held_back"] = True
+    log.log(level, "%s%s", line, suppressed(held), extra=extra)
+
+
 class _LogBridge:
     """librdkafka's ``logger``: its lines go to this module's logger, throttled per kind.
 
@@ -292,9 +301,8 @@ class _LogBridge:
             facility, name, text = "", "", " ".join(str(a) for a in (fmt, *args))
         line = f"librdkafka {name} {facility}: {text}"
         held = self._throttle.allow(("log", facility, kind(text)), (level, line))
-        if held is None:
-            return
-        log.log(level, "%s%s", line, suppressed(held))
+        if held is not None:
+            _log_counted(level, line, held)
 
 
 class ConfluentEdge(EdgeBase):
@@ -444,7 +452,7 @@ class ConfluentEdge(EdgeBase):
             if self._unsent:
                 log.error("closed with %d undelivered records", len(self._unsent))
                 self._unsent = []
-        self._log_overdue(every=True)
+        self.log_held()
         log.info("kafka edge closed")
 
     def _close_consumer(self, consumer: Consumer) -> None:
@@ -874,13 +882,18 @@ class ConfluentEdge(EdgeBase):
         line = fmt % args
         held = self._throttle.allow(key, (level, line))
         if held is not None:
-            log.log(level, "%s%s", line, suppressed(held))
+            _log_counted(level, line, held)
 
     def _log_overdue(self, *, every: bool = False) -> None:
-        """Write the counts of lines held past their minute (all, with ``every``), each with the
-        last line held: a kind that stopped recurring has no later line to carry its count."""
-        for _, held, (level, line) in self._throttle.overdue(every=every):
-            log.log(level, "%s%s", line, suppressed(held))
+        """Write the last line held of each kind past its minute (of every kind holding one,
+        with ``every``), late, with the count of the others: a kind that stopped recurring has
+        no later line to count them."""
+        for _, (level, line), others in self._throttle.overdue(every=every):
+            _log_counted(level, line, others, late=True)
+
+    def log_held(self) -> None:
+        """librdkafka's lines and this edge's own, still held back: all written, with counts."""
+        self._log_overdue(every=True)
 
     # -- helpers ---------------------------------------------------------------------------
 

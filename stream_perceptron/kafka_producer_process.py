@@ -296,10 +296,9 @@ class _Child:
             self.serve(parent)
         except Exception as exc:  # the worker raises it from its next call, as one line
             log.debug("producer process failed", exc_info=True)
+            report_held()  # while the worker waits: its last line comes after
             self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
             sys.exit(1)
-        finally:
-            report_held()  # its client's lines held back in the last minute
 
     def serve(self, parent: int) -> None:
         edge = self.edge
@@ -340,6 +339,9 @@ class _Child:
         elif kind == "c":
             producer, edge._producer = edge._producer, None
             edge._close_producer(producer, graceful=message[1])
+            # its client's lines held back, while the worker waits for this reply: never once
+            # the worker is gone, whose last line must stay last
+            report_held()
             self.reply("c")
             return True
         return False

@@ -57,11 +57,12 @@ class RepeatedClientLines(logging.Filter):
     (kafka-python's are shown only if the ``kafka`` logger is lowered by hand), and lines with a
     traceback. A line that cannot be formatted is passed on, for the handler to report.
 
-    A kind that stops recurring (the broker is back) leaves a count with no line to carry it.
-    Given its ``handler``, the filter writes such counts there itself, with the last line held
-    (``held_back`` set on it): at the next line of any kind once the minute is up (the worker
-    reports its progress every ``SP_STATS__EVERY_SECONDS`` at INFO), and at the end of ``run``
-    (:func:`report_held`).
+    A kind that stops recurring (the broker is back) leaves held lines with no later line to
+    count them. Given its ``handler``, the filter writes the last one held there itself, late,
+    with ``held_back`` set and the count of the others: at the next line of any kind that
+    reaches the handler once the minute is up (at INFO the worker reports its progress every
+    ``SP_STATS__EVERY_SECONDS``), and at the end of ``run`` (:func:`report_held`). Such lines go
+    straight to the handler, not through a logger (pytest's ``caplog`` does not see them).
     """
 
     def __init__(self, throttle: Throttle | None = None, handler: logging.Handler | None = None) -> None:
@@ -70,19 +71,27 @@ class RepeatedClientLines(logging.Filter):
         self._handler = handler
 
     def report_overdue(self, *, every: bool = False) -> None:
-        """Write the counts held past their minute (all of them, with ``every``) to the handler."""
+        """Write the last line held of each kind past its minute (of every kind holding one, with
+        ``every``) to the handler, with the count of the others held."""
         if self._handler is None:
             return
-        for _, held, sample in self._throttle.overdue(every=every):
+        for _, sample, others in self._throttle.overdue(every=every):
             name, level, pathname, lineno, text = sample
-            line = logging.LogRecord(name, level, pathname, lineno, text + suppressed(held), None, None)
-            line.suppressed, line.held_back = held, True
+            line = logging.LogRecord(name, level, pathname, lineno, text + suppressed(others), None, None)
+            line.held_back = True
+            if others:
+                line.suppressed = others
             self._handler.handle(line)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "held_back", False):  # written late by report_overdue: through
             return True
-        self.report_overdue()
+        try:
+            return self._let_through(record)
+        finally:  # after: a line of a kind past its minute carries that kind's count itself
+            self.report_overdue()
+
+    def _let_through(self, record: logging.LogRecord) -> bool:
         client = record.name == "kafka" or record.name.startswith("kafka.")
         if record.levelno < logging.WARNING or not client or record.exc_info:
             return True

@@ -12,6 +12,7 @@ held.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -57,7 +58,7 @@ class Throttle:
     ...     t.allow("k", f"line at {now[0]}")
     >>> now[0] = 121.0
     >>> t.overdue()  # two held since 61.0, and no line of their kind came since
-    [('k', 2, 'line at 63.0')]
+    [('k', 'line at 63.0', 1)]
     """
 
     def __init__(self, every_s: float = EVERY_S, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -66,6 +67,7 @@ class Throttle:
         self._last: dict[Hashable, float] = {}
         self._held: dict[Hashable, int] = {}
         self._samples: dict[Hashable, Any] = {}  # the last line held of each kind
+        self._due_at = math.inf  # no held count is past its interval before this
         self._lock = threading.Lock()
         self._forget_above = _MAX_KINDS
 
@@ -78,31 +80,35 @@ class Throttle:
                 self._forget(now)
             last = self._last.get(key)
             if last is not None and now - last < self._every_s:
-                self._held[key] = self._held.get(key, 0) + 1
+                held = self._held[key] = self._held.get(key, 0) + 1
                 self._samples[key] = sample
+                if held == 1:
+                    self._due_at = min(self._due_at, last + self._every_s)
                 return None
             self._last[key] = now
             self._samples.pop(key, None)
             return self._held.pop(key, 0)
 
-    def overdue(self, *, every: bool = False) -> list[tuple[Hashable, int, Any]]:
-        """``(key, held, sample)`` for each kind with messages held past its interval (any held,
-        with ``every``: at exit), ``sample`` being the last one held. Their counts are taken and
-        their intervals start again now, as if that last message had been let through; its
-        writer writes it, with the count."""
+    def overdue(self, *, every: bool = False) -> list[tuple[Hashable, Any, int]]:
+        """``(key, sample, others)`` for each kind with messages held past its interval (any
+        held, with ``every``: at exit). ``sample`` is the last one held, for its writer to write
+        now, and ``others`` how many besides it were held. The counts are taken, and the
+        intervals start again now, as if ``sample`` had been let through. Cheap when nothing is
+        due: the writer may ask at every line."""
         now = self._clock()
         with self._lock:
+            if not every and now < self._due_at:
+                return []
             due = [k for k in self._held if every or now - self._last[k] >= self._every_s]
-            out = [(k, self._held.pop(k), self._samples.pop(k, None)) for k in due]
+            out = [(k, self._samples.pop(k, None), self._held.pop(k) - 1) for k in due]
             for k in due:
                 self._last[k] = now
+            self._due_at = min((self._last[k] + self._every_s for k in self._held), default=math.inf)
         return out
 
     def _forget(self, now: float) -> None:
-        """Drop the kinds last let through over ``every_s`` ago: their next line goes through
-        anyway (a count still held for one is lost with it)."""
-        for key in [k for k, t in self._last.items() if now - t >= self._every_s]:
+        """Drop the kinds last let through over ``every_s`` ago with nothing held: their next
+        line goes through anyway (those with a count wait for :meth:`overdue`)."""
+        for key in [k for k, t in self._last.items() if now - t >= self._every_s and k not in self._held]:
             del self._last[key]
-            self._held.pop(key, None)
-            self._samples.pop(key, None)
         self._forget_above = max(_MAX_KINDS, 2 * len(self._last))  # no scan per line in a flood

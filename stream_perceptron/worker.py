@@ -372,8 +372,9 @@ class Worker:
                 code, self._shutdown_failed = 1, True
         finally:
             self._deadline.phase("closing the Kafka clients")
-            self.edge.close()
+            self.edge.close()  # writes the lines it still holds back (confluent-kafka)
             self._deadline.disarm()  # done: what remains cannot wait on Kafka
+            report_held()  # kafka-python's, likewise before the last line
         c = self.counters
         log.info(
             "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
@@ -394,6 +395,7 @@ class Worker:
         whole or not at all, so the last one stands and a restart processes the records after
         it again."""
         report_held()  # the client's lines held back in the last minute: nothing runs after this
+        self.edge.log_held()
         log.error(  # the CLI's handler flushes each line: it is out before the exit
             "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
             " exiting 1 now; a restart resumes from %s",

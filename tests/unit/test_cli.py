@@ -167,7 +167,7 @@ def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, mo
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 1
     assert [ln.split("kafka.conn: ")[1] for ln in lines if "kafka.conn" in ln] == [
-        "node 1: connection refused", "node 4: connection refused (3 similar suppressed)"]
+        "node 1: connection refused", "node 4: connection refused (2 similar suppressed)"]
     assert lines[-1] == "stream-perceptron: flush failed after 5 attempts: 3 records not acknowledged"
 
 

@@ -146,7 +146,7 @@ def test_a_count_left_when_its_kind_stops_recurring_comes_with_the_next_line_of_
     assert out.getvalue().splitlines() == [
         "kafka.conn WARNING node 1 refused (try 0)",
         "stream_perceptron.worker INFO seen 5000",
-        "kafka.conn WARNING node 1 refused (try 2) (2 similar suppressed)",  # the last held, late
+        "kafka.conn WARNING node 1 refused (try 2) (1 similar suppressed)",  # the last held, late
         "stream_perceptron.worker INFO seen 5000",
         "stream_perceptron.worker INFO seen 5000",
     ]
@@ -162,5 +162,21 @@ def test_at_the_end_of_run_every_count_still_held_is_written(capsys):
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [(rec["msg"], rec.get("suppressed"), rec.get("held_back")) for rec in lines] == [
         ("node 1 refused", None, None),
-        ("node 3 refused (2 similar suppressed)", 2, True),
+        ("node 3 refused (1 similar suppressed)", 1, True),  # the last held, and one besides
+    ]
+
+
+def test_a_line_of_a_kind_past_its_minute_carries_the_count_itself():
+    # the count goes with the next line of its own kind when there is one: not the older line
+    # written late, with the new one held in its place
+    now, out = [0.0], io.StringIO()
+    handler = _held_lines_to(out, now)
+    for at in (0.0, 1.0, 2.0, 61.0):
+        now[0] = at
+        handler.handle(logging.makeLogRecord({
+            "name": "kafka.conn", "levelno": logging.WARNING, "levelname": "WARNING",
+            "msg": f"node 1 refused (try {at:.0f})"}))
+    assert out.getvalue().splitlines() == [
+        "kafka.conn WARNING node 1 refused (try 0)",
+        "kafka.conn WARNING node 1 refused (try 61) (2 similar suppressed)",
     ]

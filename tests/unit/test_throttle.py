@@ -50,8 +50,22 @@ def test_a_count_whose_kind_stopped_recurring_is_given_back_once_with_its_last_l
         assert t.allow("a", f"a at {at}") is None
     assert t.overdue() == []  # within the minute: the next line of its kind may still carry it
     now[0] = 60.0
-    assert t.overdue() == [("a", 2, "a at 6.0")]  # b held nothing
+    assert t.overdue() == [("a", "a at 6.0", 1)]  # the last held, to write, and 1 besides; b: none
     assert t.overdue() == []  # taken
     now[0] = 61.0
-    assert t.allow("a", "a at 61") is None  # the count written at 60 s counts as a line let through
-    assert t.overdue(every=True) == [("a", 1, "a at 61")]  # at exit, whatever the interval
+    assert t.allow("a", "a at 61") is None  # the line written at 60 s counts as one let through
+    assert t.overdue(every=True) == [("a", "a at 61", 0)]  # at exit, whatever the interval
+
+
+def test_a_kind_with_a_count_is_never_forgotten_before_its_count_is_written(monkeypatch) -> None:
+    monkeypatch.setattr(throttle, "_MAX_KINDS", 3)
+    now = [0.0]
+    t = Throttle(60.0, clock=lambda: now[0])
+    for k in range(4):
+        assert t.allow(k, k) == 0
+    assert t.allow(0, "0 again") is None
+    now[0] = 61.0
+    for k in range(10, 20):  # past the bound: the kinds with nothing held are forgotten
+        assert t.allow(k, k) == 0
+    assert 1 not in t._last and 0 in t._last
+    assert t.overdue() == [(0, "0 again", 0)]
