@@ -174,7 +174,8 @@ class Worker:
         # with nothing processed yet, for lag and caught_up (never checkpointed).
         self._starts: dict[Partition, int] = {}
         # offsets of the last checkpoint not yet committed: partitions not every kept checkpoint
-        # holds (CheckpointStore.held_by_all); a revocation or shutdown hands them over
+        # holds (CheckpointStore.held_by_all), or whose commit failed; a revocation or shutdown
+        # hands them over. Kept only while the partition stays assigned (see _on_revoked).
         self._withheld: dict[Partition, int] = {}
         # The shutdown has begun (its checkpoint flushes in full); its checkpoint failed, so the
         # revocation edge.close() then runs does not try again
@@ -456,6 +457,10 @@ class Worker:
         else:
             log.info("revoked %s: checkpointing", partitions)
             self.checkpoint("revocation")
+        # The hand-over has been tried. An offset still not committed is never sent later: by
+        # then another worker may own the partition and have moved the group's commit on.
+        for key in partitions:
+            self._withheld.pop(key, None)
         if self.observer is not None:
             gone = set(partitions)
             self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
@@ -683,7 +688,9 @@ class Worker:
         try:
             self.edge.commit(commit)
         except KafkaEdgeError as exc:  # the checkpoint is authoritative; the commit is a courtesy
-            log.warning("commit after checkpoint failed (the checkpoint stands): %s", exc)
+            self._withheld.update(commit)  # sent again by the next checkpoint, or the hand-over
+            log.warning("commit after checkpoint failed (the checkpoint stands; sent again at the"
+                        " next checkpoint or hand-over): %s", exc)
 
     def _resume_point(self) -> str:
         """Where a restart would resume: the last durable checkpoint."""

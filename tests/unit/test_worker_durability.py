@@ -567,3 +567,53 @@ def test_a_deadline_is_disarmed_once_the_shutdown_has_closed_the_clients(tmp_pat
     assert w.run() == 1  # the shutdown checkpoint failed (its flush did), the clients closed
     assert exits == []
 
+
+class _CommitRefusedEdge(FailingEdge):
+    """Flushes at once; each commit raises while ``refusing`` (a coordinator away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusing = True
+        self.assigned = [("in", 0)]
+
+    def assignment(self):
+        return list(self.assigned)
+
+    def commit(self, offsets):
+        if self.refusing:
+            raise KafkaEdgeError("commit failed after 2 attempts: NotCoordinatorError")
+        super().commit(offsets)
+
+    def seek(self, topic, partition, offset):  # an assignment starts at the checkpoint's offset
+        pass
+
+
+def test_a_commit_that_failed_is_sent_again_at_the_hand_over_with_nothing_new(tmp_path, caplog):
+    # the checkpoint stood, its commit failed; a revocation with nothing new since writes no
+    # checkpoint, and without the re-send the next owner would start from the older commit
+    edge = _CommitRefusedEdge()
+    w = _worker(tmp_path, edge)
+    for chunk in _batch(0, 20).chunks(10):
+        w.process(chunk)
+    assert w.checkpoint("shutdown")  # a hand-over's commit (all partitions), refused
+    assert edge.commits == [] and "sent again at the next checkpoint or hand-over" in caplog.text
+    edge.refusing = False
+    w._on_revoked([("in", 0)])  # nothing new: no checkpoint written, the commit sent again
+    assert edge.commits == [{("in", 0): 20}]
+    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 20}}
+
+
+def test_a_commit_still_failed_at_the_hand_over_is_never_sent_after_it(tmp_path):
+    # Once the partition may be another worker's, an old offset sent later could move the
+    # group's commit back past what that worker committed since: here the partition comes back
+    # and is handed over again with nothing new, and the old offset stays unsent.
+    edge = _CommitRefusedEdge()
+    w = _worker(tmp_path, edge)
+    for chunk in _batch(0, 20).chunks(10):
+        w.process(chunk)
+    assert w.checkpoint("interval")
+    w._on_revoked([("in", 0)])  # the hand-over's commit refused too
+    edge.refusing = False
+    w._on_assigned([("in", 0)])  # back, after another worker may have committed past 20
+    w._on_revoked([("in", 0)])
+    assert edge.commits == []
