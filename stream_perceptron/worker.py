@@ -395,14 +395,19 @@ class Worker:
         checkpoint is written without its outputs acknowledged, and a checkpoint file appears
         whole or not at all, so the last one stands and a restart processes the records after
         it again."""
-        report_held()  # the client's lines held back in the last minute: nothing runs after this
-        self.edge.log_held()
-        log.error(  # the CLI's handler flushes each line: it is out before the exit
-            "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
-            " exiting 1 now; a restart resumes from %s",
-            elapsed_s, why, self._deadline.seconds, phase, self._resume_point(),
-        )
-        self.exit_process(1)
+        try:  # the client's lines held back in the last minute: nothing runs after this
+            report_held()
+            self.edge.log_held()
+        except Exception:  # noqa: S110 - the line and the exit below matter more than the counts
+            pass
+        try:
+            log.error(  # the CLI's handler flushes each line: it is out before the exit
+                "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
+                " exiting 1 now; a restart resumes from %s",
+                elapsed_s, why, self._deadline.seconds, phase, self._resume_point(),
+            )
+        finally:  # whatever logging does, the exit comes
+            self.exit_process(1)
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -449,18 +454,20 @@ class Worker:
             self._starts.pop(key, None)
         if not partitions:
             return
-        if self._shutdown_failed:
-            # A second try a moment later meets the same trouble: against a broker that does not
-            # answer it would only add a round of flush retries to the shutdown.
-            log.info("revoked %s: the shutdown checkpoint failed a moment ago; not tried again",
-                     partitions)
-        else:
-            log.info("revoked %s: checkpointing", partitions)
-            self.checkpoint("revocation")
-        # The hand-over has been tried. An offset still not committed is never sent later: by
-        # then another worker may own the partition and have moved the group's commit on.
-        for key in partitions:
-            self._withheld.pop(key, None)
+        try:
+            if self._shutdown_failed:
+                # A second try a moment later meets the same trouble: against a broker that does
+                # not answer it would only add a round of flush retries to the shutdown.
+                log.info("revoked %s: the shutdown checkpoint failed a moment ago; not tried again",
+                         partitions)
+            else:
+                log.info("revoked %s: checkpointing", partitions)
+                self.checkpoint("revocation")
+        finally:
+            # The hand-over has been tried. An offset still not committed is never sent later:
+            # by then another worker may own the partition and have moved the group's commit on.
+            for key in partitions:
+                self._withheld.pop(key, None)
         if self.observer is not None:
             gone = set(partitions)
             self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
@@ -667,10 +674,12 @@ class Worker:
         return True
 
     def _commit(self, saved: dict[Partition, int], *, handoff: bool) -> None:
-        """Commit the offsets of the checkpoint just written (``saved``) for the partitions
-        assigned: all of them on a ``handoff`` (a revocation or shutdown: the next owner starts
-        there), otherwise only those every kept checkpoint holds, so that a restart falling back
-        past a damaged newest file replays what the checkpoint it restores never learned."""
+        """Commit the offsets of the checkpoint just written (``saved``), or those held back
+        from earlier ones (:attr:`_withheld`), for the partitions assigned: all of them on a
+        ``handoff`` (a revocation or shutdown: the next owner starts there), otherwise only those
+        every kept checkpoint holds, so that a restart falling back past a damaged newest file
+        replays what the checkpoint it restores never learned. Offsets whose commit failed
+        outside a hand-over are held back for the next."""
         previous = self._deadline.phase("committing the checkpoint's offsets to the group")
         try:
             self._commit_assigned(saved, handoff=handoff)
@@ -688,6 +697,9 @@ class Worker:
         try:
             self.edge.commit(commit)
         except KafkaEdgeError as exc:  # the checkpoint is authoritative; the commit is a courtesy
+            if handoff:  # tried again a moment later, it would meet the same refusal
+                log.warning("commit after checkpoint failed (the checkpoint stands): %s", exc)
+                return
             self._withheld.update(commit)  # sent again by the next checkpoint, or the hand-over
             log.warning("commit after checkpoint failed (the checkpoint stands; sent again at the"
                         " next checkpoint or hand-over): %s", exc)

@@ -595,12 +595,32 @@ def test_a_commit_that_failed_is_sent_again_at_the_hand_over_with_nothing_new(tm
     w = _worker(tmp_path, edge)
     for chunk in _batch(0, 20).chunks(10):
         w.process(chunk)
-    assert w.checkpoint("shutdown")  # a hand-over's commit (all partitions), refused
+    assert w.checkpoint("interval")  # its commit refused
     assert edge.commits == [] and "sent again at the next checkpoint or hand-over" in caplog.text
     edge.refusing = False
     w._on_revoked([("in", 0)])  # nothing new: no checkpoint written, the commit sent again
     assert edge.commits == [{("in", 0): 20}]
     assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 20}}
+
+
+def test_a_hand_over_s_own_commit_that_failed_is_not_tried_again_at_once(tmp_path):
+    # the shutdown's commit refused, the revocation closing runs a moment later would meet the
+    # same refusal, with its own wait
+    edge = _CommitRefusedEdge()
+    w = _worker(tmp_path, edge)
+    for chunk in _batch(0, 20).chunks(10):
+        w.process(chunk)
+    attempts: list[dict] = []
+    refuse = edge.commit
+
+    def count_attempts(offsets):
+        attempts.append(dict(offsets))
+        refuse(offsets)
+
+    edge.commit = count_attempts  # type: ignore[method-assign]
+    assert w.checkpoint("shutdown")
+    w._on_revoked([("in", 0)])
+    assert attempts == [{("in", 0): 20}]
 
 
 def test_a_commit_still_failed_at_the_hand_over_is_never_sent_after_it(tmp_path):
@@ -617,3 +637,15 @@ def test_a_commit_still_failed_at_the_hand_over_is_never_sent_after_it(tmp_path)
     w._on_assigned([("in", 0)])  # back, after another worker may have committed past 20
     w._on_revoked([("in", 0)])
     assert edge.commits == []
+
+
+def test_a_shutdown_past_its_deadline_exits_even_if_its_last_lines_fail(tmp_path, monkeypatch, caplog):
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.2)
+
+    def broken_edge_logging():
+        raise RuntimeError("a client that cannot say what it held back")
+
+    edge.log_held = broken_edge_logging  # type: ignore[method-assign]
+    w.run()
+    assert [code for code, _ in exits] == [1]
+    assert "shutdown not done" in caplog.text
