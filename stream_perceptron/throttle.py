@@ -6,6 +6,7 @@ rest for ``every_s`` seconds, and tells how many it held on the next line it let
 kind that stops recurring (the broker is back) would keep its last count for good: its writer
 asks :meth:`Throttle.overdue` for such counts now and then, and writes each with the last line
 held.
+
 :func:`kind` is the key most lines want: the text with its numbers blanked, so that
 "node 1: connection refused (try 7)" and "node 2: connection refused (try 8)" are one kind.
 """
