@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class ShutdownDeadline:
@@ -28,9 +29,10 @@ class ShutdownDeadline:
 
     >>> seen = []
     >>> d = ShutdownDeadline(0.05, lambda phase, elapsed, why: seen.append((phase, why)))
-    >>> d.arm("SIGTERM"); d.phase("closing the Kafka clients")
-    'finishing the batch in progress'
-    >>> time.sleep(0.3); seen
+    >>> d.arm("SIGTERM")
+    >>> with d.during("closing the Kafka clients"):
+    ...     time.sleep(0.3)
+    >>> seen
     [('closing the Kafka clients', 'SIGTERM')]
     >>> d = ShutdownDeadline(0.05, lambda *a: seen.append(a))
     >>> d.arm("SIGTERM"); d.disarm(); time.sleep(0.2); len(seen)
@@ -72,11 +74,15 @@ class ShutdownDeadline:
         except RuntimeError:  # no thread to be had: the grace period's SIGKILL still bounds it
             self._timer = None
 
-    def phase(self, what: str) -> str:
-        """What the shutdown is doing now, for the line that reports an expiry; returns what it
-        was doing before, to be put back once this is done."""
+    @contextmanager
+    def during(self, what: str) -> Iterator[None]:
+        """What the shutdown is doing while the block runs, for the line that reports an expiry;
+        what it was doing before is put back after."""
         previous, self._phase = self._phase, what
-        return previous
+        try:
+            yield
+        finally:
+            self._phase = previous
 
     def disarm(self) -> None:
         """The shutdown finished: never expire (returns after an expiry in progress)."""

@@ -211,9 +211,8 @@ class EdgeBase:
         """The subclass's own fields (its clients are built later, by ``start``)."""
 
     def log_held(self) -> None:
-        """Write the client's log lines still held back. kafka-python's go through the logging
-        handler, whose filter holds them (:func:`stream_perceptron.logs.report_held`): nothing
-        here. The confluent-kafka edge holds librdkafka's itself."""
+        """Write the client's log lines still held back, with their counts (each edge knows
+        where its client's lines are held)."""
 
     # -- producing -------------------------------------------------------------------------
 

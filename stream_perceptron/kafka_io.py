@@ -63,6 +63,7 @@ from stream_perceptron.edge import (
     Unsent,
 )
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
+from stream_perceptron.logs import report_held
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -456,7 +457,13 @@ class KafkaEdge(EdgeBase):
             if self._unsent:
                 log.error("closed with %d undelivered records", len(self._unsent))
                 self._unsent = []
+        self.log_held()
         log.info("kafka edge closed")
+
+    def log_held(self) -> None:
+        """kafka-python's lines still held back: its loggers' lines are held by the filter on
+        the CLI's log handler (:class:`stream_perceptron.logs.RepeatedClientLines`)."""
+        report_held()
 
     def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
         """Close ``producer``; unless ``graceful``, drop its unacknowledged records first."""

@@ -69,7 +69,7 @@ from pydantic import SecretStr
 from stream_perceptron.edge import Unsent
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
 from stream_perceptron.kafka_io import KafkaEdge
-from stream_perceptron.logs import JsonFormatter, report_held, setup_logging
+from stream_perceptron.logs import JsonFormatter, setup_logging
 from stream_perceptron.runtime import limit_malloc_arenas, tune_gc
 from stream_perceptron.settings import KafkaSettings
 
@@ -296,7 +296,7 @@ class _Child:
             self.serve(parent)
         except Exception as exc:  # the worker raises it from its next call, as one line
             log.debug("producer process failed", exc_info=True)
-            report_held()  # while the worker waits: its last line comes after
+            self.edge.log_held()  # while the worker waits: its last line comes after
             self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
             sys.exit(1)
 
@@ -341,7 +341,7 @@ class _Child:
             edge._close_producer(producer, graceful=message[1])
             # its client's lines held back, while the worker waits for this reply: never once
             # the worker is gone, whose last line must stay last
-            report_held()
+            edge.log_held()
             self.reply("c")
             return True
         return False

@@ -43,7 +43,6 @@ from stream_perceptron.errors import (
 )
 from stream_perceptron.kafka_io import KafkaEdge, ensure_topics, missing_topics
 from stream_perceptron.learner import Learner
-from stream_perceptron.logs import report_held
 from stream_perceptron.observe import Observer
 from stream_perceptron.perceptron import Perceptron
 from stream_perceptron.records import (
@@ -367,15 +366,14 @@ class Worker:
         code, self._shutting_down = 0, True
         self._deadline.arm("the shutdown began")  # counted from the signal when there was one
         try:
-            self._deadline.phase("publishing the statistics")
-            self.publish_stats()
+            with self._deadline.during("publishing the statistics"):
+                self.publish_stats()
             if not self.checkpoint("shutdown"):
                 code, self._shutdown_failed = 1, True
         finally:
-            self._deadline.phase("closing the Kafka clients")
-            self.edge.close()  # writes the lines it still holds back (confluent-kafka)
-            self._deadline.disarm()  # done: what remains cannot wait on Kafka
-            report_held()  # kafka-python's, likewise before the last line
+            with self._deadline.during("closing the Kafka clients"):
+                self.edge.close()  # writes the client's lines it still holds back
+                self._deadline.disarm()  # done: what remains cannot wait on Kafka
         c = self.counters
         log.info(
             "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
@@ -396,7 +394,6 @@ class Worker:
         whole or not at all, so the last one stands and a restart processes the records after
         it again."""
         try:  # the client's lines held back in the last minute: nothing runs after this
-            report_held()
             self.edge.log_held()
         except Exception:  # noqa: S110 - the line and the exit below matter more than the counts
             pass
@@ -600,11 +597,8 @@ class Worker:
         last checkpoint and replays.
         """
         # named in the line of a shutdown that overran its deadline while this waited
-        previous = self._deadline.phase(f"writing the {reason} checkpoint (flushing the outputs first)")
-        try:
+        with self._deadline.during(f"writing the {reason} checkpoint (flushing the outputs first)"):
             return self._checkpoint(reason)
-        finally:
-            self._deadline.phase(previous)
 
     def _checkpoint(self, reason: str) -> bool:
         """:meth:`checkpoint`'s work."""
@@ -680,11 +674,8 @@ class Worker:
         every kept checkpoint holds, so that a restart falling back past a damaged newest file
         replays what the checkpoint it restores never learned. Offsets whose commit failed
         outside a hand-over are held back for the next."""
-        previous = self._deadline.phase("committing the checkpoint's offsets to the group")
-        try:
+        with self._deadline.during("committing the checkpoint's offsets to the group"):
             self._commit_assigned(saved, handoff=handoff)
-        finally:
-            self._deadline.phase(previous)
 
     def _commit_assigned(self, saved: dict[Partition, int], *, handoff: bool) -> None:
         """:meth:`_commit`'s work."""

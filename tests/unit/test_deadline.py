@@ -26,8 +26,8 @@ def test_it_expires_once_with_the_phase_and_what_began_it():
     d = ShutdownDeadline(0.2, seen)
     started = time.monotonic()
     d.arm("SIGTERM")
-    d.phase("writing the shutdown checkpoint")
-    assert seen.event.wait(5)
+    with d.during("writing the shutdown checkpoint"):
+        assert seen.event.wait(5)
     waited = time.monotonic() - started
     time.sleep(0.3)
     assert len(seen.calls) == 1

@@ -79,3 +79,19 @@ def test_a_tls_handshake_refused_is_an_answer_left_to_the_client_to_name():
     with listener(b"\x00\x00\x00\x04nope") as port:  # not TLS: the handshake fails at once
         check_reachable(KafkaSettings(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_SSL",
                                       sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p"), 2.0)
+
+
+def test_closing_writes_the_client_lines_still_held_back(capsys):
+    # as the confluent-kafka edge does with librdkafka's: the held lines come before the
+    # worker's last line, whatever the backend
+    import logging
+
+    from stream_perceptron.logs import setup_logging
+
+    setup_logging("INFO", "text")
+    for node in range(1, 4):
+        logging.getLogger("kafka.conn").warning("node %d refused", node)
+    KafkaEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print).close()  # no client yet
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "kafka.conn" in ln or "edge closed" in ln]
+    assert [ln.split(": ", 1)[1] for ln in err] == [
+        "node 1 refused", "node 3 refused (1 similar suppressed)", "kafka edge closed"]
