@@ -15,7 +15,12 @@ everything the worker does per record:
   (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``fetch_max_bytes``, ``linger_ms``,
   ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
   its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch; like the worker's
-  ``send_many``, it names partition 0 of a one-partition output topic (no key hashing).
+  ``send_many``, it names partition 0 of a one-partition output topic (no key hashing). It sends
+  with ``KafkaProducer.send``, one call per record: the bare pipe, the limit the targets name.
+* ``--client kafka-python --append``: the same, but each poll's records are appended to the
+  producer's batches in one call, ``stream_perceptron.kafka_append.append_many``, as the worker's
+  ``send_many`` does: the fastest this client's producer goes, against which the worker's own
+  work shows alone.
 * ``--client kafka-python+process``: the same consumer, and the producer in a second process
   exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the process and pipe of
   ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many`` per batch, one
@@ -166,19 +171,32 @@ def consume_produce(
     }
 
 
-def pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
+def pipe(
+    kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, append: bool = False
+) -> dict[str, Any]:
     """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged
-    (kafka-python)."""
+    (kafka-python): ``send`` per record, or with ``append`` a poll at once where ``append_many``
+    takes it (else ``send`` per record, as the worker's edge falls back)."""
 
+    from stream_perceptron.kafka_append import append_many
     from stream_perceptron.kafka_io import KafkaEdge
+
+    appended = [0]  # records appended by append_many
 
     def forward(recs: list[Any], producer: Any) -> None:
         send = producer.send
         partition = KafkaEdge._only_partition(producer, output_topic)  # as the worker's send_many
+        if append and recs:
+            keys, values = [r.key for r in recs], [r.value for r in recs]
+            futures = append_many(producer, output_topic, partition, keys, values)
+            if futures is not None:
+                appended[0] += len(futures) - futures.count(None)
+                recs = [r for r, f in zip(recs, futures, strict=True) if f is None]
         for r in recs:
             send(output_topic, value=r.value, key=r.key, partition=partition)
 
-    return consume_produce(kafka, input_topic, records, forward, tune_gc=True)
+    result = consume_produce(kafka, input_topic, records, forward, tune_gc=True)
+    return {**result, "appended": appended[0]}
 
 
 def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
@@ -354,6 +372,11 @@ def contender_args(
     if with_client:
         p.add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="the client library")
         p.add_argument(
+            "--append",
+            action="store_true",
+            help="kafka-python: append each poll's records in one call, as the worker does",
+        )
+        p.add_argument(
             "--fetch-wait-ms",
             type=int,
             default=None,
@@ -370,6 +393,8 @@ def contender_args(
     args = p.parse_args(argv)
     if args.records < 1:
         p.error("--records must be positive")
+    if getattr(args, "append", False) and args.client != "kafka-python":
+        p.error("--append is for --client kafka-python")
     return args
 
 
@@ -397,8 +422,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         result = split_pipe(kafka, args.input, args.output, args.records)
         result["client"] = args.client
     else:
-        result = pipe(kafka, args.input, args.output, args.records)
+        result = pipe(kafka, args.input, args.output, args.records, append=args.append)
         result["client"] = "kafka-python"
+        result["append"] = args.append
     result["contender"] = "pipe"
     emit_result(result)
     return result

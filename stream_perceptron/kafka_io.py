@@ -63,6 +63,7 @@ from stream_perceptron.edge import (
     Unsent,
 )
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
+from stream_perceptron.kafka_append import append_many, supports
 from stream_perceptron.logs import report_held
 from stream_perceptron.settings import KafkaSettings
 
@@ -357,6 +358,9 @@ class KafkaEdge(EdgeBase):
     def _init_client_state(self) -> None:
         self._consumer: Any = None
         self._producer: Any = None
+        # whether kafka_append.append_many can take this producer's records (checked once each)
+        self._append_checked: Any = None
+        self._appends = False
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -603,14 +607,25 @@ class KafkaEdge(EdgeBase):
     # -- producing -------------------------------------------------------------------------
 
     def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
-        """:meth:`send` each ``(key, value)`` pair, in order, in one loop.
+        """:meth:`send` each ``(key, value)`` pair, in order.
 
         To a topic of one partition records are sent to partition 0 explicitly: where the
-        partition is known, kafka-python skips hashing the key (murmur2, in Python).
+        partition is known, kafka-python skips hashing the key (murmur2, in Python). The records
+        are appended to the producer's batches in one call (:mod:`~stream_perceptron.kafka_append`)
+        where that is exactly what ``KafkaProducer.send`` would do, else sent one by one.
         """
         producer = self._require(self._producer)
         partition = self._only_partition(producer, topic)
         send, unsent = producer.send, self._record_unsent
+        if producer is not self._append_checked:
+            self._append_checked, self._appends = producer, supports(producer)
+        if self._appends:
+            futures = append_many(producer, topic, partition, keys, values, errback=unsent)
+            if futures is not None:
+                if None not in futures:
+                    return
+                rest = [(k, v) for f, k, v in zip(futures, keys, values, strict=True) if f is None]
+                keys, values = [k for k, _ in rest], [v for _, v in rest]
         for key, value in zip(keys, values, strict=True):
             try:
                 future = send(topic, value=value, key=key, partition=partition)

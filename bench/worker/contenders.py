@@ -23,6 +23,7 @@ BACKENDS = (KP, KPP, CF)
 SHORT = {KP: "kp", KPP: "kpp", CF: "cf"}  # in topic and group names
 
 PIPE_KP = "pipe: bare kafka-python consume->produce"
+PIPE_KP_APPEND = "pipe: kafka-python, a poll appended at once"  # the worker's send path
 WORKER_KP = "worker (kafka-python), predictions=all"
 WORKER_KP_NONE = "worker (kafka-python), predictions=none"
 PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
@@ -43,10 +44,13 @@ class Spec:
     kind: str
     backend: str
     predictions: str = "all"
+    pipe_args: tuple[str, ...] = ()  # a pipe's options besides --client
+    tag: str = ""  # in topic and group names, if not SHORT[backend]
 
 
 SPECS: dict[str, Spec] = {
     PIPE_KP: Spec("pipe", KP),
+    PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--append",), tag="kpa"),
     WORKER_KP: Spec("worker", KP, "all"),
     WORKER_KP_NONE: Spec("worker", KP, "none"),
     PIPE_KPP: Spec("pipe", KPP),
@@ -61,8 +65,8 @@ PIPE_OF = {KP: PIPE_KP, KPP: PIPE_KPP, CF: PIPE_CF}
 WORKER_OF = {KP: WORKER_KP, KPP: WORKER_KPP, CF: WORKER_CF}
 WORKER_NONE_OF = {KP: WORKER_KP_NONE, KPP: WORKER_KPP_NONE, CF: WORKER_CF_NONE}
 CONTENDERS = (
-    PIPE_KP, WORKER_KP, WORKER_KP_NONE, PIPE_KPP, WORKER_KPP, WORKER_KPP_NONE, PIPE_CF, WORKER_CF,
-    WORKER_CF_NONE, PEER,
+    PIPE_KP, PIPE_KP_APPEND, WORKER_KP, WORKER_KP_NONE, PIPE_KPP, WORKER_KPP, WORKER_KPP_NONE, PIPE_CF,
+    WORKER_CF, WORKER_CF_NONE, PEER,
 )
 SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
 
@@ -95,18 +99,19 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
 
 
 def contenders_for(backends: Sequence[str]) -> list[str]:
-    """The throughput contenders for ``backends``: per backend its pipe and its worker (predictions
-    all and none), then the river peer; the interleaving order of repeat 0.
+    """The throughput contenders for ``backends``: per backend its pipe (kafka-python's also with
+    the worker's way of appending) and its worker (predictions all and none), then the river peer;
+    the interleaving order of repeat 0.
 
     >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
-    ['pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
+    ['pipe', 'pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
     >>> len(contenders_for(BACKENDS))
-    10
+    11
     """
     out: list[str] = []
     for b in BACKENDS:
         if b in backends:
-            out += [PIPE_OF[b], WORKER_OF[b], WORKER_NONE_OF[b]]
+            out += [PIPE_OF[b], *([PIPE_KP_APPEND] if b == KP else []), WORKER_OF[b], WORKER_NONE_OF[b]]
     return [*out, PEER]
 
 

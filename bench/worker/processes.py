@@ -491,11 +491,11 @@ def pipe_then_worker(
 def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict[str, Any]:
     """One run of ``contender`` on ``n`` records of ``in_topic``; its own topics are deleted after."""
     spec = SPECS[contender]
-    tag = f"{label}-{SHORT[spec.backend]}"
+    tag = f"{label}-{spec.tag or SHORT[spec.backend]}"
     topics_before = topic_count(ctx.bootstrap)  # see Ctx.scope: kafka-python's send depends on it
     with ctx.scope():
         if spec.kind == "pipe":
-            pipe_args = ["--client", spec.backend]
+            pipe_args = ["--client", spec.backend, *spec.pipe_args]
             r = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, pipe_args)
         elif spec.kind == "peer":
             r = run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)

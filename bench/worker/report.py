@@ -84,6 +84,8 @@ def ratio_lines(tp: dict[str, Any]) -> list[str]:
             f"worker predictions=none / own pipe = {fmt_value(r['worker_none_over_own_pipe'], '.2f')}x; "
             f"worker by the stats method {fmt_rate(stats_rate)} rec/s"
         )
+        if r.get("worker_over_appending_pipe") is not None:
+            line += f"; worker / appending pipe = {r['worker_over_appending_pipe']:.2f}x"
         if b != KP and r.get("pipe_over_kafka_python_pipe") is not None:
             line += f"; this pipe = {r['pipe_over_kafka_python_pipe']:.1f}x the kafka-python pipe"
         if b == KPP and r.get("worker_over_kafka_python_pipe") is not None:

@@ -10,8 +10,10 @@ from typing import Any
 from bench.worker.contenders import (
     BACKENDS,
     CONTENDERS,
+    KP,
     PEER,
     PIPE_KP,
+    PIPE_KP_APPEND,
     PIPE_OF,
     SPECS,
     WORKER_NONE_OF,
@@ -94,5 +96,6 @@ def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | No
             "worker_none_over_own_pipe": ratio(wn, pipe),
             "pipe_over_kafka_python_pipe": ratio(pipe, rate(PIPE_KP)),
             "worker_over_kafka_python_pipe": ratio(w, rate(PIPE_KP)),
+            "worker_over_appending_pipe": ratio(w, rate(PIPE_KP_APPEND)) if b == KP else None,
         }
     return out

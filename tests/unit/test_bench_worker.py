@@ -383,12 +383,28 @@ def test_contender_result_line_round_trips() -> None:
 
 def test_contenders_cover_every_backend_and_the_peer_once() -> None:
     both = contenders.contenders_for(contenders.BACKENDS)
-    assert both[-1] == contenders.PEER and len(both) == len(set(both)) == 10
+    assert both[-1] == contenders.PEER and len(both) == len(set(both)) == 11
     assert {contenders.SPECS[c].backend for c in both} == set(contenders.BACKENDS)
-    kp_only = [contenders.PIPE_KP, contenders.WORKER_KP, contenders.WORKER_KP_NONE, contenders.PEER]
+    kp_only = [
+        contenders.PIPE_KP, contenders.PIPE_KP_APPEND, contenders.WORKER_KP,
+        contenders.WORKER_KP_NONE, contenders.PEER,
+    ]
     assert contenders.contenders_for(["kafka-python"]) == kp_only
     kpp = {"SP_KAFKA__BACKEND": "kafka-python", "SP_KAFKA__PRODUCER_PROCESS": "true"}
     assert contenders.backend_env(contenders.KPP) == kpp
+
+
+def test_the_kafka_python_worker_is_judged_against_the_bare_pipe_and_shown_against_the_appending_one(
+) -> None:
+    fake = _fake_report()
+    fake["throughput"]["summary"][contenders.PIPE_KP_APPEND] = {"median_rate": 50_000.0}
+    own = next(t for t in targets.evaluate_targets(fake) if t["backend"] == contenders.KP)
+    assert own["value"] == pytest.approx(30 / 40)  # the verdict: the bare pipe, as the issue has it
+    assert "appending a poll at once" in own["detail"] and "worker / it 0.60" in own["detail"]
+    ratios = throughput.throughput_ratios(fake["throughput"]["summary"])
+    assert ratios[contenders.KP]["worker_over_appending_pipe"] == pytest.approx(0.6)
+    assert ratios[contenders.CF]["worker_over_appending_pipe"] is None
+    assert contenders.SPECS[contenders.PIPE_KP_APPEND].pipe_args == ("--append",)
 
 
 def test_the_producer_process_worker_is_judged_against_both_kafka_python_pipes() -> None:

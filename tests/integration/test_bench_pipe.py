@@ -1,0 +1,42 @@
+"""``bench.pipe``'s kafka-python pipes against the test broker: sending per record, and appending
+each poll at once as the worker's edge does, both forward every record unchanged, in order."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `bench` is a top-level folder of the repository, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench.pipe import kafka_settings, main, pipe  # noqa: E402
+from stream_perceptron.reader import read_topic  # noqa: E402
+from tests.integration.helpers import send_all  # noqa: E402
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_the_kafka_python_pipe_forwards_every_record_unchanged(
+    kafka_bootstrap: str, new_topic: Callable[..., str], append: bool
+) -> None:
+    kafka = kafka_settings(kafka_bootstrap)
+    source, out = new_topic(1), new_topic(1)
+    values = [b'{"x":[%d.5],"y":1,"id":%d}' % (i, i) for i in range(1_500)]
+    send_all(kafka, source, values, partition=0)
+    result = pipe(kafka, source, out, len(values), append=append)
+    assert result["records"] == len(values)
+    assert result["appended"] == (len(values) if append else 0)
+    got = read_topic(kafka, out)
+    assert [(p, o) for p, o, _, _ in got] == [(0, i) for i in range(len(values))]
+    assert [key for _, _, key, _ in got] == [str(i).encode() for i in range(len(values))]
+    assert [value["id"] for _, _, _, value in got] == list(range(len(values)))
+
+
+def test_append_is_for_the_kafka_python_pipe_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1",
+              "--client", "confluent-kafka", "--append"])
+    assert "--append is for --client kafka-python" in capsys.readouterr().err
