@@ -181,22 +181,23 @@ def pipe(
     from stream_perceptron.kafka_append import append_many
     from stream_perceptron.kafka_io import KafkaEdge
 
-    appended = [0]  # records appended by append_many
+    appended = 0  # records appended by append_many
 
     def forward(recs: list[Any], producer: Any) -> None:
+        nonlocal appended
         send = producer.send
         partition = KafkaEdge._only_partition(producer, output_topic)  # as the worker's send_many
         if append and recs:
             keys, values = [r.key for r in recs], [r.value for r in recs]
             futures = append_many(producer, output_topic, partition, keys, values)
             if futures is not None:
-                appended[0] += len(futures) - futures.count(None)
+                appended += len(futures) - futures.count(None)
                 recs = [r for r, f in zip(recs, futures, strict=True) if f is None]
         for r in recs:
             send(output_topic, value=r.value, key=r.key, partition=partition)
 
     result = consume_produce(kafka, input_topic, records, forward, tune_gc=True)
-    return {**result, "appended": appended[0]}
+    return {**result, "appended": appended}
 
 
 def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:

@@ -13,13 +13,13 @@ record under the partition's lock, as ``RecordAccumulator.append`` does. When a 
 partition has none open, the record goes through ``RecordAccumulator.append`` itself, which opens
 the next batch exactly as ``send`` would. The records, their order in each partition, their
 futures (with batch splits and per-record errors) are those of ``send``, and the sender is woken
-whenever a batch fills or opens, as ``send`` wakes it. It takes about half the time per record
-that ``send`` does (``bench/bench_append.py``: 11.9 against 21.8 µs, the producer's I/O thread
-running meanwhile).
+whenever a batch fills or opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against
+``send``.
 
 This reaches into kafka-python's producer internals (``_accumulator``, ``_metadata``,
 ``_sender``, ``_transaction_manager``). :func:`supports` checks that each one this uses is there
-(the edge asks once per producer). Where one is not (another kafka-python), or where the batch is
+and takes the arguments it passes (the edge asks once per producer). Where one does not (another
+kafka-python), or where the batch is
 not one it can take exactly as ``send`` would (an unknown topic, records that would be too large,
 a partition to be chosen by the sticky partitioner, a transactional producer),
 :func:`append_many` returns None and the caller sends the records one by one.
@@ -27,6 +27,7 @@ a partition to be chosen by the sticky partitioner, a transactional producer),
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -53,7 +54,8 @@ _NO_HEADERS: list[tuple[str, bytes]] = []
 
 
 def supports(producer: Any) -> bool:
-    """True if ``producer`` has every internal :func:`append_many` uses."""
+    """True if ``producer`` has every internal :func:`append_many` uses, called as it calls them
+    (as in kafka-python 3.0), and no serialiser."""
     for path in _NEEDED:
         obj = producer
         for name in path:
@@ -62,7 +64,10 @@ def supports(producer: Any) -> bool:
             obj = getattr(obj, name)
     try:
         from kafka.producer.record_accumulator import ProducerBatch
-    except ImportError:  # another kafka-python
+
+        opens = inspect.signature(producer._accumulator.append).parameters
+        appends = inspect.signature(ProducerBatch.try_append).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):  # another kafka-python
         return False
     config = getattr(producer, "config", {})
     return (
@@ -71,7 +76,11 @@ def supports(producer: Any) -> bool:
         and config.get("key_serializer") is None
         and config.get("value_serializer") is None
         and hasattr(producer._accumulator._batches, "default_factory")
-        and hasattr(ProducerBatch, "try_append")
+        # RecordAccumulator.append(tp, timestamp_ms, key, value, headers, now, ...) of 3.0, which
+        # gives (future, batch_is_full, new_batch_created, ...); try_append(..., headers, now)
+        and list(opens)[:6] == ["tp", "timestamp_ms", "key", "value", "headers", "now"]
+        and "abort_on_new_batch" in opens
+        and list(appends)[:6] == ["self", "timestamp_ms", "key", "value", "headers", "now"]
     )
 
 
@@ -163,13 +172,14 @@ def _append_to(
     ``append``, which opens the next batch. Each future goes to ``futures[row]``, with
     ``errback`` added. Wakes the sender when a batch is full or new, as ``send`` does."""
     accumulator, topic = producer._accumulator, tp.topic
-    lock, dq = accumulator._tp_lock(tp), accumulator._batches[tp]
+    lock, batches = accumulator._tp_lock(tp), accumulator._batches
     n, k = len(rows), 0
     counter = accumulator._appends_in_progress
-    counter.increment()
+    counter.increment()  # before looking at the batches, as RecordAccumulator.append does
     try:
         while k < n:
             with lock:
+                dq = batches[tp]
                 if dq:
                     try_append, now = dq[-1].try_append, time.monotonic()
                     while k < n:
@@ -190,7 +200,8 @@ def _append_to(
             if k < n:
                 row = rows[k]
                 key, value = keys[row], values[row]
-                future, full, new, _ = accumulator.append(tp, None, key, value, _NO_HEADERS)
+                result = accumulator.append(tp, None, key, value, _NO_HEADERS)
+                future, full, new = result[0], result[1], result[2]
                 if errback is not None:
                     future.add_errback(errback, topic, key, value)
                 futures[row] = future

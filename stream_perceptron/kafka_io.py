@@ -358,9 +358,7 @@ class KafkaEdge(EdgeBase):
     def _init_client_state(self) -> None:
         self._consumer: Any = None
         self._producer: Any = None
-        # whether kafka_append.append_many can take this producer's records (checked once each)
-        self._append_checked: Any = None
-        self._appends = False
+        self._appends = False  # whether kafka_append.append_many takes the producer's records
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -415,7 +413,8 @@ class KafkaEdge(EdgeBase):
         return {**config, "bootstrap_timeout_ms": self._timeout_ms}
 
     def _new_producer(self) -> Any:
-        return KafkaProducer(
+        """The producer; whether :func:`append_many` takes its records is checked here, once."""
+        producer = KafkaProducer(
             **self._with_timeout(client_config(self._kafka)),
             acks="all",
             linger_ms=self._kafka.linger_ms,
@@ -425,6 +424,8 @@ class KafkaEdge(EdgeBase):
             # a topic silently recreated with the broker's defaults
             allow_auto_create_topics=False,
         )
+        self._appends = supports(producer)
+        return producer
 
     def _replace_producer(self) -> None:
         """Start a fresh producer: one that saw a permanent error may be unusable."""
@@ -617,8 +618,6 @@ class KafkaEdge(EdgeBase):
         producer = self._require(self._producer)
         partition = self._only_partition(producer, topic)
         send, unsent = producer.send, self._record_unsent
-        if producer is not self._append_checked:
-            self._append_checked, self._appends = producer, supports(producer)
         if self._appends:
             futures = append_many(producer, topic, partition, keys, values, errback=unsent)
             if futures is not None:

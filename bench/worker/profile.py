@@ -233,6 +233,7 @@ _CPROFILE_FUNCS = [
     ("records.py", "encode_predictions", "encode_predictions"),
     ("kafka_io.py", "send_many", "KafkaEdge.send_many"),
     ("kafka.py", "send", "KafkaProducer.send"),
+    ("kafka_append.py", "append_many", "append_many (kafka-python producer, a poll at once)"),
     ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
     ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
     ("kafka_confluent.py", "send_many", "ConfluentEdge.send_many"),
@@ -277,6 +278,7 @@ def summarize_cprofile(path: Path, top: int = 25) -> dict[str, Any]:
     return {"profile_file": str(path), "functions": picked, "top_by_tottime": top_tottime}
 
 
+KP_APPEND = "kafka-python producer: append_many (a poll at once)"
 CF_CONSUME = "confluent-kafka poll + consume (C), incl. waiting"
 CF_PRODUCE = "confluent-kafka produce (C)"
 CF_FLUSH = "confluent-kafka flush (waiting for acks)"
@@ -313,6 +315,9 @@ def library_category(frames: Sequence[str]) -> str:
     'kafka-python KafkaProducer.send'
     >>> library_category(["<module> (x.py:1)", "consume_produce (bench/pipe.py:1)", "f (y.py:2)"])
     'own code (everything else)'
+    >>> library_category(["KafkaEdge.send_many (stream_perceptron/kafka_io.py:1)",
+    ...                   "append_many (stream_perceptron/kafka_append.py:2)"])
+    'kafka-python producer: append_many (a poll at once)'
     >>> library_category(["Worker.run (stream_perceptron/worker.py:1)",
     ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)",
     ...                   "ConfluentEdge._consume (stream_perceptron/kafka_confluent.py:3)"])
@@ -326,6 +331,8 @@ def library_category(frames: Sequence[str]) -> str:
         return "start-up, imports, other"
     if "KafkaProducer.send" in names:
         return "kafka-python KafkaProducer.send"
+    if "append_many" in names:  # the edge's stand-in for send, kafka-python's producer internals
+        return KP_APPEND
     if "KafkaConsumer.poll" in names:
         return "kafka-python KafkaConsumer.poll (incl. waiting)"
     if "KafkaProducer.flush" in names:

@@ -28,6 +28,7 @@ def test_the_kafka_python_pipe_forwards_every_record_unchanged(
     send_all(kafka, source, values, partition=0)
     result = pipe(kafka, source, out, len(values), append=append)
     assert result["records"] == len(values)
+    # every poll appended: the pipe's new producer learns the output topic's metadata at start
     assert result["appended"] == (len(values) if append else 0)
     got = read_topic(kafka, out)
     assert [(p, o) for p, o, _, _ in got] == [(0, i) for i in range(len(values))]

@@ -3,7 +3,8 @@
 Each test sends the same records both ways, to two new topics, and reads both back: the records,
 their partitions and their order in each partition must be the same. Small batches
 (``batch_size`` 1 KiB) make every call fill and open many batches, so the path through
-``RecordAccumulator.append`` and the sender's wake-ups are exercised, not only the open batch.
+``RecordAccumulator.append`` is exercised, not only the open batch; the sender's wake-ups have a
+test of their own, with a linger of a minute.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.errors import IllegalStateError
+from kafka.partitioner import Partitioner
 
 from stream_perceptron.kafka_append import append_many, supports
 from stream_perceptron.kafka_io import client_config
@@ -41,7 +43,11 @@ def _records(n: int = N) -> tuple[list[bytes], list[bytes]]:
 
 def _ready(producer: KafkaProducer, topic: str) -> None:
     """Fetch ``topic``'s metadata, as the worker's producer has once it sent anything."""
-    future = producer.send(topic, value=b'{"i":-1}', key=b"first")
+    _ready_at(producer, topic, None)
+
+
+def _ready_at(producer: KafkaProducer, topic: str, partition: int | None) -> None:
+    future = producer.send(topic, value=b'{"i":-1}', key=b"first", partition=partition)
     producer.flush(timeout=30)  # at once, whatever the producer's linger
     future.get(timeout=0)
 
@@ -100,14 +106,53 @@ def test_append_many_declines_what_only_send_does_exactly(
     too_large = b"x" * (producer.config["max_request_size"] + 1)
     assert append_many(producer, one, 0, keys, [*values[:9], too_large]) is None
     assert append_many(producer, one, 0, [], []) is None
-    producer.flush(timeout=30)
-    assert sum(len(dq) for dq in producer._accumulator._batches.values()) == 0
+    assert sum(len(dq) for dq in producer._accumulator._batches.values()) == 0  # nothing appended
 
     assert append_many(producer, three, None, keys, values) is not None  # the same, keyed
     producer.close()
     assert append_many(producer, one, 0, keys, values) is None
     with pytest.raises(IllegalStateError):  # what the edge then meets, from send
         producer.send(one, value=values[0], key=keys[0])
+
+
+def test_a_partitioner_that_picks_a_partition_the_topic_lacks_is_left_to_send(
+    kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    """As when the metadata changes between the check and the partitioner: send raises for it."""
+
+    class Beyond(Partitioner):
+        def partition(self, topic: str, key: Any, serialized_key: Any, value: Any,
+                      serialized_value: Any, cluster: Any) -> int:
+            return 7
+
+    three = new_topic(3)
+    made = KafkaProducer(**client_config(kafka_settings()), acks="all", partitioner=Beyond())
+    try:
+        _ready_at(made, three, 0)
+        keys, values = _records(10)
+        assert append_many(made, three, None, keys, values) is None
+        assert sum(len(dq) for dq in made._accumulator._batches.values()) == 0
+    finally:
+        made.close()
+
+
+def test_a_full_batch_wakes_the_sender_whatever_the_linger(
+    kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    """With a linger of a minute, only a wake-up sends the batches that fill (as ``send`` wakes
+    the sender): the first record is acknowledged within seconds, with no flush."""
+    topic = new_topic(1)
+    lingering = KafkaProducer(
+        **client_config(kafka_settings()), acks="all", linger_ms=60_000, batch_size=1024
+    )
+    try:
+        _ready(lingering, topic)
+        keys, values = _records(500)
+        futures = append_many(lingering, topic, 0, keys, values)
+        assert futures is not None
+        assert futures[0].get(timeout=10).offset == 1  # after the one record of _ready
+    finally:
+        lingering.close()
 
 
 def test_every_appended_record_has_the_errback_and_a_refusal_partway_leaves_the_rest_to_send(
@@ -177,6 +222,11 @@ def test_supports_the_installed_kafka_python_and_not_a_producer_without_its_inte
         config = {"max_request_size": 1}
 
     assert not supports(Partial())
+    opened = producer._accumulator.append
+    producer._accumulator.append = lambda tp, key, value: None  # another kafka-python's signature
+    assert not supports(producer)
+    producer._accumulator.append = opened
+    assert supports(producer)
     producer.config["value_serializer"] = bytes  # send would call it; append_many would not
     assert not supports(producer)
 
