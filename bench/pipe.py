@@ -19,12 +19,16 @@ everything the worker does per record:
   with ``KafkaProducer.send``, one call per record: the bare pipe, the limit the targets name.
 * ``--client kafka-python --append``: the same, but each poll's records are appended to the
   producer's batches in one call, ``stream_perceptron.kafka_append.append_many``, as the worker's
-  ``send_many`` does: the fastest this client's producer goes, against which the worker's own
+  ``send_many`` does.
+* ``--client kafka-python --decode``: the same, but the consumer decodes each fetched batch in one
+  loop, ``stream_perceptron.kafka_fetch``, as the worker's consumer does. With ``--append`` too,
+  the fastest this client goes with the worker's two client paths, against which the worker's own
   work shows alone.
-* ``--client kafka-python+process``: the same consumer, and the producer in a second process
-  exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the process and pipe of
-  ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many`` per batch, one
-  ``flush`` at the end). The limit of that layout; the targets' limit stays the one-process pipe.
+* ``--client kafka-python+process``: the consumer as the worker's (``--decode``), and the producer
+  in a second process exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the
+  process and pipe of ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many``
+  per batch, one ``flush`` at the end). The limit of that layout; the targets' limit stays the
+  one-process bare pipe.
 * ``--client confluent-kafka``: the librdkafka properties that
   ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
   from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
@@ -108,15 +112,22 @@ def poll_params(kafka: KafkaSettings) -> tuple[int, int]:
     return kafka.poll_timeout_ms, kafka.max_poll_records
 
 
-def assigned_consumer(kafka: KafkaSettings, topic: str, partition: int = 0) -> Any:
-    """A consumer assigned to ``topic``/``partition``, positioned at offset 0.
+def assigned_consumer(
+    kafka: KafkaSettings, topic: str, partition: int = 0, *, decode: bool = False
+) -> Any:
+    """A consumer assigned to ``topic``/``partition``, positioned at offset 0; with ``decode``, one
+    that decodes each fetched batch in one loop where it can, as the worker's edge does.
 
     The benchmark's topics are fresh, so offset 0 is their beginning; an explicit seek avoids a
     ListOffsets(earliest) request (tansu gets ListOffsets(latest) wrong; see the team notes).
     """
     from kafka import KafkaConsumer, TopicPartition
 
+    from stream_perceptron import kafka_fetch
+
     consumer = KafkaConsumer(**consumer_kwargs(kafka))
+    if decode and kafka_fetch.supports(consumer):
+        kafka_fetch.install(consumer)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek(tp, 0)
@@ -131,16 +142,20 @@ def consume_produce(
     *,
     timeout_s: float = 600.0,
     tune_gc: bool = False,
+    decode: bool = False,
 ) -> dict[str, Any]:
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch(recs, producer)``,
     then flush. Returns the process's own timings; shared by the kafka-python pipe and the river
-    peer. ``tune_gc``: set the cycle collector up as the worker does, once the clients exist."""
+    peer. ``tune_gc``: set the cycle collector up as the worker does, once the clients exist;
+    ``decode``: decode fetched batches as the worker's consumer does."""
     from kafka import KafkaProducer
 
+    from stream_perceptron import kafka_fetch
     from stream_perceptron.runtime import tune_gc as worker_gc
 
     t_start = time.time()
-    consumer = assigned_consumer(kafka, input_topic)
+    consumer = assigned_consumer(kafka, input_topic, decode=decode)
+    decoding = kafka_fetch.installed(consumer)
     producer = KafkaProducer(**producer_kwargs(kafka))
     if tune_gc:
         worker_gc()
@@ -167,16 +182,24 @@ def consume_produce(
         consumer.close()
     return {
         "records": consumed,
+        "decoding": decoding,
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
 
 
 def pipe(
-    kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, append: bool = False
+    kafka: KafkaSettings,
+    input_topic: str,
+    output_topic: str,
+    records: int,
+    *,
+    append: bool = False,
+    decode: bool = False,
 ) -> dict[str, Any]:
     """Forward ``records`` records of ``input_topic`` to ``output_topic``, key and value unchanged
     (kafka-python): ``send`` per record, or with ``append`` a poll at once where ``append_many``
-    takes it (else ``send`` per record, as the worker's edge falls back)."""
+    takes it (else ``send`` per record, as the worker's edge falls back); with ``decode``, the
+    consumer decodes each fetched batch in one loop."""
 
     from stream_perceptron.kafka_append import append_many
     from stream_perceptron.kafka_io import KafkaEdge
@@ -196,20 +219,22 @@ def pipe(
         for r in recs:
             send(output_topic, value=r.value, key=r.key, partition=partition)
 
-    result = consume_produce(kafka, input_topic, records, forward, tune_gc=True)
+    result = consume_produce(kafka, input_topic, records, forward, tune_gc=True, decode=decode)
     return {**result, "appended": appended}
 
 
 def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
     """Forward ``records`` records with the producer in a second process (the worker's
-    ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``)."""
+    ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``), and
+    the consumer decoding fetched batches as the worker's does."""
+    from stream_perceptron import kafka_fetch
     from stream_perceptron.kafka_producer_process import SplitKafkaEdge
     from stream_perceptron.runtime import tune_gc
 
     t_start = time.time()
     edge = SplitKafkaEdge(kafka.model_copy(update={"producer_process": True}), input_topic, _ignore, _ignore)
     edge._producer = edge._new_producer()  # the producer only: this pipe has its own consumer
-    consumer = assigned_consumer(kafka, input_topic)
+    consumer = assigned_consumer(kafka, input_topic, decode=True)
     tune_gc()
     poll_ms, max_records = poll_params(kafka)
     t_ready = time.time()
@@ -231,7 +256,11 @@ def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, record
         producer, edge._producer = edge._producer, None
         edge._close_producer(producer)
         consumer.close()
-    return {"records": consumed, **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed)}
+    return {
+        "records": consumed,
+        "decoding": kafka_fetch.installed(consumer),
+        **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
+    }
 
 
 def _ignore(*_args: Any) -> None:
@@ -378,6 +407,11 @@ def contender_args(
             help="kafka-python: append each poll's records in one call, as the worker does",
         )
         p.add_argument(
+            "--decode",
+            action="store_true",
+            help="kafka-python: decode each fetched batch in one loop, as the worker does",
+        )
+        p.add_argument(
             "--fetch-wait-ms",
             type=int,
             default=None,
@@ -394,8 +428,9 @@ def contender_args(
     args = p.parse_args(argv)
     if args.records < 1:
         p.error("--records must be positive")
-    if getattr(args, "append", False) and args.client != "kafka-python":
-        p.error("--append is for --client kafka-python")
+    for flag in ("append", "decode"):
+        if getattr(args, flag, False) and args.client != "kafka-python":
+            p.error(f"--{flag} is for --client kafka-python")
     return args
 
 
@@ -423,9 +458,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         result = split_pipe(kafka, args.input, args.output, args.records)
         result["client"] = args.client
     else:
-        result = pipe(kafka, args.input, args.output, args.records, append=args.append)
+        result = pipe(
+            kafka, args.input, args.output, args.records, append=args.append, decode=args.decode
+        )
         result["client"] = "kafka-python"
         result["append"] = args.append
+        result["decode"] = args.decode
     result["contender"] = "pipe"
     emit_result(result)
     return result

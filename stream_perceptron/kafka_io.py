@@ -51,6 +51,7 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
+from stream_perceptron import kafka_fetch
 from stream_perceptron.edge import (
     PRODUCER_MAX_BLOCK_MS,
     Batch,
@@ -391,6 +392,8 @@ class KafkaEdge(EdgeBase):
                 **consumer_fetch_config(self._kafka),
                 allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
+            if kafka_fetch.supports(consumer):  # each fetched batch decoded in one loop
+                kafka_fetch.install(consumer)
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
         except (KafkaError, KafkaEdgeError) as exc:

@@ -23,7 +23,7 @@ BACKENDS = (KP, KPP, CF)
 SHORT = {KP: "kp", KPP: "kpp", CF: "cf"}  # in topic and group names
 
 PIPE_KP = "pipe: bare kafka-python consume->produce"
-PIPE_KP_APPEND = "pipe: kafka-python, a poll appended at once"  # the worker's send path
+PIPE_KP_APPEND = "pipe: kafka-python, batch decode and append"  # the worker's client paths
 WORKER_KP = "worker (kafka-python), predictions=all"
 WORKER_KP_NONE = "worker (kafka-python), predictions=none"
 PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
@@ -50,7 +50,7 @@ class Spec:
 
 SPECS: dict[str, Spec] = {
     PIPE_KP: Spec("pipe", KP),
-    PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--append",), tag="kpa"),
+    PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--decode", "--append"), tag="kpa"),
     WORKER_KP: Spec("worker", KP, "all"),
     WORKER_KP_NONE: Spec("worker", KP, "none"),
     PIPE_KPP: Spec("pipe", KPP),

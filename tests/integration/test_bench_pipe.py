@@ -1,5 +1,6 @@
-"""``bench.pipe``'s kafka-python pipes against the test broker: sending per record, and appending
-each poll at once as the worker's edge does, both forward every record unchanged, in order."""
+"""``bench.pipe``'s kafka-python pipes against the test broker: sending per record or appending
+each poll at once, decoding fetched batches the stock way or in one loop (as the worker's edge
+does), each forwards every record unchanged, in order."""
 
 from __future__ import annotations
 
@@ -18,16 +19,17 @@ from stream_perceptron.reader import read_topic  # noqa: E402
 from tests.integration.helpers import send_all  # noqa: E402
 
 
-@pytest.mark.parametrize("append", [False, True])
+@pytest.mark.parametrize(("append", "decode"), [(False, False), (True, False), (True, True)])
 def test_the_kafka_python_pipe_forwards_every_record_unchanged(
-    kafka_bootstrap: str, new_topic: Callable[..., str], append: bool
+    kafka_bootstrap: str, new_topic: Callable[..., str], append: bool, decode: bool
 ) -> None:
     kafka = kafka_settings(kafka_bootstrap)
     source, out = new_topic(1), new_topic(1)
     values = [b'{"x":[%d.5],"y":1,"id":%d}' % (i, i) for i in range(1_500)]
     send_all(kafka, source, values, partition=0)
-    result = pipe(kafka, source, out, len(values), append=append)
+    result = pipe(kafka, source, out, len(values), append=append, decode=decode)
     assert result["records"] == len(values)
+    assert result["decoding"] is decode
     # every poll appended: the pipe's new producer learns the output topic's metadata at start
     assert result["appended"] == (len(values) if append else 0)
     got = read_topic(kafka, out)
@@ -36,8 +38,11 @@ def test_the_kafka_python_pipe_forwards_every_record_unchanged(
     assert [value["id"] for _, _, _, value in got] == list(range(len(values)))
 
 
-def test_append_is_for_the_kafka_python_pipe_only(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("flag", ["--append", "--decode"])
+def test_append_and_decode_are_for_the_kafka_python_pipe_only(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
     with pytest.raises(SystemExit):
         main(["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1",
-              "--client", "confluent-kafka", "--append"])
-    assert "--append is for --client kafka-python" in capsys.readouterr().err
+              "--client", "confluent-kafka", flag])
+    assert f"{flag} is for --client kafka-python" in capsys.readouterr().err

@@ -404,7 +404,7 @@ def test_the_kafka_python_worker_is_judged_against_the_bare_pipe_and_shown_again
     ratios = throughput.throughput_ratios(fake["throughput"]["summary"])
     assert ratios[contenders.KP]["worker_over_appending_pipe"] == pytest.approx(0.6)
     assert ratios[contenders.CF]["worker_over_appending_pipe"] is None
-    assert contenders.SPECS[contenders.PIPE_KP_APPEND].pipe_args == ("--append",)
+    assert contenders.SPECS[contenders.PIPE_KP_APPEND].pipe_args == ("--decode", "--append")
 
 
 def test_the_producer_process_worker_is_judged_against_both_kafka_python_pipes() -> None:

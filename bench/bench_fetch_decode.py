@@ -1,0 +1,106 @@
+"""kafka-python's record-by-record reading of fetched batches against ``kafka_fetch``'s one loop.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_fetch_decode            # 100,000 records, 7 repeats
+    .venv/bin/python -m bench.bench_fetch_decode --repeats 11 --json bench/results/fetch_decode.json
+
+What ``KafkaConsumer.poll`` does per record once a fetch response is in: its fetcher's
+``PartitionRecords`` reads each record of a v2 batch into a ``DefaultRecord`` and then a
+``ConsumerRecord``; ``stream_perceptron.kafka_fetch.BatchDecodingRecords`` (what the worker's
+edge installs) reads a whole batch in one loop into the same ``ConsumerRecord`` tuples. This
+builds the benchmark's dense input records (20 features, ``str(i)`` keys) into record batches of
+at most 16 KiB (the worker producer's ``batch_size``) with kafka-python's own builder, with CRC
+checks on, as the consumer has them, and takes them in polls of 2,000
+(``SP_KAFKA__MAX_POLL_RECORDS``) through each class. No broker: only the reading is timed. Both
+must give the same records, or nothing is timed. Each repeat runs both contenders, in rotated
+order, with the cycle collector set up as the worker sets it (``stream_perceptron.runtime.tune_gc``)
+and the records of the run before released; the table gives the median µs per record and its
+ratio to kafka-python's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.worker.contenders import rotated
+from bench.worker.formatting import contender_report
+from bench.worker.inputs import dense_records
+
+POLL_RECORDS = 2_000
+BATCH_BYTES = 16_384  # stream_perceptron.settings.KafkaSettings.batch_size's default
+
+
+def fetched(records: int, seed: int) -> bytes:
+    """``records`` input records as one fetch response's record batches (offsets from 0)."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    values, _ = dense_records(records, 20, seed=seed)
+    out, i = [], 0
+    while i < records:
+        builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=BATCH_BYTES, offset=i)
+        while i < records and builder.append(1_700_000_000_000 + i, str(i).encode(), values[i], []):
+            i += 1
+        builder.close()
+        out.append(bytes(builder.buffer()))
+    return b"".join(out)
+
+
+def contenders() -> dict[str, Any]:
+    from kafka.consumer.fetcher import Fetcher
+
+    from stream_perceptron.kafka_fetch import BatchDecodingRecords
+
+    return {
+        "kafka-python, record by record": Fetcher.PartitionRecords,
+        "kafka_fetch, a batch at once": BatchDecodingRecords,
+    }
+
+
+def read_all(cls: Any, data: bytes) -> tuple[float, list[Any]]:
+    """Seconds to take every record of ``data`` through ``cls`` in polls, and the records."""
+    from kafka.record.memory_records import MemoryRecords
+    from kafka.structs import TopicPartition
+
+    records: list[Any] = []
+    started = time.perf_counter()
+    part = cls(0, TopicPartition("in", 0), MemoryRecords(data), check_crcs=True)
+    while part:
+        records += part.take(POLL_RECORDS)
+    return time.perf_counter() - started, records
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    from stream_perceptron.runtime import tune_gc
+
+    data = fetched(args.records, args.seed)
+    classes = contenders()
+    tune_gc()
+    runs: dict[str, list[float]] = {name: [] for name in classes}
+    _, expected = read_all(classes[next(iter(classes))], data)
+    for r in range(args.repeats):
+        for name in rotated(list(classes), r):
+            took, records = read_all(classes[name], data)
+            if records != expected:
+                raise SystemExit(f"{name} read other records than kafka-python; nothing timed")
+            del records
+            gc.collect()
+            runs[name].append(took)
+    return contender_report(args, runs, input_text=f"records in polls of {POLL_RECORDS:,}",
+                            column="reading fetched batches", poll_records=POLL_RECORDS)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
