@@ -21,15 +21,13 @@ ratio to kafka-python's own.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 
@@ -77,12 +75,7 @@ def read_all(cls: Any, data: bytes) -> tuple[float, list[Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
+    args = offline_parser(__doc__, records=100_000, repeats=7).parse_args(argv)
     from stream_perceptron.runtime import tune_gc
 
     data = fetched(args.records, args.seed)

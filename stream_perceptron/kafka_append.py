@@ -8,17 +8,19 @@ reads the clock, counts the append in progress and takes the partition's lock. O
 append the record to the partition's open batch (``ProducerBatch.try_append``), which encodes it
 into the batch's buffer and returns the record's future.
 
-:func:`append_many` does the batch-wide part once per call and then calls ``try_append`` for each
-record under the partition's lock, as ``RecordAccumulator.append`` does. When a batch is full, or a
-partition has none open, the record goes through ``RecordAccumulator.append`` itself, which opens
-the next batch exactly as ``send`` would. The records, their order in each partition, their
-futures (with batch splits and per-record errors) are those of ``send``, and the sender is woken
-whenever a batch fills or opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against
-``send``.
+:func:`append_many` does the batch-wide part once per call and then, under the partition's lock
+as ``RecordAccumulator.append`` takes it around ``try_append``, appends the records to the open
+batch in one loop (:func:`~stream_perceptron.kafka_encode.append_run`, which writes what
+``try_append`` would). When a batch is full, or a partition has none open, the record goes
+through ``RecordAccumulator.append`` itself, which opens the next batch exactly as ``send``
+would. The records, their order in each partition, their futures (with batch splits and
+per-record errors) are those of ``send``, and the sender is woken whenever a batch fills or
+opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against ``send``.
 
 This reaches into kafka-python's producer internals (``_accumulator``, ``_metadata``,
 ``_sender``, ``_transaction_manager``). :func:`supports` checks that each one this uses is there
-and takes the arguments it passes (the edge asks once per producer). Where one does not (another
+and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes (the
+edge asks once per producer). Where one does not (another
 kafka-python), or where the batch is
 not one it can take exactly as ``send`` would (an unknown topic, records that would be too large,
 a partition to be chosen by the sticky partitioner, a transactional producer),
@@ -34,6 +36,9 @@ from typing import Any
 
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
+
+from stream_perceptron import kafka_encode
+from stream_perceptron.kafka_encode import append_run
 
 # The producer internals append_many uses, as (holder, attribute) paths from the producer.
 _NEEDED = (
@@ -81,6 +86,7 @@ def supports(producer: Any) -> bool:
         and list(opens)[:6] == ["tp", "timestamp_ms", "key", "value", "headers", "now"]
         and "abort_on_new_batch" in opens
         and list(appends)[:6] == ["self", "timestamp_ms", "key", "value", "headers", "now"]
+        and kafka_encode.supports(producer)
     )
 
 
@@ -168,9 +174,10 @@ def _append_to(
     errback: Callable[..., Any] | None,
 ) -> None:
     """Append records ``rows`` to partition ``tp``, in order, as ``RecordAccumulator.append``
-    does: into the open batch under the partition's lock while it has room, else through
-    ``append``, which opens the next batch. Each future goes to ``futures[row]``, with
-    ``errback`` added. Wakes the sender when a batch is full or new, as ``send`` does."""
+    does: into the open batch under the partition's lock while it has room (one
+    :func:`~stream_perceptron.kafka_encode.append_run`), else through ``append``, which opens the
+    next batch. Each future goes to ``futures[row]``, with ``errback`` added. Wakes the sender
+    when a batch is full or new, as ``send`` does."""
     accumulator, topic = producer._accumulator, tp.topic
     lock, batches = accumulator._tp_lock(tp), accumulator._batches
     n, k = len(rows), 0
@@ -181,17 +188,7 @@ def _append_to(
             with lock:
                 dq = batches[tp]
                 if dq:
-                    try_append, now = dq[-1].try_append, time.monotonic()
-                    while k < n:
-                        row = rows[k]
-                        key, value = keys[row], values[row]
-                        future = try_append(None, key, value, _NO_HEADERS, now=now)
-                        if future is None:
-                            break
-                        if errback is not None:
-                            future.add_errback(errback, topic, key, value)
-                        futures[row] = future
-                        k += 1
+                    k = append_run(dq[-1], rows, k, keys, values, futures, topic, errback, time.monotonic())
                     full = len(dq) > 1 or dq[-1].records.is_full()
                 else:
                     full = False
