@@ -9,7 +9,7 @@ What ``append_many`` does per record under the partition's lock: it called ``try
 key, value, [], now)`` on the open batch and added the edge's errback to the record's future; it
 now encodes a run of records in one loop (``stream_perceptron.kafka_encode.append_run``). This
 appends the benchmark's dense input records (20 features, ``str(i)`` keys) both ways to producer
-batches of 16 KiB (the worker producer's ``batch_size``), a new batch whenever one is full, as the
+batches of 256 KiB (the worker producer's ``batch_size``), a new batch whenever one is full, as the
 accumulator would open it. No broker: only the appending is timed. Every batch is closed
 afterwards, untimed; both contenders must give the same number of batches and records, or
 nothing is timed. Each repeat runs both contenders, in rotated order, with the cycle collector
@@ -29,7 +29,7 @@ from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 
-BATCH_BYTES = 16_384  # stream_perceptron.settings.KafkaSettings.batch_size's default
+BATCH_BYTES = 262_144  # stream_perceptron.settings.KafkaSettings.batch_size's default
 Append = Callable[[list[bytes], list[bytes]], list[Any]]  # the batches
 
 

@@ -10,7 +10,7 @@ What ``KafkaConsumer.poll`` does per record once a fetch response is in: its fet
 ``ConsumerRecord``; ``stream_perceptron.kafka_fetch.BatchDecodingRecords`` (what the worker's
 edge installs) reads a whole batch in one loop into the same ``ConsumerRecord`` tuples. This
 builds the benchmark's dense input records (20 features, ``str(i)`` keys) into record batches of
-at most 16 KiB (the worker producer's ``batch_size``) with kafka-python's own builder, with CRC
+at most 256 KiB (the worker producer's ``batch_size``) with kafka-python's own builder, with CRC
 checks on, as the consumer has them, and takes them in polls of 2,000
 (``SP_KAFKA__MAX_POLL_RECORDS``) through each class. No broker: only the reading is timed. Both
 must give the same records, or nothing is timed. Each repeat runs both contenders, in rotated
@@ -32,7 +32,7 @@ from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 
 POLL_RECORDS = 2_000
-BATCH_BYTES = 16_384  # stream_perceptron.settings.KafkaSettings.batch_size's default
+BATCH_BYTES = 262_144  # stream_perceptron.settings.KafkaSettings.batch_size's default
 
 
 def fetched(records: int, seed: int) -> bytes:

@@ -111,7 +111,7 @@ def append_many(
     If the producer refuses a record with a :class:`KafkaError` partway (it was closed meanwhile),
     the records not appended have None for a future: the caller sends those through ``send``,
     which raises or retries as it does for any record. Any other exception propagates (a key or
-    value that is not bytes raises ``TypeError``, as from ``send``).
+    value that is not bytes raises ``TypeError``; unlike ``send``, a null value too).
     """
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys for {len(values)} values")
@@ -187,7 +187,7 @@ def _append_to(
         while k < n:
             with lock:
                 dq = batches[tp]
-                if dq:
+                if dq and not accumulator._closed:  # closed meanwhile: append() below raises
                     k = append_run(dq[-1], rows, k, keys, values, futures, topic, errback, time.monotonic())
                     full = len(dq) > 1 or dq[-1].records.is_full()
                 else:

@@ -10,9 +10,10 @@ way on the benchmark's host, 3.11 with :func:`append_run`.
 :func:`append_run` appends records to an open batch in one loop, as long as they fit, and writes
 exactly what the calls above write: the same bytes in the batch's buffer (each varint from a
 table of the small ones), the same builder and batch counters, and for each record a future with
-every field the constructors set, registered with the batch's future as they register it, and
-with the caller's errback already on it. Each record's timestamp is read from the clock as it is
-appended, as ``try_append(None, ...)`` reads it.
+every field the constructors set, registered with the batch's future as they register it (under
+that future's lock, taken once per run), and with the caller's errback already on it. Each
+record's timestamp is read from the clock as it is appended, as ``try_append(None, ...)`` reads
+it. A record is written only once its future is made, and counted as soon as it is written.
 
 It reaches into kafka-python 3.0's producer batch, record builders and futures.
 :func:`supports` checks their fields and, on a probe batch, that :func:`append_run` writes the
@@ -71,83 +72,88 @@ def append_run(
     A record is ``length attributes timestamp_delta offset_delta key_length key value_length
     value header_count``, each integer a zigzag varint, the length that of the rest; the first
     record of a batch always goes in, any other only while the batch stays within its size.
+
+    Keys and values must be bytes: a key or value of another type raises ``TypeError`` as
+    ``try_append`` raises it, with the records before it appended and counted. Unlike
+    ``try_append`` this takes no null value (a tombstone): the worker never sends one.
     """
     from kafka.producer.future import FutureRecordMetadata
 
     records = batch.records
-    if records._closed:
+    produce_future = batch.produce_future
+    with produce_future._lock:  # as _add_cb_eb registers each record future: once per run here
+        if records._closed or produce_future.is_done:
+            return k
+        builder = records._builder
+        buf, limit = builder._buffer, builder._batch_size
+        first, max_ts = builder._first_timestamp, builder._max_timestamp
+        offset = start = records._next_offset
+        record_futures = batch._record_futures
+        callbacks, errbacks = produce_future._callbacks, produce_future._errbacks
+        biggest = batch.max_record_size
+        varints, small, join = _VARINTS, _SMALL, b"".join
+        new, lock, partial = object.__new__, threading.Lock, functools.partial
+        n = len(rows)
+        try:
+            while k < n:
+                row = rows[k]
+                key, value = keys[row], values[row]
+                ts = int(clock() * 1000)
+                opening = first is None  # the batch's first record always goes in
+                delta = 0 if opening else ts - first
+                if key is None:
+                    key_size, key_head, key_body = -1, _NONE, b""
+                elif type(key) in _BYTES:
+                    key_size, key_body = len(key), key
+                    key_head = varints[key_size + 1] if key_size < small else _varint(key_size)
+                else:
+                    raise TypeError(f"Not supported type for key: {type(key)}")
+                if type(value) not in _BYTES:
+                    raise TypeError(f"Not supported type for value: {type(value)}")
+                value_size = len(value)
+                record = join((
+                    _ZERO,
+                    varints[delta + 1] if -1 <= delta < small else _varint(delta),
+                    varints[offset + 1] if offset < small else _varint(offset),
+                    key_head, key_body,
+                    varints[value_size + 1] if value_size < small else _varint(value_size), value,
+                    _ZERO,
+                ))  # fmt: skip
+                size = len(record)
+                head = varints[size + 1] if size < small else _varint(size)
+                required = size + len(head)
+                if required + len(buf) > limit and not opening:
+                    break
+                # FutureRecordMetadata(produce_future, offset, ts, None, key_size, value_size, -1), field
+                # by field, and the caller's errback on it (supports() checks this against the constructor)
+                future = new(FutureRecordMetadata)
+                future.is_done, future.value, future.exception = False, None, None
+                future._callbacks = []
+                future._errbacks = [] if errback is None else [partial(errback, topic, key, value)]
+                future._lock = lock()
+                future._produce_future = produce_future
+                future.args = (offset, ts, None, key_size, value_size, -1)
+                futures[row] = future  # before the record is written: nothing half done if this raises
+                buf += head + record
+                offset += 1  # counted as soon as it is written
+                k += 1
+                if opening:
+                    first = max_ts = ts
+                elif max_ts < ts:
+                    max_ts = ts
+                if required > biggest:
+                    biggest = required
+                callbacks.append(future._produce_success)
+                errbacks.append(future.failure)
+                record_futures.append(future)
+        finally:  # what went in stays counted, if a record raises partway
+            if offset != start:
+                builder._first_timestamp, builder._max_timestamp = first, max_ts
+                builder._num_records += offset - start
+                builder._last_offset = offset - 1
+                records._next_offset = offset
+                batch.max_record_size, batch.last_append = biggest, now
         return k
-    builder = records._builder
-    buf, limit = builder._buffer, builder._batch_size
-    first, max_ts = builder._first_timestamp, builder._max_timestamp
-    offset = start = records._next_offset
-    produce_future, record_futures = batch.produce_future, batch._record_futures
-    callbacks, errbacks = produce_future._callbacks, produce_future._errbacks
-    biggest = batch.max_record_size
-    varints, small, join = _VARINTS, _SMALL, b"".join
-    new, lock, partial = object.__new__, threading.Lock, functools.partial
-    n = len(rows)
-    try:
-        while k < n:
-            row = rows[k]
-            key, value = keys[row], values[row]
-            ts = int(clock() * 1000)
-            opening = first is None  # the batch's first record always goes in
-            if opening:
-                first = max_ts = ts
-            delta = ts - first
-            if key is None:
-                key_size, key_head, key_body = -1, _NONE, b""
-            elif type(key) in _BYTES:
-                key_size, key_body = len(key), key
-                key_head = varints[key_size + 1] if key_size < small else _varint(key_size)
-            else:
-                raise TypeError(f"Not supported type for key: {type(key)}")
-            if type(value) not in _BYTES:
-                raise TypeError(f"Not supported type for value: {type(value)}")
-            value_size = len(value)
-            record = join((
-                _ZERO,
-                varints[delta + 1] if -1 <= delta < small else _varint(delta),
-                varints[offset + 1] if offset < small else _varint(offset),
-                key_head, key_body,
-                varints[value_size + 1] if value_size < small else _varint(value_size), value,
-                _ZERO,
-            ))  # fmt: skip
-            size = len(record)
-            head = varints[size + 1] if size < small else _varint(size)
-            required = size + len(head)
-            if required + len(buf) > limit and not opening:
-                break
-            buf += head
-            buf += record
-            if max_ts < ts:
-                max_ts = ts
-            if required > biggest:
-                biggest = required
-            # FutureRecordMetadata(produce_future, offset, ts, None, key_size, value_size, -1), field
-            # by field, and the caller's errback on it (supports() checks this against the constructor)
-            future = new(FutureRecordMetadata)
-            future.is_done, future.value, future.exception = False, None, None
-            future._callbacks = []
-            future._errbacks = [] if errback is None else [partial(errback, topic, key, value)]
-            future._lock = lock()
-            future._produce_future = produce_future
-            future.args = (offset, ts, None, key_size, value_size, -1)
-            callbacks.append(future._produce_success)
-            errbacks.append(future.failure)
-            record_futures.append(future)
-            futures[row] = future
-            offset += 1
-            k += 1
-    finally:  # what went in stays counted, if a record raises partway
-        if offset != start:
-            builder._first_timestamp, builder._max_timestamp = first, max_ts
-            builder._num_records += offset - start
-            builder._last_offset = offset - 1
-            records._next_offset = offset
-            batch.max_record_size, batch.last_append = biggest, now
-    return k
 
 
 def supports(producer: Any) -> bool:
@@ -196,27 +202,36 @@ def _same_as_try_append(batch_class: Any, builder_class: Any) -> bool:
         future = theirs.try_append(int(clock() * 1000), key, value, [], now=7.0)
         if future is None:
             break
-        their_futures.append(future)
+        their_futures.append(future.add_errback(_probe_errback, "probe", key, value))
     ticks = iter(range(10**6))
     futures: list[Any] = [None] * len(keys)
-    appended = append_run(ours, range(len(keys)), 0, keys, values, futures, "probe", None, 7.0, clock)
+    rows = range(len(keys))
+    appended = append_run(ours, rows, 0, keys, values, futures, "probe", _probe_errback, 7.0, clock)
     if appended != len(their_futures) or appended in (0, len(keys)):
         return False
-    for batch in (theirs, ours):
-        batch.records.close()
+    return _state(theirs) == _state(ours) and [_fields(f) for f in their_futures] == [
+        _fields(f) for f in futures[:appended]
+    ]
+
+
+def _probe_errback(*_args: Any) -> None:
+    return None
+
+
+def _state(batch: Any) -> tuple[Any, ...]:
+    """A probe batch once closed: bytes, counters, record futures and their registrations."""
+    produce = batch.produce_future
+    batch.records.close()
     return (
-        bytes(theirs.records.buffer()) == bytes(ours.records.buffer())
-        and (theirs.max_record_size, theirs.last_append) == (ours.max_record_size, ours.last_append)
-        and [_fields(f) for f in their_futures] == [_fields(f) for f in futures[:appended]]
-        and len(theirs.produce_future._callbacks) == len(ours.produce_future._callbacks)
-        and len(theirs.produce_future._errbacks) == len(ours.produce_future._errbacks)
-        and [cb.__func__ for cb in theirs.produce_future._callbacks]
-        == [cb.__func__ for cb in ours.produce_future._callbacks]
-    )
+        bytes(batch.records.buffer()), batch.records.next_offset(), batch.max_record_size,
+        batch.last_append, [_fields(f) for f in batch._record_futures],
+        [(cb.__func__, eb.__func__) for cb, eb in zip(produce._callbacks, produce._errbacks, strict=True)],
+    )  # fmt: skip
 
 
 def _fields(future: Any) -> tuple[Any, ...]:
+    errbacks = [(e.func, e.args) for e in future._errbacks]
     return (
-        type(future), future.is_done, future.value, future.exception, future._callbacks,
-        future._errbacks, type(future._lock), future.args,
+        type(future), future.is_done, future.value, future.exception, future._callbacks, errbacks,
+        type(future._lock), future.args,
     )  # fmt: skip

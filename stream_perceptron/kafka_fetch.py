@@ -10,20 +10,17 @@ calls and a header-size sum. That is most of ``KafkaConsumer.poll``'s cost per r
 read inline, a longer one by kafka-python's ``decode_varint``. It builds the same
 ``ConsumerRecord`` tuples, with the same offsets, timestamps (create time, or the batch's max
 timestamp under log-append time), keys, values, headers and sizes, and raises the same
-``CorruptRecordError`` where kafka-python would. :func:`install` makes a consumer's fetcher read
-its batches this way (:class:`BatchDecodingRecords`); everything else about fetching, positions
-and the records a poll returns stays kafka-python's.
+``CorruptRecordError`` where kafka-python would, after the records before it. :func:`install`
+makes a consumer's fetcher read its batches this way (:class:`BatchDecodingRecords`); everything
+else about fetching, positions and the records a poll returns stays kafka-python's.
 
 It reaches into kafka-python's internals: the fetcher's ``PartitionRecords`` class and its
 ``_unpack_records`` generator, and the batch's ``_buffer``, ``_pos`` and ``_header_data``.
 :func:`supports` checks that each is there, in the shape this module reads (kafka-python 3.0),
-and that the consumer has no deserialiser and reads uncommitted records; the edge asks once per
+that the consumer has no deserialiser and reads uncommitted records, and, on probe batches, that
+both ways take the same records with the same positions and counters; the edge asks once per
 consumer. A batch of an older message format (magic 0 or 1) is left to kafka-python, with every
 batch after it in that fetch.
-
-One difference: a batch with a corrupt record yields none of its records, where kafka-python
-yields those before the corrupt one. Either way the next poll raises the same error at the same
-position.
 """
 
 from __future__ import annotations
@@ -70,11 +67,45 @@ def supports(consumer: Any) -> bool:
         DefaultRecordBatch.__slots__
     ) or not callable(getattr(DefaultRecordBatch, "_maybe_uncompress", None)):
         return False
-    return _parameters(_STOCK_RECORDS._unpack_records) == [
+    if _parameters(_STOCK_RECORDS._unpack_records) != [
         "self", "tp", "records", "key_deserializer", "value_deserializer",
-    ] and {"check_crcs", "on_drain", "metric_aggregator"} <= set(  # fmt: skip
+    ] or not {"check_crcs", "on_drain", "metric_aggregator"} <= set(  # fmt: skip
         _parameters(_STOCK_RECORDS.__init__)
-    )
+    ):
+        return False
+    try:
+        return _same_as_kafka_python()
+    except Exception:  # another kafka-python: whatever broke, its own reading stays the way
+        return False
+
+
+def _same_as_kafka_python() -> bool:
+    """Read probe batches (plain and gzip; keys, none and empty; headers; a null value; timestamp
+    deltas of two bytes) both ways, from an offset inside the first, two records at a time: the
+    records, positions, counters and leader epoch after each take must be equal."""
+    from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+    from kafka.structs import TopicPartition
+
+    data = b""
+    for base, codec in ((0, 0), (3, 1)):
+        builder = MemoryRecordsBuilder(2, codec, 1 << 20, offset=base)
+        for i, (key, value, headers) in enumerate(
+            [(b"k", b"v" * 200, []), (None, b"", [("h", b"x"), ("n", None)]), (b"", None, [])]
+        ):
+            builder.append(timestamp=1_700_000_000_000 + 5_000 * i, key=key, value=value, headers=headers)
+        builder.close()
+        data += bytes(builder.buffer())
+    tp = TopicPartition("probe", 0)
+
+    def read(cls: Any) -> list[Any]:
+        part, taken = cls(1, tp, MemoryRecords(data), check_crcs=True), []
+        while part:
+            records = part.take(2)
+            counters = part.records_read, part.bytes_read, part.leader_epoch
+            taken.append((records, part.next_fetch_offset, counters))
+        return taken
+
+    return read(_STOCK_RECORDS) == read(BatchDecodingRecords)
 
 
 def _parameters(function: Any) -> list[str]:
@@ -102,7 +133,7 @@ class BatchDecodingRecords(_STOCK_RECORDS):  # type: ignore[misc]
     The fetcher builds one per fetched partition and takes records from it as before; this only
     replaces the generator behind it. The batch CRC is checked as kafka-python checks it, control
     batches are skipped, and ``next_fetch_offset``, ``leader_epoch``, ``records_read`` and
-    ``bytes_read`` move as kafka-python moves them.
+    ``bytes_read`` move record by record as kafka-python moves them.
     """
 
     def _unpack_records(
@@ -112,7 +143,7 @@ class BatchDecodingRecords(_STOCK_RECORDS):  # type: ignore[misc]
         batch = records.next_batch()
         last_batch = None
         while batch is not None:
-            if not isinstance(batch, DefaultRecordBatch):
+            if type(batch) is not DefaultRecordBatch or batch.magic != 2:
                 yield from super()._unpack_records(
                     tp, _Resumed(batch, records), key_deserializer, value_deserializer
                 )
@@ -123,13 +154,17 @@ class BatchDecodingRecords(_STOCK_RECORDS):  # type: ignore[misc]
                     f"Record batch for partition {tp} at offset {batch.base_offset} failed crc check"
                 )
             self.leader_epoch = batch.leader_epoch
-            if not batch.attributes & _CONTROL_MASK:
-                decoded, size = decode_batch(batch, topic, partition, self.leader_epoch)
-                self.records_read += len(decoded)
-                self.bytes_read += size
-                for record in decoded:
+            if batch.attributes & _CONTROL_MASK:
+                self.next_fetch_offset = batch.next_offset
+            else:
+                decoded, sizes, error = decode_batch(batch, topic, partition, self.leader_epoch)
+                for record, size in zip(decoded, sizes, strict=True):
+                    self.records_read += 1
+                    self.bytes_read += size
                     self.next_fetch_offset = record[3] + 1
                     yield record
+                if error is not None:
+                    raise error
             batch = records.next_batch()
         if last_batch is not None:
             self.next_fetch_offset = last_batch.next_offset
@@ -149,9 +184,10 @@ class _Resumed:
 
 def decode_batch(  # noqa: C901 (one loop with its varints inline is the point: no call per field)
     batch: DefaultRecordBatch, topic: str, partition: int, leader_epoch: int
-) -> tuple[list[Any], int]:
-    """Every record of a (not yet read) v2 ``batch`` as kafka-python's ``ConsumerRecord``, and the
-    records' size in bytes as kafka-python counts it (each record's length field).
+) -> tuple[list[Any], list[int], CorruptRecordError | None]:
+    """The records of a (not yet read) v2 ``batch`` as kafka-python's ``ConsumerRecord``, each
+    one's size as kafka-python counts it (its length field), and the ``CorruptRecordError`` that
+    kafka-python would raise after them, or None (all were read).
 
     A record is ``length attributes timestamp_delta offset_delta key_length key value_length value
     header_count (header_key_length header_key header_value_length header_value)*``, every integer
@@ -165,8 +201,8 @@ def decode_batch(  # noqa: C901 (one loop with its varints inline is the point: 
     ts_type = _LOG_APPEND_TIME if attributes & _TIMESTAMP_TYPE_MASK else 0
     log_append = ts_type == _LOG_APPEND_TIME
     out: list[Any] = []
-    append = out.append
-    size = 0
+    sizes: list[int] = []
+    append, sized = out.append, sizes.append
     try:
         for _ in range(count):
             b = buf[pos]  # each field: a one-byte varint inline, else decode_varint
@@ -229,7 +265,7 @@ def decode_batch(  # noqa: C901 (one loop with its varints inline is the point: 
                     f"Invalid record size: expected to read {length} bytes in record payload, but "
                     f"instead read {pos - start}"
                 )
-            size += length
+            sized(length)
             append(
                 _new(
                     ConsumerRecord,
@@ -240,13 +276,16 @@ def decode_batch(  # noqa: C901 (one loop with its varints inline is the point: 
                     ),  # fmt: skip
                 )
             )
+    except CorruptRecordError as err:
+        return out, sizes, err
     except (ValueError, IndexError) as err:
-        raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
-    if pos != len(buf):
-        raise CorruptRecordError(f"{len(buf) - pos} unconsumed bytes after all records consumed")
+        return out, sizes, CorruptRecordError(f"Found invalid record structure: {err!r}")
     batch._pos = pos
     batch._next_record_index = count
-    return out, size
+    if pos != len(buf):
+        unread = len(buf) - pos
+        return out, sizes, CorruptRecordError(f"{unread} unconsumed bytes after all records consumed")
+    return out, sizes, None
 
 
 def _headers(buf: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], int, int]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaProducer, TopicPartition
 from kafka.errors import IllegalStateError
 from kafka.partitioner import Partitioner
 
@@ -257,3 +257,38 @@ def test_edge_sends_one_by_one_what_append_many_did_not_append(
         edge.flush()
     assert calls == [500]
     assert _read(kafka, topic) == [(0, k, json.loads(v)) for k, v in zip(keys, values, strict=True)]
+
+
+def test_nothing_is_appended_once_the_accumulator_closes_partway(
+    kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    """If the producer is closed while a poll is being appended, no record goes into a batch after
+    that: the rest come back as None, for ``send`` to refuse, as it refuses any record then."""
+    topic = new_topic(1)
+    keys, values = _records(300)
+    # a long linger: the batch the second append() opens stays in the accumulator to be looked at
+    small = KafkaProducer(**client_config(kafka_settings()), acks="all", linger_ms=60_000, batch_size=1024)
+    try:
+        _ready(small, topic)
+        accumulator = small._accumulator
+        opened = accumulator.append
+
+        def close_after_the_second_batch(*args: Any, **kwargs: Any) -> Any:
+            result = opened(*args, **kwargs)
+            close_after_the_second_batch.calls += 1  # type: ignore[attr-defined]
+            if close_after_the_second_batch.calls == 2:  # type: ignore[attr-defined]
+                accumulator._closed = True  # what close() sets, from another thread
+            return result
+
+        close_after_the_second_batch.calls = 0  # type: ignore[attr-defined]
+        accumulator.append = close_after_the_second_batch
+        futures = append_many(small, topic, 0, keys, values)
+        assert futures is not None
+        cut = futures.index(None)
+        assert futures[cut:] == [None] * (len(values) - cut)
+        in_last_batch = len(accumulator._batches[TopicPartition(topic, 0)][-1]._record_futures)
+        assert in_last_batch == 1  # the batch opened by the second append() took nothing more
+    finally:
+        accumulator._closed = False
+        accumulator.append = opened
+        small.close()

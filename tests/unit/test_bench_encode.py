@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bench import bench_encode
-from bench.bench_encode import CONTENDERS, main, per_record, per_run
+from bench.bench_encode import BATCH_BYTES, CONTENDERS, main, per_record, per_run
+from stream_perceptron.settings import KafkaSettings
 
 
 def test_a_tiny_run_times_both_contenders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -20,8 +21,12 @@ def test_a_tiny_run_times_both_contenders(tmp_path: Path, capsys: pytest.Capture
     assert "append_run per batch" in capsys.readouterr().out
 
 
+def test_batches_are_as_large_as_the_workers_producer_makes_them() -> None:
+    assert BATCH_BYTES == KafkaSettings.model_fields["batch_size"].default
+
+
 def test_both_fill_the_same_batches_with_the_same_records() -> None:
-    keys, values = [b"%d" % i for i in range(3000)], [b"v" * (i % 200) for i in range(3000)]
+    keys, values = [b"%d" % i for i in range(30_000)], [b"v" * (i % 200) for i in range(30_000)]
     theirs, ours = per_record(keys, values), per_run(keys, values)
     for batch in theirs + ours:
         batch.records.close()

@@ -211,3 +211,28 @@ def test_declines_older_batches_other_futures_and_other_encodings(monkeypatch: p
         patched.setattr(ProducerBatch, "try_append", lambda *a, **k: 1 / 0)  # another try_append
         assert not kafka_encode.supports(_producer())
     assert kafka_encode.supports(_producer())
+
+
+def test_a_record_whose_future_cannot_be_stored_is_not_written() -> None:
+    batch = _batch()
+    short: list[Any] = [None, None]  # room for two futures of three records
+    with pytest.raises(IndexError):
+        append_run(batch, [0, 1, 2], 0, [b"a", b"b", b"c"], [b"1", b"2", b"3"], short, "out", None, 2.0)
+    batch.records.close()
+    written = next(iter(MemoryRecords(bytes(batch.records.buffer()))))
+    assert [r.value for r in written] == [b"1", b"2"] and len(batch._record_futures) == 2
+
+
+def test_a_null_value_is_refused_before_anything_is_written() -> None:
+    batch = _batch()
+    with pytest.raises(TypeError, match="Not supported type for value: <class 'NoneType'>"):
+        append_run(batch, [0], 0, [b"k"], [None], [None], "out", None, 2.0)  # type: ignore[list-item]
+    assert batch.record_count == 0 and batch.records._builder._first_timestamp is None
+
+
+def test_a_batch_whose_future_is_done_takes_nothing() -> None:
+    batch = _batch()
+    batch.produce_future.success((0, -1, None))
+    futures: list[Any] = [None]
+    assert append_run(batch, [0], 0, [b"k"], [b"v"], futures, "out", None, 2.0) == 0
+    assert futures == [None] and batch.record_count == 0

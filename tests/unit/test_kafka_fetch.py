@@ -21,7 +21,7 @@ from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
 from stream_perceptron import kafka_fetch
-from stream_perceptron.kafka_fetch import BatchDecodingRecords, decode_batch
+from stream_perceptron.kafka_fetch import BatchDecodingRecords
 
 TP = TopicPartition("in", 3)
 T0 = 1_700_000_000_000
@@ -56,11 +56,11 @@ def _plain(n: int, *, start: int = 0) -> list[Record]:
 def _read(cls: Any, data: bytes, fetch_offset: int = 0, piece: int = 7) -> tuple[Any, ...]:
     part = cls(fetch_offset, TP, MemoryRecords(data), check_crcs=True)
     records, positions = [], []
-    while part:
+    while part:  # after each take: the position and the counters a drain reports
         taken = part.take(piece)
         records.extend(taken)
-        positions.append(part.next_fetch_offset)
-    return records, positions, part.records_read, part.bytes_read, part.leader_epoch
+        positions.append((part.next_fetch_offset, part.records_read, part.bytes_read))
+    return records, positions, part.leader_epoch
 
 
 def _same_as_kafka_python(data: bytes, fetch_offset: int = 0, piece: int = 7) -> list[Any]:
@@ -129,49 +129,97 @@ def test_an_older_format_batch_and_all_after_it_are_left_to_kafka_python() -> No
     assert [r.offset for r in got] == [*range(40), *range(40, 45)]
 
 
-def _error(cls: Any, data: bytes) -> str:
-    with pytest.raises(CorruptRecordError) as raised:
-        _read(cls, data)
-    return str(raised.value)
+def _outcome(cls: Any, data: bytes, piece: int = 2) -> list[tuple[Any, ...]]:
+    """What each take gives (records, or the error raised) and the position after it."""
+    part, got = cls(0, TP, MemoryRecords(data), check_crcs=True), []
+    while part:
+        try:
+            got.append(("records", part.take(piece), part.next_fetch_offset))
+        except CorruptRecordError as exc:  # kafka-python reads a bytearray, kafka_fetch bytes
+            got.append(("error", str(exc).replace("bytearray index", "index"), part.next_fetch_offset))
+            break
+    return got
 
 
-def test_a_bad_crc_raises_kafka_pythons_error() -> None:
-    buf = bytearray(_batch(_plain(10)))
+def _corrupt_alike(data: bytes, message: str) -> list[tuple[Any, ...]]:
+    """Both ways take the same records, then raise the same error at the same position."""
+    ours = _outcome(BatchDecodingRecords, data)
+    assert ours == _outcome(Fetcher.PartitionRecords, data)
+    assert ours[-1][0] == "error" and message in ours[-1][1], ours[-1]
+    return ours
+
+
+def _record_starts(batch: bytes) -> list[int]:
+    """Where each record of ``batch`` starts, read by kafka-python itself."""
+    reader = DefaultRecordBatch(batch)
+    iter(reader)
+    starts = []
+    for _ in range(reader.records_count):
+        starts.append(reader._pos)
+        next(reader)
+    return starts
+
+
+def _resealed(buf: bytearray, length_change: int = 0) -> bytes:
+    """``buf`` with its batch length moved by ``length_change`` and its CRC made right again."""
+    (length,) = struct.unpack_from(">i", buf, 8)
+    struct.pack_into(">i", buf, 8, length + length_change)
+    return _with_attributes(bytes(buf), 0)
+
+
+def test_a_bad_crc_raises_kafka_pythons_error_after_the_good_batches() -> None:
+    buf = bytearray(_batch(_plain(10)) + _batch(_plain(10, start=10), offset=10))
     buf[-3] ^= 0xFF
-    assert _error(BatchDecodingRecords, bytes(buf)) == _error(Fetcher.PartitionRecords, bytes(buf))
+    got = _corrupt_alike(bytes(buf), "failed crc check")
+    assert got[-1][2] == 10
 
 
-def _unchecked(batch: bytes) -> DefaultRecordBatch:
-    return DefaultRecordBatch(batch)
+def test_a_record_whose_length_is_wrong_comes_after_the_records_before_it() -> None:
+    buf = bytearray(_batch(_plain(5)))
+    buf[_record_starts(bytes(buf))[3]] += 2  # the 4th record's length: one byte more in zigzag
+    got = _corrupt_alike(_resealed(buf), "Invalid record size")
+    assert [r.offset for step in got[:-1] for r in step[1]] == [0, 1, 2]
+    assert got[-1][2] == 3  # the position stays at the corrupt record
 
 
-def test_a_record_whose_length_is_wrong_is_corrupt() -> None:
-    buf = bytearray(_batch(_plain(3)))
-    pos = DefaultRecordBatch.HEADER_STRUCT.size
-    buf[pos] += 2  # the first record's length varint, one byte, 2 more in zigzag = 1 more byte
-    with pytest.raises(CorruptRecordError, match="Invalid record size"):
-        decode_batch(_unchecked(bytes(buf)), "in", 3, 0)
+def test_a_record_cut_short_is_corrupt_not_an_index_error() -> None:
+    buf = bytearray(_batch(_plain(4)))
+    del buf[-3:]  # the last record loses its value's end and its header count
+    _corrupt_alike(_resealed(buf, -3), "Found invalid record structure")
 
 
-def test_a_truncated_batch_is_corrupt_not_an_index_error() -> None:
-    buf = _batch(_plain(3))
-    with pytest.raises(CorruptRecordError, match="invalid record structure"):
-        decode_batch(_unchecked(buf[:-5]), "in", 3, 0)
-
-
-def test_bytes_after_the_last_record_are_corrupt() -> None:
-    with pytest.raises(CorruptRecordError, match="2 unconsumed bytes"):
-        decode_batch(_unchecked(_batch(_plain(3)) + b"\x00\x00"), "in", 3, 0)
+def test_bytes_after_the_last_record_are_corrupt_once_every_record_is_taken() -> None:
+    got = _corrupt_alike(_resealed(bytearray(_batch(_plain(3)) + b"\x00\x00"), 2), "2 unconsumed bytes")
+    assert [r.offset for step in got[:-1] for r in step[1]] == [0, 1, 2]
 
 
 def test_a_negative_header_count_is_corrupt() -> None:
-    records = [(None, b"v", [("h", b"1")], T0)]
+    records = [(None, b"v", [], T0), (None, b"v", [("h", b"1")], T0)]
     buf = bytearray(_batch(records))
     count_at = len(buf) - len(b"h") - 1 - len(b"1") - 1 - 1  # ... count, key len, key, value len, value
     assert buf[count_at] == 2  # one header, zigzag
     buf[count_at] = 1  # -1
-    with pytest.raises(CorruptRecordError, match="invalid number of record headers -1"):
-        decode_batch(_unchecked(bytes(buf)), "in", 3, 0)
+    _corrupt_alike(_resealed(buf), "invalid number of record headers -1")
+
+
+def test_a_corrupt_batch_after_a_control_batch_leaves_the_position_past_it() -> None:
+    control = _with_attributes(_batch(_plain(5, start=10), offset=10), 0x30)
+    bad = bytearray(_batch(_plain(3, start=15), offset=15))
+    bad[-3] ^= 0xFF
+    got = _corrupt_alike(_batch(_plain(10)) + control + bytes(bad), "failed crc check")
+    assert got[-1][2] == 15
+
+
+def test_the_leader_epoch_and_unchecked_crcs_are_kept_alike() -> None:
+    buf = bytearray(_batch(_plain(20)))
+    struct.pack_into(">i", buf, 12, 7)  # the partition leader epoch, outside the CRC
+    assert {r.leader_epoch for r in _same_as_kafka_python(bytes(buf))} == {7}
+    buf[-3] ^= 0xFF
+    unchecked = [
+        [(r.offset, r.value) for r in cls(0, TP, MemoryRecords(bytes(buf)), check_crcs=False).take(100)]
+        for cls in (Fetcher.PartitionRecords, BatchDecodingRecords)
+    ]
+    assert unchecked[0] == unchecked[1] and len(unchecked[0]) == 20
 
 
 def _consumer(**config: Any) -> Any:
@@ -187,7 +235,7 @@ def test_supports_a_consumer_of_this_kafka_python_and_install_takes_it() -> None
     kafka_fetch.install(consumer)
     assert kafka_fetch.installed(consumer)
     assert kafka_fetch.supports(consumer)  # asking again is harmless
-    assert Fetcher.PartitionRecords is not BatchDecodingRecords  # the class itself is untouched
+    assert Fetcher.PartitionRecords is kafka_fetch._STOCK_RECORDS  # the class itself is untouched
 
 
 @pytest.mark.parametrize(
@@ -212,4 +260,9 @@ def test_declines_a_fetcher_of_another_shape(monkeypatch: pytest.MonkeyPatch) ->
         return None
 
     monkeypatch.setattr(Fetcher.PartitionRecords, "_unpack_records", unpack)
+    assert not kafka_fetch.supports(_consumer())
+
+
+def test_declines_where_the_probe_reads_other_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_fetch, "_headers", lambda buf, pos: ([], -1, pos + 7))  # headers lost
     assert not kafka_fetch.supports(_consumer())
