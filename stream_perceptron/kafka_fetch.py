@@ -34,7 +34,7 @@ from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.util import decode_varint
 
-_STOCK_RECORDS: Any = Fetcher.PartitionRecords
+_STOCK_RECORDS: Any = getattr(Fetcher, "PartitionRecords", object)  # object: another kafka-python
 _FIELDS = (
     "topic", "partition", "leader_epoch", "offset", "timestamp", "timestamp_type", "key", "value",
     "headers", "checksum", "serialized_key_size", "serialized_value_size", "serialized_header_size",
@@ -56,6 +56,8 @@ def supports(consumer: Any) -> bool:
     if config.get("key_deserializer") is not None or config.get("value_deserializer") is not None:
         return False
     if config.get("isolation_level") != "read_uncommitted":
+        return False
+    if _STOCK_RECORDS is object:
         return False
     if getattr(fetcher, "PartitionRecords", None) not in (_STOCK_RECORDS, BatchDecodingRecords):
         return False
