@@ -126,7 +126,7 @@ def assigned_consumer(
     from stream_perceptron import kafka_fetch
 
     consumer = KafkaConsumer(**consumer_kwargs(kafka))
-    if decode and kafka_fetch.supports(consumer):
+    if decode:
         kafka_fetch.install(consumer)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])

@@ -38,7 +38,6 @@ from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
 from stream_perceptron import kafka_encode
-from stream_perceptron.kafka_encode import append_run
 
 # The producer internals append_many uses, as (holder, attribute) paths from the producer.
 _NEEDED = (
@@ -188,7 +187,9 @@ def _append_to(
             with lock:
                 dq = batches[tp]
                 if dq and not accumulator._closed:  # closed meanwhile: append() below raises
-                    k = append_run(dq[-1], rows, k, keys, values, futures, topic, errback, time.monotonic())
+                    k = kafka_encode.append_run(
+                        dq[-1], rows, k, keys, values, futures, topic, errback, time.monotonic()
+                    )
                     full = len(dq) > 1 or dq[-1].records.is_full()
                 else:
                     full = False

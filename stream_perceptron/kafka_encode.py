@@ -30,6 +30,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kafka.producer.future import FutureRecordMetadata
+from kafka.record.util import encode_varint
+
 _FUTURE_SLOTS = ("is_done", "value", "exception", "_callbacks", "_errbacks", "_lock")
 _RECORD_FUTURE_SLOTS = ("_produce_future", "args")
 _BUILDER_SLOTS = {"_buffer", "_batch_size", "_first_timestamp", "_max_timestamp", "_num_records",
@@ -42,8 +45,6 @@ _NONE = b"\x01"  # the varint of -1: a null key
 
 def _varint(value: int) -> bytes:
     """``value`` as Kafka's zigzag varint, as kafka-python's ``encode_varint`` writes it."""
-    from kafka.record.util import encode_varint
-
     out = bytearray()
     encode_varint(value, out.append)
     return bytes(out)
@@ -77,8 +78,6 @@ def append_run(
     ``try_append`` raises it, with the records before it appended and counted. Unlike
     ``try_append`` this takes no null value (a tombstone): the worker never sends one.
     """
-    from kafka.producer.future import FutureRecordMetadata
-
     records = batch.records
     produce_future = batch.produce_future
     with produce_future._lock:  # as _add_cb_eb registers each record future: once per run here
@@ -162,7 +161,6 @@ def supports(producer: Any) -> bool:
     and futures that ``try_append`` writes."""
     try:
         from kafka.future import Future
-        from kafka.producer.future import FutureRecordMetadata
         from kafka.producer.producer_batch import ProducerBatch
         from kafka.record.default_records import DefaultRecordBatchBuilder
         from kafka.record.memory_records import MemoryRecordsBuilder

@@ -117,10 +117,13 @@ def _parameters(function: Any) -> list[str]:
         return []
 
 
-def install(consumer: Any) -> None:
-    """Make ``consumer``'s fetcher decode each fetched batch with :func:`decode_batch` (only where
-    :func:`supports` holds)."""
+def install(consumer: Any) -> bool:
+    """Make ``consumer``'s fetcher decode each fetched batch with :func:`decode_batch` where
+    :func:`supports` holds; returns whether it does (else it keeps kafka-python's reading)."""
+    if not supports(consumer):
+        return False
     consumer._fetcher.PartitionRecords = BatchDecodingRecords
+    return True
 
 
 def installed(consumer: Any) -> bool:

@@ -392,8 +392,7 @@ class KafkaEdge(EdgeBase):
                 **consumer_fetch_config(self._kafka),
                 allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
-            if kafka_fetch.supports(consumer):  # each fetched batch decoded in one loop
-                kafka_fetch.install(consumer)
+            kafka_fetch.install(consumer)  # each fetched batch decoded in one loop, where it can
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
         except (KafkaError, KafkaEdgeError) as exc:

@@ -41,8 +41,7 @@ def _poll_all(kafka: KafkaSettings, topic: str, decode: bool) -> dict[int, list[
     # a small fetch bound and small polls: each fetch ends mid-batch, each batch is taken in pieces
     consumer = KafkaConsumer(**consumer_config(kafka.model_copy(update={"fetch_max_bytes": 50_000})))
     if decode:
-        assert kafka_fetch.supports(consumer)
-        kafka_fetch.install(consumer)
+        assert kafka_fetch.install(consumer)
     tps = [TopicPartition(topic, p) for p in range(3)]
     consumer.assign(tps)
     for tp in tps:

@@ -232,7 +232,7 @@ def test_supports_a_consumer_of_this_kafka_python_and_install_takes_it() -> None
     consumer = _consumer()
     assert kafka_fetch.supports(consumer)
     assert not kafka_fetch.installed(consumer)
-    kafka_fetch.install(consumer)
+    assert kafka_fetch.install(consumer)
     assert kafka_fetch.installed(consumer)
     assert kafka_fetch.supports(consumer)  # asking again is harmless
     assert Fetcher.PartitionRecords is kafka_fetch._STOCK_RECORDS  # the class itself is untouched
@@ -247,7 +247,10 @@ def test_supports_a_consumer_of_this_kafka_python_and_install_takes_it() -> None
     ],
 )
 def test_declines_deserialisers_and_read_committed(config: dict[str, Any]) -> None:
-    assert not kafka_fetch.supports(_consumer(**config))
+    consumer = _consumer(**config)
+    assert not kafka_fetch.supports(consumer)
+    assert not kafka_fetch.install(consumer)  # it keeps kafka-python's reading
+    assert consumer._fetcher.PartitionRecords is Fetcher.PartitionRecords
 
 
 def test_declines_a_fetcher_of_another_shape(monkeypatch: pytest.MonkeyPatch) -> None:
