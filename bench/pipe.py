@@ -20,8 +20,9 @@ everything the worker does per record:
 * ``--client kafka-python --append``: the same, but each poll's records are appended to the
   producer's batches in one call, ``stream_perceptron.kafka_append.append_many``, as the worker's
   ``send_many`` does.
-* ``--client kafka-python --decode``: the same, but the consumer decodes each fetched batch in one
-  loop, ``stream_perceptron.kafka_fetch``, as the worker's consumer does. With ``--append`` too,
+* ``--client kafka-python --decode``: the same, but the consumer is the worker's: it decodes each
+  fetched batch in one loop (``stream_perceptron.kafka_fetch``) and reads a fetch response that
+  lands mid-poll at once (``stream_perceptron.kafka_wake``). With ``--append`` too,
   the fastest this client goes with the worker's two client paths, against which the worker's own
   work shows alone.
 * ``--client kafka-python+process``: the consumer as the worker's (``--decode``), and the producer
@@ -115,19 +116,21 @@ def poll_params(kafka: KafkaSettings) -> tuple[int, int]:
 def assigned_consumer(
     kafka: KafkaSettings, topic: str, partition: int = 0, *, decode: bool = False
 ) -> Any:
-    """A consumer assigned to ``topic``/``partition``, positioned at offset 0; with ``decode``, one
-    that decodes each fetched batch in one loop where it can, as the worker's edge does.
+    """A consumer assigned to ``topic``/``partition``, positioned at offset 0; with ``decode``, the
+    worker's edge's consumer: one that decodes each fetched batch in one loop where it can, and
+    reads a fetch response that lands mid-poll at once.
 
     The benchmark's topics are fresh, so offset 0 is their beginning; an explicit seek avoids a
     ListOffsets(earliest) request (tansu gets ListOffsets(latest) wrong; see the team notes).
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    from stream_perceptron import kafka_fetch
+    from stream_perceptron import kafka_fetch, kafka_wake
 
     consumer = KafkaConsumer(**consumer_kwargs(kafka))
     if decode:
         kafka_fetch.install(consumer)
+        kafka_wake.install(consumer)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek(tp, 0)
@@ -147,15 +150,15 @@ def consume_produce(
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch(recs, producer)``,
     then flush. Returns the process's own timings; shared by the kafka-python pipe and the river
     peer. ``tune_gc``: set the cycle collector up as the worker does, once the clients exist;
-    ``decode``: decode fetched batches as the worker's consumer does."""
+    ``decode``: the worker's consumer (:func:`assigned_consumer`)."""
     from kafka import KafkaProducer
 
-    from stream_perceptron import kafka_fetch
+    from stream_perceptron import kafka_fetch, kafka_wake
     from stream_perceptron.runtime import tune_gc as worker_gc
 
     t_start = time.time()
     consumer = assigned_consumer(kafka, input_topic, decode=decode)
-    decoding = kafka_fetch.installed(consumer)
+    decoding, waking = kafka_fetch.installed(consumer), kafka_wake.installed(consumer)
     producer = KafkaProducer(**producer_kwargs(kafka))
     if tune_gc:
         worker_gc()
@@ -183,6 +186,7 @@ def consume_produce(
     return {
         "records": consumed,
         "decoding": decoding,
+        "waking": waking,
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
 
@@ -226,8 +230,8 @@ def pipe(
 def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int) -> dict[str, Any]:
     """Forward ``records`` records with the producer in a second process (the worker's
     ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``), and
-    the consumer decoding fetched batches as the worker's does."""
-    from stream_perceptron import kafka_fetch
+    the worker's consumer (:func:`assigned_consumer`)."""
+    from stream_perceptron import kafka_fetch, kafka_wake
     from stream_perceptron.kafka_producer_process import SplitKafkaEdge
     from stream_perceptron.runtime import tune_gc
 
@@ -259,6 +263,7 @@ def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, record
     return {
         "records": consumed,
         "decoding": kafka_fetch.installed(consumer),
+        "waking": kafka_wake.installed(consumer),
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
 
@@ -409,7 +414,7 @@ def contender_args(
         p.add_argument(
             "--decode",
             action="store_true",
-            help="kafka-python: decode each fetched batch in one loop, as the worker does",
+            help="kafka-python: the worker's consumer (batch decoding, a mid-poll response read at once)",
         )
         p.add_argument(
             "--fetch-wait-ms",

@@ -51,7 +51,7 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
-from stream_perceptron import kafka_fetch
+from stream_perceptron import kafka_fetch, kafka_wake
 from stream_perceptron.edge import (
     PRODUCER_MAX_BLOCK_MS,
     Batch,
@@ -393,6 +393,7 @@ class KafkaEdge(EdgeBase):
                 allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
             kafka_fetch.install(consumer)  # each fetched batch decoded in one loop, where it can
+            kafka_wake.install(consumer)  # a response landing mid-poll is read, not slept on
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
         except (KafkaError, KafkaEdgeError) as exc:
