@@ -13,9 +13,9 @@ thread receives responses beside it:
 A response that arrives between steps 1 and 2 is buffered, so step 2 sends no fetch for its
 partition and forgets its request: step 3 finds nothing in flight and says idle, while records
 wait in the buffer. The consumer then sleeps 100 ms on them. Under a steady input it happens
-now and then: at 63,532 records/s the producer-process worker met it one to ten times in
-20 seconds, each time holding about 6,000 records back by 100 ms, which alone made its p99
-latency 100-170 ms instead of about 65 ms (``docs/performance.md``).
+now and then: at 63,532 records/s the producer-process worker met it up to ten times in 20
+seconds, each time holding about 6,000 records back by 100 ms, and those stalls set its p99
+latency at half load (``docs/performance-log.md``, "A fetch response that lands mid-poll").
 
 :func:`install` corrects the answer on one consumer's fetcher: *idle* with a response in its
 buffer becomes *not idle*, so ``poll`` asks again at once and takes it. Nothing else changes:
