@@ -6,16 +6,18 @@ nothing it could wait for. The fetcher decides that in three steps, while the cl
 thread receives responses beside it:
 
 1. it takes what its buffer of fetch responses holds;
-2. it sends a fetch for each partition that has neither a buffered response nor one in flight,
-   and forgets the fetches that are done;
+2. if that emptied the buffer, it sends a fetch to each broker with none in flight, for the
+   partitions that have no buffered response, and forgets the fetches that are done;
 3. with no records, it waits for the fetches still in flight; if there are none, it is idle.
 
 A response that arrives between steps 1 and 2 is buffered, so step 2 sends no fetch for its
 partition and forgets its request: step 3 finds nothing in flight and says idle, while records
 wait in the buffer. The consumer then sleeps 100 ms on them. Under a steady input it happens
-now and then: at 63,532 records/s the producer-process worker met it up to ten times in 20
-seconds, each time holding about 6,000 records back by 100 ms, and those stalls set its p99
-latency at half load (``docs/performance-log.md``, "A fetch response that lands mid-poll").
+now and then: at 63,532 records/s the producer-process worker stalled so three to seven times
+in a 20 s run, each time holding about 6,000 records back by 100 ms, and those stalls set its
+p99 latency at half load (``docs/performance-log.md``, "A fetch response that lands mid-poll").
+With partitions on several brokers, a fetch still in flight to another broker makes step 3
+wait for it (up to ``fetch_max_wait_ms``) instead of sleeping: that case is not changed here.
 
 :func:`install` corrects the answer on one consumer's fetcher: *idle* with a response in its
 buffer becomes *not idle*, so ``poll`` asks again at once and takes it. Nothing else changes:
@@ -58,11 +60,11 @@ def install(consumer: Any) -> bool:
 
     def fetch_records(
         max_records: int | None = None, update_offsets: bool = True, timeout_ms: float | None = None
-    ) -> tuple[dict[Any, list[Any]], bool]:
-        records, idle = stock(max_records, update_offsets=update_offsets, timeout_ms=timeout_ms)
-        if idle and not records and fetcher._completed_fetches:
-            return records, False  # a response came in after the buffer was read: read it now
-        return records, idle
+    ) -> Any:  # kafka-python's (records, idle), or whatever another version answers, unchanged
+        answer = stock(max_records, update_offsets=update_offsets, timeout_ms=timeout_ms)
+        if type(answer) is tuple and answer == ({}, True) and fetcher._completed_fetches:
+            return {}, False  # a response came in after the buffer was read: read it now
+        return answer
 
     fetch_records.wakes = True  # type: ignore[attr-defined]
     fetcher.fetch_records = fetch_records

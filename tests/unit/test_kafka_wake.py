@@ -64,6 +64,40 @@ def test_the_arguments_reach_kafka_pythons_fetch_records() -> None:
     assert fetcher.calls == [(7, False, 12.5), (None, True, None)]
 
 
+class LandingFetcher(ScriptedFetcher):
+    """Its buffer changes while ``fetch_records`` runs: ``land`` responses come in, or
+    ``drain`` empties it, as the I/O thread and kafka-python's own read do."""
+
+    def __init__(self, *, buffered: int, land: int = 0, drain: bool = False) -> None:
+        super().__init__(({}, True), buffered)
+        self.land, self.drain = land, drain
+
+    def fetch_records(
+        self, max_records: Any = None, update_offsets: bool = True, timeout_ms: Any = None
+    ) -> tuple[dict[Any, list[Any]], bool]:
+        if self.drain:
+            self._completed_fetches.clear()
+        self._completed_fetches.extend(range(self.land))
+        return self.answer
+
+
+def test_the_buffer_is_looked_at_after_kafka_pythons_answer_not_before() -> None:
+    # a response landing during the call counts; one that the call itself read does not
+    for fetcher, expected in (
+        (LandingFetcher(buffered=0, land=1), ({}, False)),
+        (LandingFetcher(buffered=2, drain=True), ({}, True)),
+    ):
+        consumer = SimpleNamespace(_fetcher=fetcher)
+        assert kafka_wake.install(consumer)
+        assert consumer._fetcher.fetch_records() == expected
+
+
+@pytest.mark.parametrize("answer", [None, ({}, True, "more"), [{}, True]])
+def test_an_answer_of_another_shape_passes_through(answer: Any) -> None:
+    consumer, _ = _installed(answer, buffered=1)
+    assert consumer._fetcher.fetch_records() is answer
+
+
 def test_installing_twice_wraps_once() -> None:
     consumer, fetcher = _installed(({}, True), buffered=1)
     first = consumer._fetcher.fetch_records
@@ -76,6 +110,11 @@ def test_supports_kafka_pythons_fetcher() -> None:
     fetcher = object.__new__(Fetcher)
     fetcher._completed_fetches = collections.deque()
     assert kafka_wake.supports(SimpleNamespace(_fetcher=fetcher))
+
+
+class BuiltinFetchRecords:
+    fetch_records = max  # a builtin with no signature to read
+    _completed_fetches = collections.deque[Any]()
 
 
 class OtherSignature(ScriptedFetcher):
@@ -92,7 +131,7 @@ EMPTY = collections.deque[Any]
         SimpleNamespace(),  # no fetcher
         SimpleNamespace(_fetcher=SimpleNamespace(_completed_fetches=EMPTY())),  # no fetch_records
         SimpleNamespace(_fetcher=OtherSignature(({}, True), 0)),
-        SimpleNamespace(_fetcher=SimpleNamespace(fetch_records=print, _completed_fetches=EMPTY())),
+        SimpleNamespace(_fetcher=BuiltinFetchRecords()),
     ],
     ids=["no-fetcher", "no-fetch-records", "other-signature", "builtin"],
 )
