@@ -117,6 +117,17 @@ def test_a_run_stops_where_the_batch_is_full_and_a_record_larger_than_a_batch_op
     assert [b.record_count for b in batches] == [2, 2, 2, 2, 2, 1, 3]  # the 5,000 bytes alone
 
 
+def test_bytearray_and_memoryview_keys_and_values_are_written_alike() -> None:
+    kinds = (bytes, bytearray, memoryview)
+    keys = [None if i % 4 == 0 else kinds[i % 3](b"k%d" % i) for i in range(30)]
+    values = [kinds[(i + 1) % 3](b"v" * (i * 37)) for i in range(30)]
+    batches, _ = _same(keys, values, [0, 3])
+    records = [r for b in batches for batch in MemoryRecords(bytes(b.records.buffer())) for r in batch]
+    assert [(r.key, r.value) for r in records] == [
+        (None if k is None else bytes(k), bytes(v)) for k, v in zip(keys, values, strict=True)
+    ]
+
+
 def test_a_closed_batch_takes_nothing() -> None:
     batch = _batch()
     batch.records.close()

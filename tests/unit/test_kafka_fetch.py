@@ -202,6 +202,17 @@ def test_a_negative_header_count_is_corrupt() -> None:
     _corrupt_alike(_resealed(buf), "invalid number of record headers -1")
 
 
+def test_a_header_key_that_is_not_utf8_is_corrupt_after_the_records_before_it() -> None:
+    records = [(None, b"v", [("h", b"1")], T0 + i) for i in range(3)]
+    buf = bytearray(_batch(records))
+    key_at = len(buf) - len(b"1") - 1 - len(b"h")  # the last record's ... key, value len, value
+    assert buf[key_at] == ord("h")
+    buf[key_at] = 0xFF  # never a byte of UTF-8
+    got = _corrupt_alike(_resealed(buf), "Found invalid record structure: UnicodeDecodeError")
+    assert [r.offset for step in got[:-1] for r in step[1]] == [0, 1]
+    assert got[-1][2] == 2
+
+
 def test_a_corrupt_batch_after_a_control_batch_leaves_the_position_past_it() -> None:
     control = _with_attributes(_batch(_plain(5, start=10), offset=10), 0x30)
     bad = bytearray(_batch(_plain(3, start=15), offset=15))
