@@ -69,10 +69,10 @@ def supports(consumer: Any) -> bool:
         DefaultRecordBatch.__slots__
     ) or not callable(getattr(DefaultRecordBatch, "_maybe_uncompress", None)):
         return False
-    if _parameters(_STOCK_RECORDS._unpack_records) != [
+    if parameter_names(_STOCK_RECORDS._unpack_records) != [
         "self", "tp", "records", "key_deserializer", "value_deserializer",
     ] or not {"check_crcs", "on_drain", "metric_aggregator"} <= set(  # fmt: skip
-        _parameters(_STOCK_RECORDS.__init__)
+        parameter_names(_STOCK_RECORDS.__init__)
     ):
         return False
     try:
@@ -110,7 +110,9 @@ def _same_as_kafka_python() -> bool:
     return read(_STOCK_RECORDS) == read(BatchDecodingRecords)
 
 
-def _parameters(function: Any) -> list[str]:
+def parameter_names(function: Any) -> list[str]:
+    """The names of ``function``'s parameters, or none where it has no signature to read (what
+    the checks of kafka-python's internals compare with the shape they expect)."""
     try:
         return list(inspect.signature(function).parameters)
     except (TypeError, ValueError):

@@ -28,8 +28,9 @@ correction cannot repeat without a new response.
 from __future__ import annotations
 
 import collections
-import inspect
 from typing import Any
+
+from stream_perceptron.kafka_fetch import parameter_names
 
 _STOCK_PARAMETERS = ["self", "max_records", "update_offsets", "timeout_ms"]
 
@@ -42,10 +43,7 @@ def supports(consumer: Any) -> bool:
     stock = getattr(type(fetcher), "fetch_records", None)
     if not callable(stock) or not isinstance(getattr(fetcher, "_completed_fetches", None), collections.deque):
         return False
-    try:
-        return list(inspect.signature(stock).parameters) == _STOCK_PARAMETERS
-    except (TypeError, ValueError):
-        return False
+    return parameter_names(stock) == _STOCK_PARAMETERS
 
 
 def install(consumer: Any) -> bool:

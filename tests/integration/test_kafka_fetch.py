@@ -1,5 +1,6 @@
 """``kafka_fetch`` on the test broker: a consumer that decodes fetched batches in one loop polls
-what kafka-python's own consumer polls, and the worker's kafka-python edge is such a consumer."""
+what kafka-python's own consumer polls, and the worker's kafka-python edge is such a consumer
+(and one with ``kafka_wake``, whose race is tested in ``test_kafka_wake.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.serializer import Deserializer
 
-from stream_perceptron import kafka_fetch
+from stream_perceptron import kafka_fetch, kafka_wake
 from stream_perceptron.kafka_io import client_config, consumer_config
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.helpers import poll_until, started
@@ -88,13 +89,14 @@ def test_supports_the_installed_kafka_python_consumer_but_not_one_with_a_deseria
 
 
 @pytest.mark.parametrize("backend", ["kafka-python", "kafka-python+process"], indirect=True)
-def test_the_kafka_python_edge_decodes_its_fetches_in_one_loop(
+def test_the_kafka_python_edge_decodes_its_fetches_in_one_loop_and_wakes_mid_poll(
     kafka_settings: Settings, new_topic: Callable[..., str], backend: str
 ) -> None:
     kafka = kafka_settings(backend=backend)
     topic = new_topic()
     with started(kafka, topic) as edge:
         assert kafka_fetch.installed(edge._consumer)  # type: ignore[attr-defined]
+        assert kafka_wake.installed(edge._consumer)  # type: ignore[attr-defined]
         edge.send_many(topic, [None, b"k"], [b"v0", b"v1"])
         edge.flush()
         got = poll_until([edge], lambda records: len(records) >= 2)

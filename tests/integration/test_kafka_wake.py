@@ -1,6 +1,7 @@
 """``kafka_wake`` on the test broker: a fetch response that lands between the fetcher's read of
 its buffer and its next fetches is taken by the same poll, where kafka-python's own consumer
-sleeps ``retry_backoff_ms`` on it; the worker's kafka-python edge installs it."""
+sleeps ``retry_backoff_ms`` on it. That the worker's kafka-python edges install it is checked
+beside ``kafka_fetch``, in ``test_kafka_fetch.py``."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stream_perceptron import kafka_wake
 from stream_perceptron.kafka_io import client_config, consumer_config
 from stream_perceptron.settings import KafkaSettings
-from tests.integration.helpers import started
 
 Settings = Callable[..., KafkaSettings]
 BACKOFF_MS = 4_000  # kafka-python's sleep when its fetcher says idle: long, to tell it apart
@@ -117,11 +116,3 @@ def test_supports_the_installed_kafka_python_consumer(kafka_settings: Settings) 
         assert kafka_wake.install(consumer) and kafka_wake.installed(consumer)
     finally:
         consumer.close()
-
-
-@pytest.mark.parametrize("backend", ["kafka-python", "kafka-python+process"], indirect=True)
-def test_the_kafka_python_edge_installs_it(
-    kafka_settings: Settings, new_topic: Callable[..., str], backend: str
-) -> None:
-    with started(kafka_settings(backend=backend), new_topic()) as edge:
-        assert kafka_wake.installed(edge._consumer)  # type: ignore[attr-defined]
