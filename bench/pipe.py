@@ -37,6 +37,14 @@ everything the worker does per record:
   1, timeout=0)`` for whatever is already fetched; ``Producer.produce`` per record (a full local
   queue is waited out with ``poll(0.05)``) and ``Producer.poll(0)`` once per batch to serve
   delivery reports.
+* ``--client confluent-kafka --codec``: the same client calls, with the worker's codec in
+  between: each poll read into columns as the worker's edge reads it
+  (``stream_perceptron.kafka_confluent.batches_of``), decoded by the worker's
+  ``records.BatchDecoder``, scored by a fixed θ (one matrix product per poll, never updated), and
+  a prediction record per input encoded by the worker's ``records.encode_predictions``, sent with
+  positional ``produce`` as its ``send_many`` does. What any worker that reads and writes these
+  record formats with this codec costs at least, so the worker's learning, statistics,
+  checkpoints and bookkeeping show against it alone.
 
 Both pipes tune the process as the worker does (``stream_perceptron.runtime``: two malloc arenas
 before any client starts, the cycle collector once they have): the limit is not held back by a
@@ -291,15 +299,23 @@ def confluent_configs(kafka: KafkaSettings, group: str) -> tuple[dict[str, Any],
 
 
 def confluent_pipe(
-    kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, timeout_s: float = 600.0
+    kafka: KafkaSettings,
+    input_topic: str,
+    output_topic: str,
+    records: int,
+    *,
+    codec: bool = False,
+    timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Forward ``records`` records of ``input_topic`` to ``output_topic`` with confluent-kafka,
-    consuming and producing the way ``ConfluentEdge`` does (see the module docstring)."""
+    consuming and producing the way ``ConfluentEdge`` does (see the module docstring): each value
+    unchanged, or with ``codec`` a prediction record for each (:class:`CodecStage`)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from stream_perceptron.kafka_confluent import drop_and_close
+    from stream_perceptron.kafka_confluent import batches_of, drop_and_close
     from stream_perceptron.runtime import tune_gc
 
+    stage = CodecStage() if codec else None
     errors: list[str] = []
     failed: list[str] = []
 
@@ -334,7 +350,22 @@ def confluent_pipe(
             msgs = [first, *consume_batch(max_records - 1, 0)]
             if t_first is None:
                 t_first = time.time()
-            for m in msgs:
+            if stage is not None:
+                batches, errors = batches_of(msgs)
+                skipped += len(errors)
+                for batch in batches:
+                    keys, values = stage.encode(batch)
+                    for key, value in zip(keys, values, strict=True):
+                        while True:
+                            try:
+                                produce(output_topic, value, key)
+                                break
+                            except BufferError:
+                                serve(0.05)
+                    consumed += len(batch)
+                serve(0)
+                continue
+            for m in msgs:  # the bare pipe: each value as it came, one call per record
                 if m.error() is not None:
                     skipped += 1
                     continue
@@ -357,11 +388,73 @@ def confluent_pipe(
     return {
         "records": consumed,
         "client": "confluent-kafka",
+        "codec": codec,
+        "rejected": 0 if stage is None else stage.rejected,
         "skipped_error_messages": skipped,
         "client_errors": errors[:10],
         "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
         **timings(consumed, t_start, t_ready, t_first, t_last_sent, t_flushed),
     }
+
+
+class CodecStage:
+    """The worker's codec around a fixed model: decode a batch, score it, encode its predictions.
+
+    Decoding is the worker's (``BatchDecoder`` with the default limits); θ is fixed at
+    ``linspace(-1, 1, d)`` for the first batch's width ``d``, θ0 = 0, and never updated, so every
+    field of a prediction record is filled as the worker fills it (a score, the label, the
+    mistake flag, the margin ``y·score/‖θ‖``) without learning. Rejected records are counted and
+    dropped (the benchmark's records are all valid).
+
+    >>> from stream_perceptron.edge import Batch
+    >>> stage = CodecStage()
+    >>> keys, values = stage.encode(Batch("in", 0, [5, 6], [b"a", None],
+    ...     [b'{"x":[1,3],"y":1}', b'{"x":[2,0]}'], [0, 0]))
+    >>> keys, values[0]
+    ([b'a', None], b'{"topic":"in","partition":0,"offset":5,"key":"a","id":null,"prediction":1,\
+"score":2.0,"label":1,"mistake":false,"margin":1.414213562373095,"updates":0}')
+    >>> [json.loads(values[1])[k] for k in ("prediction", "score", "label", "mistake", "margin")]
+    [-1, -2.0, None, None, None]
+    """
+
+    def __init__(self) -> None:
+        from stream_perceptron.records import BatchDecoder, Limits
+
+        self._decoder = BatchDecoder(Limits())
+        self._theta: Any = None
+        self.rejected = 0
+
+    def encode(self, batch: Any) -> tuple[list[bytes | None], list[bytes]]:
+        """(keys, values) of the prediction records of ``batch`` (an ``edge.Batch``)."""
+        import numpy as np
+
+        from stream_perceptron.records import encode_predictions
+
+        decoded = self._decoder.decode_many(batch.values, batch.keys)
+        self.rejected += len(decoded.rejected)
+        X = np.asarray(decoded.xs, dtype=np.float64)  # dense records: one matrix
+        if self._theta is None:
+            self._theta = np.linspace(-1.0, 1.0, X.shape[1])
+        theta = self._theta
+        scores = X @ theta
+        y = np.array(decoded.ys, dtype=np.int8)
+        signed = y * scores
+        rows = decoded.rows
+        keys = [batch.keys[r] for r in rows]
+        values = encode_predictions(
+            topic=batch.topic,
+            partition=batch.partition,
+            offsets=[batch.offsets[r] for r in rows],
+            keys=keys,
+            ids=decoded.ids,
+            predictions=np.where(scores > 0, 1, -1).tolist(),
+            scores=scores.tolist(),
+            labels=decoded.ys,
+            mistakes=(signed <= 0).tolist(),
+            margins=(signed / float(np.sqrt(theta @ theta))).tolist(),
+            updates=[0] * len(rows),
+        )
+        return keys, values
 
 
 def timings(
@@ -417,6 +510,12 @@ def contender_args(
             help="kafka-python: the worker's consumer (batch decoding, a mid-poll response read at once)",
         )
         p.add_argument(
+            "--codec",
+            action="store_true",
+            help="confluent-kafka: decode each poll and encode a prediction per record with the "
+            "worker's codec (a fixed model)",
+        )
+        p.add_argument(
             "--fetch-wait-ms",
             type=int,
             default=None,
@@ -436,6 +535,8 @@ def contender_args(
     for flag in ("append", "decode"):
         if getattr(args, flag, False) and args.client != "kafka-python":
             p.error(f"--{flag} is for --client kafka-python")
+    if getattr(args, "codec", False) and args.client != "confluent-kafka":
+        p.error("--codec is for --client confluent-kafka")
     return args
 
 
@@ -458,7 +559,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     limit_malloc_arenas()  # as the worker's `run` command does, before any client thread
     kafka = kafka_settings(args.bootstrap, **settings_overrides(args))
     if args.client == "confluent-kafka":
-        result = confluent_pipe(kafka, args.input, args.output, args.records)
+        result = confluent_pipe(kafka, args.input, args.output, args.records, codec=args.codec)
     elif args.client == "kafka-python+process":
         result = split_pipe(kafka, args.input, args.output, args.records)
         result["client"] = args.client

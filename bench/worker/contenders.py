@@ -30,6 +30,7 @@ PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
 WORKER_KPP = "worker (kafka-python+process), predictions=all"
 WORKER_KPP_NONE = "worker (kafka-python+process), predictions=none"
 PIPE_CF = "pipe: bare confluent-kafka consume->produce"
+PIPE_CF_CODEC = "pipe: confluent-kafka, the worker's codec, fixed model"  # decode, score, encode
 WORKER_CF = "worker (confluent-kafka), predictions=all"
 WORKER_CF_NONE = "worker (confluent-kafka), predictions=none"
 PEER = "peer: kafka-python + json + river loop"
@@ -57,6 +58,7 @@ SPECS: dict[str, Spec] = {
     WORKER_KPP: Spec("worker", KPP, "all"),
     WORKER_KPP_NONE: Spec("worker", KPP, "none"),
     PIPE_CF: Spec("pipe", CF),
+    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"),
     WORKER_CF: Spec("worker", CF, "all"),
     WORKER_CF_NONE: Spec("worker", CF, "none"),
     PEER: Spec("peer", KP),
@@ -66,8 +68,10 @@ WORKER_OF = {KP: WORKER_KP, KPP: WORKER_KPP, CF: WORKER_CF}
 WORKER_NONE_OF = {KP: WORKER_KP_NONE, KPP: WORKER_KPP_NONE, CF: WORKER_CF_NONE}
 CONTENDERS = (
     PIPE_KP, PIPE_KP_APPEND, WORKER_KP, WORKER_KP_NONE, PIPE_KPP, WORKER_KPP, WORKER_KPP_NONE, PIPE_CF,
-    WORKER_CF, WORKER_CF_NONE, PEER,
+    PIPE_CF_CODEC, WORKER_CF, WORKER_CF_NONE, PEER,
 )
+# per backend, the pipes beside its bare one: the worker's own work shows against them alone
+EXTRA_PIPES = {KP: (PIPE_KP_APPEND,), KPP: (), CF: (PIPE_CF_CODEC,)}
 SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
 
 
@@ -99,19 +103,20 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
 
 
 def contenders_for(backends: Sequence[str]) -> list[str]:
-    """The throughput contenders for ``backends``: per backend its pipe (kafka-python's also with
-    the worker's way of appending) and its worker (predictions all and none), then the river peer;
-    the interleaving order of repeat 0.
+    """The throughput contenders for ``backends``: per backend its pipe, its other pipes
+    (kafka-python's with the worker's way of appending, confluent-kafka's with the worker's codec)
+    and its worker (predictions all and none), then the river peer; the interleaving order of
+    repeat 0.
 
     >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
     ['pipe', 'pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
     >>> len(contenders_for(BACKENDS))
-    11
+    12
     """
     out: list[str] = []
     for b in BACKENDS:
         if b in backends:
-            out += [PIPE_OF[b], *([PIPE_KP_APPEND] if b == KP else []), WORKER_OF[b], WORKER_NONE_OF[b]]
+            out += [PIPE_OF[b], *EXTRA_PIPES[b], WORKER_OF[b], WORKER_NONE_OF[b]]
     return [*out, PEER]
 
 

@@ -86,6 +86,10 @@ def ratio_lines(tp: dict[str, Any]) -> list[str]:
         )
         if r.get("worker_over_appending_pipe") is not None:
             line += f"; worker / appending pipe = {r['worker_over_appending_pipe']:.2f}x"
+        if r.get("worker_over_codec_pipe") is not None:
+            line += f"; worker / codec pipe = {r['worker_over_codec_pipe']:.2f}x"
+        if r.get("codec_pipe_over_own_pipe") is not None:
+            line += f"; codec pipe / own pipe = {r['codec_pipe_over_own_pipe']:.2f}x"
         if b != KP and r.get("pipe_over_kafka_python_pipe") is not None:
             line += f"; this pipe = {r['pipe_over_kafka_python_pipe']:.1f}x the kafka-python pipe"
         if b == KPP and r.get("worker_over_kafka_python_pipe") is not None:

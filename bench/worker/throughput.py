@@ -9,9 +9,11 @@ from typing import Any
 
 from bench.worker.contenders import (
     BACKENDS,
+    CF,
     CONTENDERS,
     KP,
     PEER,
+    PIPE_CF_CODEC,
     PIPE_KP,
     PIPE_KP_APPEND,
     PIPE_OF,
@@ -97,5 +99,7 @@ def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | No
             "pipe_over_kafka_python_pipe": ratio(pipe, rate(PIPE_KP)),
             "worker_over_kafka_python_pipe": ratio(w, rate(PIPE_KP)),
             "worker_over_appending_pipe": ratio(w, rate(PIPE_KP_APPEND)) if b == KP else None,
+            "worker_over_codec_pipe": ratio(w, rate(PIPE_CF_CODEC)) if b == CF else None,
+            "codec_pipe_over_own_pipe": ratio(rate(PIPE_CF_CODEC), pipe) if b == CF else None,
         }
     return out

@@ -1,6 +1,7 @@
-"""``bench.pipe``'s kafka-python pipes against the test broker: sending per record or appending
-each poll at once, decoding fetched batches the stock way or in one loop (as the worker's edge
-does), each forwards every record unchanged, in order."""
+"""``bench.pipe``'s pipes against the test broker. kafka-python's (sending per record or appending
+each poll at once, decoding fetched batches the stock way or in one loop, as the worker's edge
+does) and confluent-kafka's bare pipe each forward every record unchanged, in order;
+confluent-kafka's codec pipe sends one prediction record per input, in order."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is a top-level folder of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench.pipe import kafka_settings, main, pipe  # noqa: E402
+from bench.pipe import confluent_pipe, kafka_settings, main, pipe  # noqa: E402
 from stream_perceptron.reader import read_topic  # noqa: E402
 from tests.integration.helpers import send_all  # noqa: E402
 
@@ -38,6 +39,37 @@ def test_the_kafka_python_pipe_forwards_every_record_unchanged(
     assert [value["id"] for _, _, _, value in got] == list(range(len(values)))
 
 
+def test_the_confluent_pipes_forward_every_record_or_its_prediction(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    pytest.importorskip("confluent_kafka")
+    kafka = kafka_settings(kafka_bootstrap)
+    source, bare, coded = new_topic(1), new_topic(1), new_topic(1)
+    n = 1_500
+    values = [b'{"x":[%d.5,-1],"y":%d,"id":%d}' % (i, 1 - 2 * (i % 2), i) for i in range(n)]
+    send_all(kafka, source, values, partition=0)
+
+    result = confluent_pipe(kafka, source, bare, n)
+    assert (result["records"], result["codec"], result["rejected"]) == (n, False, 0)
+    got = read_topic(kafka, bare)
+    assert [(p, o, key) for p, o, key, _ in got] == [(0, i, str(i).encode()) for i in range(n)]
+    assert [value["id"] for _, _, _, value in got] == list(range(n))
+
+    result = confluent_pipe(kafka, source, coded, n, codec=True)
+    assert (result["records"], result["codec"], result["rejected"]) == (n, True, 0)
+    got = read_topic(kafka, coded)
+    assert [(p, o, key) for p, o, key, _ in got] == [(0, i, str(i).encode()) for i in range(n)]
+    # θ = linspace(-1, 1, 2) = [-1, 1], fixed: score = -(i + 0.5) - 1, never above the boundary
+    first, second = got[0][3], got[1][3]
+    assert first == {
+        "topic": source, "partition": 0, "offset": 0, "key": "0", "id": 0, "prediction": -1,
+        "score": -1.5, "label": 1, "mistake": True, "margin": -1.5 / 2**0.5, "updates": 0,
+    }
+    assert (second["score"], second["label"], second["mistake"]) == (-2.5, -1, False)
+    assert [value["id"] for _, _, _, value in got] == list(range(n))
+    assert {value["prediction"] for _, _, _, value in got} == {-1}
+
+
 @pytest.mark.parametrize("flag", ["--append", "--decode"])
 def test_append_and_decode_are_for_the_kafka_python_pipe_only(
     capsys: pytest.CaptureFixture[str], flag: str
@@ -46,3 +78,9 @@ def test_append_and_decode_are_for_the_kafka_python_pipe_only(
         main(["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1",
               "--client", "confluent-kafka", flag])
     assert f"{flag} is for --client kafka-python" in capsys.readouterr().err
+
+
+def test_codec_is_for_the_confluent_pipe_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1", "--codec"])
+    assert "--codec is for --client confluent-kafka" in capsys.readouterr().err

@@ -383,13 +383,18 @@ def test_contender_result_line_round_trips() -> None:
 
 def test_contenders_cover_every_backend_and_the_peer_once() -> None:
     both = contenders.contenders_for(contenders.BACKENDS)
-    assert both[-1] == contenders.PEER and len(both) == len(set(both)) == 11
+    assert both[-1] == contenders.PEER and len(both) == len(set(both)) == 12
     assert {contenders.SPECS[c].backend for c in both} == set(contenders.BACKENDS)
     kp_only = [
         contenders.PIPE_KP, contenders.PIPE_KP_APPEND, contenders.WORKER_KP,
         contenders.WORKER_KP_NONE, contenders.PEER,
     ]
     assert contenders.contenders_for(["kafka-python"]) == kp_only
+    cf_only = [
+        contenders.PIPE_CF, contenders.PIPE_CF_CODEC, contenders.WORKER_CF,
+        contenders.WORKER_CF_NONE, contenders.PEER,
+    ]
+    assert contenders.contenders_for(["confluent-kafka"]) == cf_only
     kpp = {"SP_KAFKA__BACKEND": "kafka-python", "SP_KAFKA__PRODUCER_PROCESS": "true"}
     assert contenders.backend_env(contenders.KPP) == kpp
 
@@ -405,6 +410,27 @@ def test_the_kafka_python_worker_is_judged_against_the_bare_pipe_and_shown_again
     assert ratios[contenders.KP]["worker_over_appending_pipe"] == pytest.approx(0.6)
     assert ratios[contenders.CF]["worker_over_appending_pipe"] is None
     assert contenders.SPECS[contenders.PIPE_KP_APPEND].pipe_args == ("--decode", "--append")
+
+
+def test_the_confluent_worker_is_judged_against_the_bare_pipe_and_shown_against_the_codec_one() -> None:
+    fake = _fake_report()
+    fake["throughput"]["summary"][contenders.PIPE_CF_CODEC] = {"median_rate": 200_000.0}
+    own = next(
+        t for t in targets.evaluate_targets(fake)
+        if t["backend"] == contenders.CF and "bare pipe" in t["target"]
+    )
+    assert own["value"] == pytest.approx(100 / 500)  # the verdict stays the bare pipe's
+    assert "the worker's codec, fixed model: 200,000 rec/s (0.40 x the bare pipe; worker / it 0.50)" in (
+        own["detail"]
+    )
+    ratios = throughput.throughput_ratios(fake["throughput"]["summary"])
+    assert ratios[contenders.CF]["worker_over_codec_pipe"] == pytest.approx(0.5)
+    assert ratios[contenders.CF]["codec_pipe_over_own_pipe"] == pytest.approx(0.4)
+    assert ratios[contenders.KP]["worker_over_codec_pipe"] is None
+    assert "worker / codec pipe = 0.50x; codec pipe / own pipe = 0.40x" in report.ratio_lines(
+        fake["throughput"]
+    )[-1]
+    assert contenders.SPECS[contenders.PIPE_CF_CODEC].pipe_args == ("--codec",)
 
 
 def test_the_producer_process_worker_is_judged_against_both_kafka_python_pipes() -> None:
