@@ -18,7 +18,9 @@ pre-produced input records (produced once per size into a fresh topic) and write
 output topic. Per client backend (``--backends``, default both: kafka-python and confluent-kafka):
 
 1. **pipe**: ``bench.pipe --client BACKEND``, a bare consume → produce pipe (values unchanged)
-   with the client settings of the worker's edge for that backend;
+   with the client settings of the worker's edge for that backend; for kafka-python also the
+   pipe with the worker's client paths (``--decode --append``), for confluent-kafka also the
+   pipe with the worker's codec around a fixed model (``--codec``);
 2. **worker**: ``python -m stream_perceptron.cli run --until-caught-up`` with
    ``SP_KAFKA__BACKEND=BACKEND`` and other ``SP_*`` settings at their defaults (a fresh group,
    fresh output topics and a fresh checkpoint directory per run), with

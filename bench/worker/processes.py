@@ -38,7 +38,15 @@ class RssSampler(threading.Thread):
     """Samples ``VmRSS``, ``VmHWM`` and CPU time (user + system) of a process every ``interval``
     seconds until it exits (or :meth:`stop`). Each sample is the sum over the process and its
     child processes (the worker's producer process, with ``SP_KAFKA__PRODUCER_PROCESS``); a
-    child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the sum."""
+    child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the sum. A child
+    that exits first (the producer process, at shutdown) drops out of the later sums, so the
+    summary's ``vm_hwm_mb`` is the highest sum sampled, not the last.
+
+    >>> s = RssSampler(0)
+    >>> s.samples = [(0.0, 2048, 2048, 0.1), (1.0, 3072, 4096, 0.2), (2.0, 1024, 2048, 0.3)]
+    >>> {k: v for k, v in s.summary().items() if k.endswith("_mb")}
+    {'peak_rss_mb': 3.0, 'last_rss_mb': 1.0, 'vm_hwm_mb': 4.0}
+    """
 
     def __init__(self, pid: int, interval: float = RSS_INTERVAL_S) -> None:
         super().__init__(daemon=True)
@@ -94,7 +102,7 @@ class RssSampler(threading.Thread):
             "processes": self.max_processes,
             "peak_rss_mb": max(s[1] for s in self.samples) / 1024,
             "last_rss_mb": self.samples[-1][1] / 1024,
-            "vm_hwm_mb": self.samples[-1][2] / 1024,
+            "vm_hwm_mb": max(s[2] for s in self.samples) / 1024,
             "cpu_s_total": self.samples[-1][3],
         }
 
