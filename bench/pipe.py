@@ -351,8 +351,8 @@ def confluent_pipe(
             if t_first is None:
                 t_first = time.time()
             if stage is not None:
-                batches, errors = batches_of(msgs)
-                skipped += len(errors)
+                batches, bad = batches_of(msgs)
+                skipped += len(bad)
                 for batch in batches:
                     keys, values = stage.encode(batch)
                     for key, value in zip(keys, values, strict=True):
@@ -400,11 +400,15 @@ def confluent_pipe(
 class CodecStage:
     """The worker's codec around a fixed model: decode a batch, score it, encode its predictions.
 
-    Decoding is the worker's (``BatchDecoder`` with the default limits); θ is fixed at
-    ``linspace(-1, 1, d)`` for the first batch's width ``d``, θ0 = 0, and never updated, so every
-    field of a prediction record is filled as the worker fills it (a score, the label, the
-    mistake flag, the margin ``y·score/‖θ‖``) without learning. Rejected records are counted and
-    dropped (the benchmark's records are all valid).
+    Decoding is the worker's (``BatchDecoder`` with the default limits; the records must be dense,
+    all of the first accepted record's width, as the benchmark's are). θ is fixed at
+    ``linspace(-1, 1, d)``, θ0 = 0, and never updated. Every field of a prediction record is
+    filled as the worker fills it: a score, the label, the mistake flag, the margin
+    ``y·score/‖θ‖``, and ``updates``, here the running count of the fixed model's mistakes (the
+    worker counts its updates). It skips what only learning needs (``vectorize_many``, the
+    update, the statistics), so it is close to the least such a worker does, not a strict floor.
+    Rejected records get no prediction; they are counted in ``rejected`` (the benchmark's records
+    are all valid, and the benchmark finds a run with fewer outputs than inputs incomplete).
 
     >>> from stream_perceptron.edge import Batch
     >>> stage = CodecStage()
@@ -415,6 +419,11 @@ class CodecStage:
 "score":2.0,"label":1,"mistake":false,"margin":1.414213562373095,"updates":0}')
     >>> [json.loads(values[1])[k] for k in ("prediction", "score", "label", "mistake", "margin")]
     [-1, -2.0, None, None, None]
+    >>> stage.encode(Batch("in", 0, [7, 8], [None, None], [b'{"x":[]}', b'{"x":[1,-1],"y":1}'],
+    ...     [0, 0]))[1][0][-55:], stage.rejected
+    (b'"mistake":true,"margin":-1.414213562373095,"updates":1}', 1)
+    >>> stage.encode(Batch("in", 0, [9], [None], [b"not json"], [0])), stage.rejected
+    (([], []), 2)
     """
 
     def __init__(self) -> None:
@@ -422,6 +431,7 @@ class CodecStage:
 
         self._decoder = BatchDecoder(Limits())
         self._theta: Any = None
+        self._mistakes = 0
         self.rejected = 0
 
     def encode(self, batch: Any) -> tuple[list[bytes | None], list[bytes]]:
@@ -432,14 +442,19 @@ class CodecStage:
 
         decoded = self._decoder.decode_many(batch.values, batch.keys)
         self.rejected += len(decoded.rejected)
-        X = np.asarray(decoded.xs, dtype=np.float64)  # dense records: one matrix
+        rows = decoded.rows
+        if not rows:
+            return [], []
+        X = np.asarray(decoded.xs, dtype=np.float64)  # dense records of one width: one matrix
         if self._theta is None:
             self._theta = np.linspace(-1.0, 1.0, X.shape[1])
         theta = self._theta
         scores = X @ theta
         y = np.array(decoded.ys, dtype=np.int8)
         signed = y * scores
-        rows = decoded.rows
+        wrong = (signed <= 0) & (y != 0)
+        updates = self._mistakes + np.cumsum(wrong)
+        self._mistakes = int(updates[-1])
         keys = [batch.keys[r] for r in rows]
         values = encode_predictions(
             topic=batch.topic,
@@ -450,9 +465,9 @@ class CodecStage:
             predictions=np.where(scores > 0, 1, -1).tolist(),
             scores=scores.tolist(),
             labels=decoded.ys,
-            mistakes=(signed <= 0).tolist(),
+            mistakes=wrong.tolist(),
             margins=(signed / float(np.sqrt(theta @ theta))).tolist(),
-            updates=[0] * len(rows),
+            updates=updates.tolist(),
         )
         return keys, values
 

@@ -233,6 +233,20 @@ class Ctx:
         return topic, produce_all(self.bootstrap, topic, values)
 
 
+def pipe_mode_problem(args: Sequence[str], own: dict[str, Any]) -> str | None:
+    """What is wrong if a pipe asked for its codec (``--codec``) did not report running it, so
+    that the bare pipe is never timed under the codec pipe's name.
+
+    >>> pipe_mode_problem(["--client", "confluent-kafka", "--codec"], {"codec": False})
+    'asked for --codec, the pipe reports codec=False'
+    >>> pipe_mode_problem(["--codec"], {"codec": True}), pipe_mode_problem([], {})
+    (None, None)
+    """
+    if "--codec" in args and own.get("codec") is not True:
+        return f"asked for --codec, the pipe reports codec={own.get('codec')}"
+    return None
+
+
 def run_contender_process(
     ctx: Ctx, module: str, label: str, in_topic: str, n: int, extra_args: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -268,6 +282,9 @@ def run_contender_process(
     if code != 0:
         raise RuntimeError(f"{module} exited with {code}; log: {log}\n{log_tail(log)}")
     own = parse_result(log.read_text(errors="replace")) or {}
+    mode_problem = pipe_mode_problem(extra_args, own)
+    if mode_problem:
+        raise RuntimeError(f"{module} {' '.join(extra_args)}: {mode_problem}; log: {log}")
     back = read_back(ctx.bootstrap, out_topic, expected=n)
     rate = rate_from_timestamps(back.timestamps)
     w0, w1 = (min(back.timestamps) / 1000, max(back.timestamps) / 1000) if back.timestamps else (None, None)
@@ -284,6 +301,8 @@ def run_contender_process(
         "process_wall_s": wall,
         "mistakes": own.get("mistakes"),
         "client": own.get("client"),
+        "codec": own.get("codec"),
+        "rejected": own.get("rejected"),
         "rates_per_100k_records": chunks,
         "memory": rss.summary(),
         "cpu_cores_in_window": rss.cores_between(w0, w1),

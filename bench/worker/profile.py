@@ -307,8 +307,8 @@ def library_category(frames: Sequence[str]) -> str:
     """The coarse category of a py-spy stack, the same for the worker and the pipe of a client.
 
     librdkafka's calls are C, so under py-spy the Python line that makes them is the leaf; for the
-    confluent-kafka pipe (one loop in ``bench/pipe.py``) and the edge's ``send`` closure the leaf's
-    source line tells which call it is.
+    confluent-kafka pipe (the loops of ``confluent_pipe`` in ``bench/pipe.py``) and the edge's
+    ``send`` closure the leaf's source line tells which call it is.
 
     >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker.py:1)",
     ...                   "KafkaProducer.send (kafka/producer/kafka.py:9)"])

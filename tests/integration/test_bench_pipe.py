@@ -63,11 +63,30 @@ def test_the_confluent_pipes_forward_every_record_or_its_prediction(
     first, second = got[0][3], got[1][3]
     assert first == {
         "topic": source, "partition": 0, "offset": 0, "key": "0", "id": 0, "prediction": -1,
-        "score": -1.5, "label": 1, "mistake": True, "margin": -1.5 / 2**0.5, "updates": 0,
+        "score": -1.5, "label": 1, "mistake": True, "margin": -1.5 / 2**0.5, "updates": 1,
     }
     assert (second["score"], second["label"], second["mistake"]) == (-2.5, -1, False)
     assert [value["id"] for _, _, _, value in got] == list(range(n))
     assert {value["prediction"] for _, _, _, value in got} == {-1}
+    # every positive record is a mistake of the fixed model: the running count, as `updates`
+    assert [value["updates"] for _, _, _, value in got] == [i // 2 + 1 for i in range(n)]
+
+
+def test_the_codec_pipe_answers_valid_records_only_and_says_it_ran_its_codec(
+    kafka_bootstrap: str, new_topic: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("confluent_kafka")
+    kafka = kafka_settings(kafka_bootstrap)
+    source, out = new_topic(1), new_topic(1)
+    values = [b'{"x":[]}' if i % 50 == 7 else b'{"x":[1,2],"y":1,"id":%d}' % i for i in range(500)]
+    send_all(kafka, source, values, partition=0)
+    result = main(["--bootstrap", kafka_bootstrap, "--input", source, "--output", out,
+                   "--records", "500", "--client", "confluent-kafka", "--codec"])
+    assert (result["records"], result["codec"], result["rejected"]) == (500, True, 10)
+    assert '"codec": true' in capsys.readouterr().out  # the result line the benchmark reads
+    got = read_topic(kafka, out)
+    assert [value["offset"] for _, _, _, value in got] == [i for i in range(500) if i % 50 != 7]
+    assert {value["score"] for _, _, _, value in got} == {1.0}  # θ = [-1, 1]
 
 
 @pytest.mark.parametrize("flag", ["--append", "--decode"])
