@@ -71,7 +71,7 @@ def plot_stats(
     rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
     seen = [r["seen"] for r in rows]
     dpi = 100
-    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi, layout="constrained")
     for key, label in (
         ("mistake_rate", "cumulative mistake rate (E_n)"),
         ("window_mistake_rate", "windowed mistake rate"),
@@ -88,9 +88,11 @@ def plot_stats(
     ax2.set_ylabel("min geometric margin over the window")
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper right")
+    # below the axes: inside them it hides the curves, and the twin axes' margin line is drawn
+    # over a legend that belongs to the first axes. One row takes about 900 pixels; two below that.
+    fig.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="outside lower center",
+               ncol=4 if size[0] >= 1000 else 2, frameon=False)
     ax.set_title(title)
-    fig.tight_layout()
     out = Path(path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

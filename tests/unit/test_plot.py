@@ -54,3 +54,27 @@ def test_thinned_holds_nothing_extra_when_nothing_is_dropped():
     assert Thinned(5).kept() == []
     with pytest.raises(ValueError, match="limit must be at least 1"):
         Thinned(0)
+
+
+@pytest.mark.parametrize("size", [(1200, 700), (600, 400)])
+def test_the_legend_names_the_four_curves_and_covers_none_of_them(tmp_path, monkeypatch, size):
+    import stream_perceptron.plot as plot
+
+    closed = []
+    close = plot.plt.close
+    monkeypatch.setattr(plot.plt, "close", lambda fig: (closed.append(fig), close(fig)))
+    plot_stats(ROWS, tmp_path / "history.png", size=size)
+    (fig,) = closed
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "cumulative mistake rate (E_n)", "windowed mistake rate", "EWMA mistake rate",
+        "window min margin"]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # closing the figure took its canvas; draw it again as saved
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    assert 0 <= box.x0 < box.x1 <= size[0] and 0 <= box.y0 < box.y1 <= size[1]  # within the image
+    for axes in fig.axes:  # the first axes and their twin, which draws the margin
+        assert not box.overlaps(axes.get_window_extent(renderer)), axes
