@@ -124,6 +124,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
                     env[f"SP_{section.upper()}__{name.upper()}"] = (
                         str(value).lower() if isinstance(value, bool) else str(value)
                     )
+        elif values is not None:  # the top-level settings: SP_LOG_LEVEL and the like
+            env[f"SP_{section.upper()}"] = str(values)
     return env
 
 
