@@ -288,6 +288,9 @@ class Settings(BaseSettings):
     observe: ObserveSettings = ObserveSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # the worker's routine INFO lines (progress, interval checkpoints) at most once per this many
+    # seconds each, the others at DEBUG; 0 writes every one at INFO
+    log_every_seconds: float = Field(10.0, ge=0)
 
     @classmethod
     def settings_customise_sources(

@@ -54,6 +54,7 @@ from stream_perceptron.records import (
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import KafkaSettings, Settings, redacted
 from stream_perceptron.stats import RunningStats
+from stream_perceptron.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,10 @@ class Worker:
         self._stats_policy = Every(settings.stats.every_examples, settings.stats.every_seconds)
         self._stats_seen = 0
         self._stats_time = time.monotonic()
+        # At INFO, one progress line and one interval checkpoint's line per SP_LOG_EVERY_SECONDS;
+        # the others at DEBUG. At full speed both come due every few ms, and a worker runs for
+        # months.
+        self._routine_lines = Throttle(settings.log_every_seconds)
         # Where each assigned partition started (checkpoint or group commit): the position of one
         # with nothing processed yet, for lag and caught_up (never checkpointed).
         self._starts: dict[Partition, int] = {}
@@ -661,9 +666,13 @@ class Worker:
         self._dirty = False
         self._record_checkpoint(True, started)
         self._commit({(t, p): o for t, ps in snapshot.items() for p, o in ps.items()}, handoff=handoff)
-        log.info(
-            "checkpoint %s (%s) in %.1f ms: offsets %s", path.name, reason,
+        # every checkpoint but the interval's (a revocation, the shutdown) is logged at INFO
+        held = self._routine_lines.allow("checkpoint") if reason == "interval" else 0
+        log.log(
+            logging.DEBUG if held is None else logging.INFO,
+            "checkpoint %s (%s) in %.1f ms: offsets %s%s", path.name, reason,
             (time.monotonic() - started) * 1000, snapshot,
+            f" ({held} more at DEBUG since the last)" if held else "",
         )
         return True
 
@@ -738,7 +747,8 @@ class Worker:
         }
 
     def publish_stats(self) -> dict[str, Any]:
-        """Send a statistics record and log the headline figures."""
+        """Send a statistics record and log the headline figures (at INFO at most once per
+        ``SP_LOG_EVERY_SECONDS``, and at the shutdown; otherwise at DEBUG)."""
         self._stats_policy.reset()
         lags = self.lag()
         rec = self.stats_record(lags)
@@ -748,7 +758,9 @@ class Worker:
             self.observer.stats(rec)
             self.observer.lag(lags)
         rate = rec["mistake_rate"]
-        log.info(
+        shown = self._shutting_down or self._routine_lines.allow("progress") is not None
+        log.log(
+            logging.INFO if shown else logging.DEBUG,
             "seen %d, labeled %d, mistakes %d (rate %s, window %s), %s examples/s, %d dead letters",
             rec["seen"], rec["labeled"], rec["mistakes"],
             "n/a" if rate is None else f"{rate:.4f}",

@@ -59,6 +59,7 @@ def worker_settings(
         "checkpoint": {"dir": str(ckpt_dir), "every_examples": 1000, "every_seconds": 60},
         "stats": {"every_examples": 500, "every_seconds": 60},
         "observe": {"port": 0},  # several workers per test process
+        "log_every_seconds": 0,  # every progress line at INFO: tests follow the worker by them
     }
     for section, values in sections.items():
         base.setdefault(section, {}).update(values)
