@@ -8,7 +8,7 @@ Run from the repository root::
 
 ``KafkaEdge.send_many`` used to call ``send(topic, value=v, key=k, partition=0)`` for each record
 of a poll, then add its errback to the record's future; it now calls
-``stream_perceptron.kafka_append.append_many`` once per poll and adds the same errbacks. This times
+``stream_perceptron.kafka.fastpath.append.append_many`` once per poll and adds the same errbacks. This times
 both on one producer with the worker's settings, on the benchmark's dense input records with
 ``str(i)`` keys, in polls of 2,000 (``SP_KAFKA__MAX_POLL_RECORDS``), to partition 0 of a topic of
 one partition. The producer's I/O thread sends the batches while the calls run, as in the worker,
@@ -55,7 +55,7 @@ def per_record(producer: Any, topic: str, poll: Poll) -> list[Any]:
 
 def per_poll(producer: Any, topic: str, poll: Poll) -> list[Any]:
     """The edge now: ``append_many`` per poll, which adds each record's errback as it appends it."""
-    from stream_perceptron.kafka_append import append_many
+    from stream_perceptron.kafka.fastpath.append import append_many
 
     keys, values = poll
     futures = append_many(producer, topic, 0, keys, values, errback=_errback)

@@ -26,9 +26,9 @@ from typing import Any
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
-from stream_perceptron.edge import Batch
+from stream_perceptron.kafka.edge import Batch
 from stream_perceptron.settings import Settings
-from stream_perceptron.worker import Worker
+from stream_perceptron.worker.loop import Worker
 
 POLL_RECORDS = 2_000
 

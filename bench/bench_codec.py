@@ -37,8 +37,10 @@ import orjson
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
-from stream_perceptron.perceptron import Perceptron
-from stream_perceptron.records import BatchDecoder, Limits, encode_predictions
+from stream_perceptron.codec.inputs import BatchDecoder
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.codec.outputs import encode_predictions
+from stream_perceptron.model.perceptron import Perceptron
 
 BATCH_RECORDS = 500
 Columns = dict[str, Any]

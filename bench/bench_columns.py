@@ -30,8 +30,8 @@ from confluent_kafka import Message
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import dense_records
-from stream_perceptron.edge import Batch, Partition
-from stream_perceptron.kafka_confluent import batches_of
+from stream_perceptron.kafka.confluent_edge import batches_of
+from stream_perceptron.kafka.edge import Batch, Partition
 
 POLL_MESSAGES = 2_000
 RUN = 50  # messages of one partition in a row, in the input of several partitions

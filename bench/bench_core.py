@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from bench.worker.formatting import write_json
 from stream_perceptron import Perceptron
-from stream_perceptron import perceptron as _perceptron_module
+from stream_perceptron.model import perceptron as _perceptron_module
 
 TARGET_SPEEDUP = 20.0  # learn_many vs river learn_one, at 20 features, on a mostly-right stream
 TARGET_D = 20

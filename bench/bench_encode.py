@@ -7,7 +7,7 @@ Run from the repository root::
 
 What ``append_many`` does per record under the partition's lock: it called ``try_append(None,
 key, value, [], now)`` on the open batch and added the edge's errback to the record's future; it
-now encodes a run of records in one loop (``stream_perceptron.kafka_encode.append_run``). This
+now encodes a run of records in one loop (``stream_perceptron.kafka.fastpath.encode.append_run``). This
 appends the benchmark's dense input records (20 features, ``str(i)`` keys) both ways to producer
 batches of 256 KiB (the worker producer's ``batch_size``), a new batch whenever one is full, as the
 accumulator would open it. No broker: only the appending is timed. Every batch is closed
@@ -60,7 +60,7 @@ def per_record(keys: list[bytes], values: list[bytes]) -> list[Any]:
 
 def per_run(keys: list[bytes], values: list[bytes]) -> list[Any]:
     """``append_run`` until a batch is full, with the same errback."""
-    from stream_perceptron.kafka_encode import append_run
+    from stream_perceptron.kafka.fastpath.encode import append_run
 
     batches, k, rows, now = [_new_batch()], 0, range(len(values)), time.monotonic()
     futures: list[Any] = [None] * len(values)

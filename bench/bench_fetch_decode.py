@@ -7,7 +7,7 @@ Run from the repository root::
 
 What ``KafkaConsumer.poll`` does per record once a fetch response is in: its fetcher's
 ``PartitionRecords`` reads each record of a v2 batch into a ``DefaultRecord`` and then a
-``ConsumerRecord``; ``stream_perceptron.kafka_fetch.BatchDecodingRecords`` (what the worker's
+``ConsumerRecord``; ``stream_perceptron.kafka.fastpath.fetch.BatchDecodingRecords`` (what the worker's
 edge installs) reads a whole batch in one loop into the same ``ConsumerRecord`` tuples. This
 builds the benchmark's dense input records (20 features, ``str(i)`` keys) into record batches of
 at most 256 KiB (the worker producer's ``batch_size``) with kafka-python's own builder, with CRC
@@ -53,7 +53,7 @@ def fetched(records: int, seed: int) -> bytes:
 def contenders() -> dict[str, Any]:
     from kafka.consumer.fetcher import Fetcher
 
-    from stream_perceptron.kafka_fetch import BatchDecodingRecords
+    from stream_perceptron.kafka.fastpath.fetch import BatchDecodingRecords
 
     return {
         "kafka-python, record by record": Fetcher.PartitionRecords,

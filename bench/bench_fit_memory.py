@@ -27,10 +27,11 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import stream_perceptron.offline as offline
+import stream_perceptron.commands.fit as offline
+from stream_perceptron.codec.inputs import check_features
+from stream_perceptron.codec.limits import Limits
 from stream_perceptron.errors import DecodeError, SourceError
-from stream_perceptron.perceptron import Features
-from stream_perceptron.records import Limits, check_features
+from stream_perceptron.model.perceptron import Features
 from stream_perceptron.settings import Settings
 from stream_perceptron.sources import open_source
 

@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from stream_perceptron.learner import Learner
-from stream_perceptron.perceptron import Perceptron
-from stream_perceptron.plot import POINTS, Thinned
-from stream_perceptron.records import decode, encode
+from stream_perceptron.codec.outputs import decode, encode
+from stream_perceptron.commands.plot import POINTS, Thinned
+from stream_perceptron.commands.watch import _History
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.sources import open_source
-from stream_perceptron.stats import RunningStats
-from stream_perceptron.watch import _History
 
 
 def statistics_record() -> bytes:

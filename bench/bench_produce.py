@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, Producer
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
-from stream_perceptron.broker import free_port
+from stream_perceptron.commands.broker import free_port
 from stream_perceptron.settings import KafkaSettings
 
 POLL_RECORDS = 2_000

@@ -31,9 +31,10 @@ import numpy as np
 from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import sparse_records
-from stream_perceptron.perceptron import Perceptron
-from stream_perceptron.records import BatchDecoder, Limits
-from stream_perceptron.sparse import SparseRows
+from stream_perceptron.codec.inputs import BatchDecoder
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.sparse import SparseRows
 
 BATCH_RECORDS = 500
 Rows = list[Mapping[str, float]]

@@ -12,7 +12,7 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_worker --only profile --profile pyspy --profile-records 200000
     .venv/bin/python -m bench.bench_worker --only profile --profile pyspy-gil --backends kafka-python
 
-Without ``--bootstrap`` it starts the embedded broker (``stream_perceptron.broker.EmbeddedBroker``,
+Without ``--bootstrap`` it starts the embedded broker (``stream_perceptron.commands.broker.EmbeddedBroker``,
 tansu, memory only) once for the whole run. Every contender is a separate process, reads the SAME
 pre-produced input records (produced once per size into a fresh topic) and writes to a fresh
 output topic. Per client backend (``--backends``, default both: kafka-python and confluent-kafka):

@@ -13,25 +13,25 @@ everything the worker does per record:
 
 * ``--client kafka-python`` (default): ``stream_perceptron.settings.KafkaSettings`` defaults
   (``max_poll_records``, ``poll_timeout_ms``, ``fetch_max_wait_ms``, ``fetch_max_bytes``, ``linger_ms``,
-  ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka_io`` builds
+  ``batch_size``), ``acks="all"`` and ``max_block_ms`` as ``stream_perceptron.kafka.python_edge`` builds
   its producer. One ``KafkaConsumer.poll(timeout_ms, max_records)`` per batch; like the worker's
   ``send_many``, it names partition 0 of a one-partition output topic (no key hashing). It sends
   with ``KafkaProducer.send``, one call per record: the bare pipe, the limit the targets name.
 * ``--client kafka-python --append``: the same, but each poll's records are appended to the
-  producer's batches in one call, ``stream_perceptron.kafka_append.append_many``, as the worker's
+  producer's batches in one call, ``stream_perceptron.kafka.fastpath.append.append_many``, as the worker's
   ``send_many`` does.
 * ``--client kafka-python --decode``: the same, but the consumer is the worker's: it decodes each
-  fetched batch in one loop (``stream_perceptron.kafka_fetch``) and reads a fetch response that
-  lands mid-poll at once (``stream_perceptron.kafka_wake``). With ``--append`` too,
+  fetched batch in one loop (``stream_perceptron.kafka.fastpath.fetch``) and reads a fetch response that
+  lands mid-poll at once (``stream_perceptron.kafka.fastpath.wake``). With ``--append`` too,
   the fastest this client goes with the worker's two client paths, against which the worker's own
   work shows alone.
 * ``--client kafka-python+process``: the consumer as the worker's (``--decode``), and the producer
   in a second process exactly as the worker runs it with ``SP_KAFKA__PRODUCER_PROCESS=true``: the
-  process and pipe of ``stream_perceptron.kafka_producer_process.SplitKafkaEdge`` (``send_many``
+  process and pipe of ``stream_perceptron.kafka.producer_process.SplitKafkaEdge`` (``send_many``
   per batch, one ``flush`` at the end). The limit of that layout; the targets' limit stays the
   one-process bare pipe.
 * ``--client confluent-kafka``: the librdkafka properties that
-  ``stream_perceptron.kafka_confluent.ConfluentEdge`` builds for its consumer and producer (taken
+  ``stream_perceptron.kafka.confluent_edge.ConfluentEdge`` builds for its consumer and producer (taken
   from the edge itself, callbacks replaced by counters), and its way of consuming: per batch,
   ``Consumer.poll(poll_timeout)`` for a first message, then ``Consumer.consume(max_poll_records −
   1, timeout=0)`` for whatever is already fetched; ``Producer.produce`` per record (a full local
@@ -39,7 +39,7 @@ everything the worker does per record:
   delivery reports.
 * ``--client confluent-kafka --codec``: the same client calls, with the worker's codec in
   between: each poll read into columns as the worker's edge reads it
-  (``stream_perceptron.kafka_confluent.batches_of``), decoded by the worker's
+  (``stream_perceptron.kafka.confluent_edge.batches_of``), decoded by the worker's
   ``records.BatchDecoder``, scored by a fixed θ (one matrix product per poll, never updated), and
   a prediction record per input encoded by the worker's ``records.encode_predictions``, sent with
   positional ``produce`` as its ``send_many`` does. What any worker that reads and writes these
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from stream_perceptron.settings import KafkaSettings
 
 RESULT_PREFIX = "BENCH_RESULT "
-PRODUCER_ACKS = "all"  # stream_perceptron.kafka_io.KafkaEdge._new_producer hard-codes acks="all"
+PRODUCER_ACKS = "all"  # stream_perceptron.kafka.python_edge.KafkaEdge._new_producer hard-codes acks="all"
 CLIENTS = ("kafka-python", "kafka-python+process", "confluent-kafka")
 
 
@@ -92,7 +92,7 @@ def kafka_settings(bootstrap: str, **overrides: Any) -> KafkaSettings:
 
 def consumer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     """KafkaConsumer kwargs as the worker's (no group: the caller uses ``assign()``)."""
-    from stream_perceptron.kafka_io import consumer_config, consumer_fetch_config
+    from stream_perceptron.kafka.admin import consumer_config, consumer_fetch_config
 
     return {
         **consumer_config(kafka),
@@ -105,7 +105,8 @@ def consumer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
 
 def producer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     """KafkaProducer kwargs as the worker's producer."""
-    from stream_perceptron.kafka_io import PRODUCER_MAX_BLOCK_MS, client_config
+    from stream_perceptron.kafka.admin import client_config
+    from stream_perceptron.kafka.edge import PRODUCER_MAX_BLOCK_MS
 
     return {
         **client_config(kafka),
@@ -133,7 +134,8 @@ def assigned_consumer(
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    from stream_perceptron import kafka_fetch, kafka_wake
+    from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
+    from stream_perceptron.kafka.fastpath import wake as kafka_wake
 
     consumer = KafkaConsumer(**consumer_kwargs(kafka))
     if decode:
@@ -161,7 +163,8 @@ def consume_produce(
     ``decode``: the worker's consumer (:func:`assigned_consumer`)."""
     from kafka import KafkaProducer
 
-    from stream_perceptron import kafka_fetch, kafka_wake
+    from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
+    from stream_perceptron.kafka.fastpath import wake as kafka_wake
     from stream_perceptron.runtime import tune_gc as worker_gc
 
     t_start = time.time()
@@ -213,8 +216,8 @@ def pipe(
     takes it (else ``send`` per record, as the worker's edge falls back); with ``decode``, the
     consumer decodes each fetched batch in one loop."""
 
-    from stream_perceptron.kafka_append import append_many
-    from stream_perceptron.kafka_io import KafkaEdge
+    from stream_perceptron.kafka.fastpath.append import append_many
+    from stream_perceptron.kafka.python_edge import KafkaEdge
 
     appended = 0  # records appended by append_many
 
@@ -239,8 +242,9 @@ def split_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, record
     """Forward ``records`` records with the producer in a second process (the worker's
     ``SplitKafkaEdge`` producer: its child process, its pipe, its ``send_many`` and ``flush``), and
     the worker's consumer (:func:`assigned_consumer`)."""
-    from stream_perceptron import kafka_fetch, kafka_wake
-    from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+    from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
+    from stream_perceptron.kafka.fastpath import wake as kafka_wake
+    from stream_perceptron.kafka.producer_process import SplitKafkaEdge
     from stream_perceptron.runtime import tune_gc
 
     t_start = time.time()
@@ -286,7 +290,7 @@ def confluent_configs(kafka: KafkaSettings, group: str) -> tuple[dict[str, Any],
     sets). ``group`` is only the consumer's ``group.id`` (librdkafka wants one even with
     ``assign()``; no group is joined).
     """
-    from stream_perceptron.kafka_confluent import ConfluentEdge
+    from stream_perceptron.kafka.confluent_edge import ConfluentEdge
 
     named = kafka.model_copy(update={"group_id": group, "client_id": group})
     edge = ConfluentEdge(named, "(unused)", _ignore, _ignore)  # builds nothing until start()
@@ -312,7 +316,7 @@ def confluent_pipe(
     unchanged, or with ``codec`` a prediction record for each (:class:`CodecStage`)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from stream_perceptron.kafka_confluent import batches_of, drop_and_close
+    from stream_perceptron.kafka.confluent_edge import batches_of, drop_and_close
     from stream_perceptron.runtime import tune_gc
 
     stage = CodecStage() if codec else None
@@ -410,7 +414,7 @@ class CodecStage:
     Rejected records get no prediction; they are counted in ``rejected`` (the benchmark's records
     are all valid, and the benchmark finds a run with fewer outputs than inputs incomplete).
 
-    >>> from stream_perceptron.edge import Batch
+    >>> from stream_perceptron.kafka.edge import Batch
     >>> stage = CodecStage()
     >>> keys, values = stage.encode(Batch("in", 0, [5, 6], [b"a", None],
     ...     [b'{"x":[1,3],"y":1}', b'{"x":[2,0]}'], [0, 0]))
@@ -427,7 +431,8 @@ class CodecStage:
     """
 
     def __init__(self) -> None:
-        from stream_perceptron.records import BatchDecoder, Limits
+        from stream_perceptron.codec.inputs import BatchDecoder
+        from stream_perceptron.codec.limits import Limits
 
         self._decoder = BatchDecoder(Limits())
         self._theta: Any = None
@@ -438,7 +443,7 @@ class CodecStage:
         """(keys, values) of the prediction records of ``batch`` (an ``edge.Batch``)."""
         import numpy as np
 
-        from stream_perceptron.records import encode_predictions
+        from stream_perceptron.codec.outputs import encode_predictions
 
         decoded = self._decoder.decode_many(batch.values, batch.keys)
         self.rejected += len(decoded.rejected)

@@ -109,7 +109,7 @@ def fit(
     Makes up to --epochs passes, stopping after a pass with no mistake; prints each pass's
     mistakes, R, γ and the bound (R/γ)², and writes a checkpoint.
     """
-    from stream_perceptron.offline import fit_source
+    from stream_perceptron.commands.fit import fit_source
 
     settings = settings_from(
         ctx, **{"model.fit_intercept": fit_intercept, "checkpoint.dir": checkpoint_dir}
@@ -135,7 +135,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
         KafkaEdgeError,
     )
     from stream_perceptron.runtime import limit_malloc_arenas
-    from stream_perceptron.worker import Worker
+    from stream_perceptron.worker.loop import Worker
 
     limit_malloc_arenas()  # before any thread: the Kafka clients' threads start in worker.run
     settings = cluster_settings_from(ctx)
@@ -176,8 +176,8 @@ def produce(
     separable:d=20,gamma=0.1,n=100000, sea:n=..., hyperplane:d=10,n=...."""
     from rich.progress import Progress
 
-    from stream_perceptron.kafka_io import ensure_topics
-    from stream_perceptron.producer import check_source, produce_source
+    from stream_perceptron.commands.produce import check_source, produce_source
+    from stream_perceptron.kafka.admin import ensure_topics
     from stream_perceptron.sources import open_source
 
     settings = cluster_settings_from(ctx)
@@ -212,7 +212,7 @@ def broker(port: int, host: str) -> None:
     import signal
     import threading
 
-    from stream_perceptron.broker import EmbeddedBroker
+    from stream_perceptron.commands.broker import EmbeddedBroker
 
     setup_logging("INFO")
     stopping = threading.Event()  # handlers first: a signal may come as soon as the port opens
@@ -249,8 +249,8 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
     import secrets
     import time
 
-    from stream_perceptron.broker import EmbeddedBroker
-    from stream_perceptron.demo import run_demo
+    from stream_perceptron.commands.broker import EmbeddedBroker
+    from stream_perceptron.commands.demo import run_demo
 
     base = settings_from(ctx, log_level=None if verbose else "WARNING")
     # the time, and 6 random hex digits: two demos started in one second (on one cluster, from
@@ -305,7 +305,7 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
 def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> None:
     """Probe a running worker: exit 0 when ready (or alive with --live), else 1, an invalid
     setting included (a container's HEALTHCHECK reserves 2). For exec probes."""
-    from stream_perceptron.observe import probe
+    from stream_perceptron.worker.observe import probe
 
     if url is None:
         settings = _settings(ctx, {"log_level": "WARNING"}, exit_code=1)
@@ -326,7 +326,7 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
 @click.pass_context
 def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None) -> None:
     """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
-    from stream_perceptron.watch import run_watch
+    from stream_perceptron.commands.watch import run_watch
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
     try:
@@ -346,7 +346,7 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @click.pass_context
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
     """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
-    from stream_perceptron.watch import run_plot
+    from stream_perceptron.commands.watch import run_plot
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
     try:
@@ -366,8 +366,8 @@ def checkpoint() -> None:
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def checkpoint_show(directory: Path) -> None:
     """Print the newest valid checkpoint in DIRECTORY as one JSON object."""
-    from stream_perceptron.checkpoint import CheckpointStore, fingerprint
-    from stream_perceptron.stats import RunningStats
+    from stream_perceptron.model.stats import RunningStats
+    from stream_perceptron.state.checkpoint import CheckpointStore, fingerprint
 
     setup_logging("WARNING")
     if not directory.is_dir():

@@ -40,6 +40,10 @@ class CheckpointMismatchError(CheckpointError):
     """A checkpoint was written for a model of another configuration."""
 
 
+class NoStatsError(StreamPerceptronError):
+    """A statistics topic holds nothing to show (empty, missing, or not a statistics topic)."""
+
+
 class SourceError(StreamPerceptronError):
     """A dataset source (file, river dataset, generator spec) cannot be read."""
 

@@ -34,8 +34,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from stream_perceptron.codec.limits import OUTPUT_RECORD_BYTES, Limits, check_output_bounds
 from stream_perceptron.errors import SettingsError
-from stream_perceptron.records import OUTPUT_RECORD_BYTES, Limits, check_output_bounds
 
 ENV_PREFIX = "SP_"
 ENV_NESTED = "__"
@@ -188,7 +188,7 @@ _DEFAULT_LIMITS = Limits()
 class LimitSettings(_Section):
     """What the input decoder accepts; anything beyond goes to the dead-letter topic.
 
-    The defaults are the codec's own (:class:`~stream_perceptron.records.Limits`), written once.
+    The defaults are the codec's own (:class:`~stream_perceptron.codec.limits.Limits`), written once.
     """
 
     max_record_bytes: int = Field(_DEFAULT_LIMITS.max_record_bytes, ge=16, le=2**31 - 1)
@@ -215,7 +215,7 @@ class LimitSettings(_Section):
         return value
 
     def codec_limits(self) -> Limits:
-        """These settings as the codec's :class:`~stream_perceptron.records.Limits`."""
+        """These settings as the codec's :class:`~stream_perceptron.codec.limits.Limits`."""
         return Limits(**self.model_dump())
 
     @model_validator(mode="after")

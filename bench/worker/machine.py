@@ -44,7 +44,7 @@ def machine_info(bootstrap: str | None, embedded: bool) -> dict[str, Any]:
     broker = "external"
     if embedded:
         with contextlib.suppress(Exception):
-            from stream_perceptron.broker import broker_binary
+            from stream_perceptron.commands.broker import broker_binary
 
             broker = "embedded tansu: " + Path(broker_binary()).name
     cf_version = librdkafka = None
@@ -121,7 +121,7 @@ def kafka_client_settings() -> dict[str, Any]:
 def confluent_edge_fetch_wait(fetch_max_wait_ms: int) -> Any:
     """The ``fetch.wait.max.ms`` the confluent-kafka edge gives librdkafka when the worker's
     ``kafka.fetch_max_wait_ms`` is ``fetch_max_wait_ms``."""
-    from stream_perceptron.kafka_confluent import ConfluentEdge
+    from stream_perceptron.kafka.confluent_edge import ConfluentEdge
     from stream_perceptron.settings import KafkaSettings
 
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:9092", fetch_max_wait_ms=fetch_max_wait_ms)

@@ -169,7 +169,7 @@ def broker_at(bootstrap: str | None) -> Iterator[tuple[str, int | None]]:
     if bootstrap is not None:
         yield bootstrap, None
         return
-    from stream_perceptron.broker import EmbeddedBroker
+    from stream_perceptron.commands.broker import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         yield broker.bootstrap, broker.pid

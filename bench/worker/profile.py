@@ -29,18 +29,18 @@ def categorize_stack(frames: Sequence[str]) -> str:
     A frame reads ``function (path:line)``. The first marker in priority order wins, so that e.g.
     the ``encode`` inside ``publish_stats`` counts as statistics, not as prediction encoding.
 
-    >>> categorize_stack(["<module> (cli.py:1)", "run (stream_perceptron/worker.py:150)",
-    ...                   "process (stream_perceptron/worker.py:240)",
-    ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)"])
+    >>> categorize_stack(["<module> (cli.py:1)", "run (stream_perceptron/worker/loop.py:150)",
+    ...                   "process (stream_perceptron/worker/loop.py:240)",
+    ...                   "BatchDecoder.decode_many (stream_perceptron/codec/inputs.py:80)"])
     'decode_many (msgspec, validated)'
-    >>> categorize_stack(["process (stream_perceptron/worker.py:240)",
-    ...                   "BatchDecoder.decode_many (stream_perceptron/records.py:80)",
-    ...                   "DenseBatchReader.read (stream_perceptron/dense_json.py:90)"])
+    >>> categorize_stack(["process (stream_perceptron/worker/loop.py:240)",
+    ...                   "BatchDecoder.decode_many (stream_perceptron/codec/inputs.py:80)",
+    ...                   "DenseBatchReader.read (stream_perceptron/codec/dense_json.py:90)"])
     'decode_many: simdjson matrix (dense_json)'
     >>> categorize_stack(["_bootstrap (threading.py:1)", "run (kafka/x.py:2)"])
     'background threads (kafka-python I/O)'
-    >>> categorize_stack(["Worker.run (stream_perceptron/worker.py:1)",
-    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)"])
+    >>> categorize_stack(["Worker.run (stream_perceptron/worker/loop.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka/confluent_edge.py:2)"])
     'edge poll (client poll + column copies), incl. waiting'
     """
     parsed = [_frame(f) for f in frames]
@@ -58,35 +58,35 @@ def categorize_stack(frames: Sequence[str]) -> str:
     return "start-up, imports, other"
 
 
-_EDGE_FILES = {"kafka_confluent.py": "kafka_io.py", "edge.py": "kafka_io.py"}
+_EDGE_FILES = {"confluent_edge.py": "python_edge.py", "edge.py": "python_edge.py"}
 
 # the worker's (or the pipe's) side of SplitKafkaEdge.send_many: msgpack and the pipe's write
 HAND_OFF = "hand-off to the producer process (msgpack + pipe write)"
 
 _MARKERS: list[tuple[tuple[str, str], str]] = [
     # checking the topics and connecting, before the loop: start-up, however long the broker takes
-    (("_start_edge", "worker.py"), "start-up, imports, other"),
-    (("checkpoint", "worker.py"), "checkpoint (flush + write + fsync + commit)"),
-    (("publish_stats", "worker.py"), "statistics records"),
-    (("_shutdown", "worker.py"), "shutdown"),
-    (("poll", "kafka_io.py"), "edge poll (client poll + column copies), incl. waiting"),
-    (("decode_example", "records.py"), "decode_example (fallback: reference decoder)"),
+    (("_start_edge", "loop.py"), "start-up, imports, other"),
+    (("checkpoint", "checkpointing.py"), "checkpoint (flush + write + fsync + commit)"),
+    (("publish_stats", "progress.py"), "statistics records"),
+    (("_shutdown", "loop.py"), "shutdown"),
+    (("poll", "python_edge.py"), "edge poll (client poll + column copies), incl. waiting"),
+    (("decode_example", "inputs.py"), "decode_example (fallback: reference decoder)"),
     (("read", "dense_json.py"), "decode_many: simdjson matrix (dense_json)"),
-    (("decode_many", "records.py"), "decode_many (msgspec, validated)"),
+    (("decode_many", "inputs.py"), "decode_many (msgspec, validated)"),
     (("vectorize_many", "perceptron.py"), "vectorize_many (lists -> matrix)"),
     (("learn_many", "perceptron.py"), "learn_many"),
     (("step", "learner.py"), "statistics update (margins, norms, update_many)"),
-    (("prediction_record", "records.py"), "prediction_record (build dict)"),
-    (("encode", "records.py"), "encode (orjson.dumps)"),
-    (("encode_predictions", "records.py"), "encode_predictions (structs + msgspec)"),
-    (("send", "kafka_io.py"), "edge send (client send + loop)"),
-    (("send_many", "kafka_io.py"), "edge send (client send + loop)"),
-    (("send_many", "kafka_producer_process.py"), HAND_OFF),
-    (("_flush", "kafka_producer_process.py"), "producer process: flush (for a checkpoint)"),
-    (("run", "kafka_producer_process.py"), "producer process: reading the pipe, its loop"),
-    (("_learn_and_publish", "worker.py"), "publish loop: other (tolist, cumsum, loop)"),
-    (("process", "worker.py"), "batch loop: other (decode loop, bookkeeping)"),
-    (("run", "worker.py"), "run loop: other (policies, caught_up)"),
+    (("prediction_record", "outputs.py"), "prediction_record (build dict)"),
+    (("encode", "outputs.py"), "encode (orjson.dumps)"),
+    (("encode_predictions", "outputs.py"), "encode_predictions (structs + msgspec)"),
+    (("send", "python_edge.py"), "edge send (client send + loop)"),
+    (("send_many", "python_edge.py"), "edge send (client send + loop)"),
+    (("send_many", "producer_process.py"), HAND_OFF),
+    (("_flush", "producer_process.py"), "producer process: flush (for a checkpoint)"),
+    (("run", "producer_process.py"), "producer process: reading the pipe, its loop"),
+    (("_learn_and_publish", "loop.py"), "publish loop: other (tolist, cumsum, loop)"),
+    (("process", "loop.py"), "batch loop: other (decode loop, bookkeeping)"),
+    (("run", "loop.py"), "run loop: other (policies, caught_up)"),
 ]
 
 
@@ -217,33 +217,33 @@ def _pyspy_pair(
 
 
 _CPROFILE_FUNCS = [
-    ("worker.py", "run", "Worker.run (everything after start-up)"),
-    ("worker.py", "process", "Worker.process (per batch)"),
-    ("kafka_io.py", "poll", "KafkaEdge.poll (incl. waiting, group join)"),
-    ("records.py", "decode_many", "BatchDecoder.decode_many"),
+    ("worker/loop.py", "run", "Worker.run (everything after start-up)"),
+    ("worker/loop.py", "process", "Worker.process (per batch)"),
+    ("python_edge.py", "poll", "KafkaEdge.poll (incl. waiting, group join)"),
+    ("inputs.py", "decode_many", "BatchDecoder.decode_many"),
     ("dense_json.py", "read", "DenseBatchReader.read (simdjson matrix)"),
-    ("records.py", "decode_example", "decode_example (fallback)"),
+    ("inputs.py", "decode_example", "decode_example (fallback)"),
     ("perceptron.py", "vectorize_many", "vectorize_many"),
     ("learner.py", "step", "Learner.step (learn_many + statistics)"),
     ("perceptron.py", "learn_many", "learn_many"),
     ("stats.py", "update_many", "RunningStats.update_many"),
-    ("worker.py", "_learn_and_publish", "_learn_and_publish"),
-    ("records.py", "prediction_record", "prediction_record"),
-    ("records.py", "encode", "encode (orjson.dumps)"),
-    ("records.py", "encode_predictions", "encode_predictions"),
-    ("kafka_io.py", "send_many", "KafkaEdge.send_many"),
+    ("worker/loop.py", "_learn_and_publish", "_learn_and_publish"),
+    ("outputs.py", "prediction_record", "prediction_record"),
+    ("outputs.py", "encode", "encode (orjson.dumps)"),
+    ("outputs.py", "encode_predictions", "encode_predictions"),
+    ("python_edge.py", "send_many", "KafkaEdge.send_many"),
     ("kafka.py", "send", "KafkaProducer.send"),
-    ("kafka_append.py", "append_many", "append_many (kafka-python producer, a poll at once)"),
-    ("kafka_confluent.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
-    ("kafka_confluent.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
-    ("kafka_confluent.py", "send_many", "ConfluentEdge.send_many"),
-    ("edge.py", "_retrying", "EdgeBase._retrying (either edge)"),
-    ("kafka_confluent.py", "attempt", "ConfluentEdge._send_retrying.attempt (produce, slow path)"),
-    ("edge.py", "flush", "EdgeBase.flush (either edge)"),
+    ("fastpath/append.py", "append_many", "append_many (kafka-python producer, a poll at once)"),
+    ("confluent_edge.py", "poll", "ConfluentEdge.poll (incl. waiting, group join)"),
+    ("confluent_edge.py", "_consume", "ConfluentEdge._consume (poll + consume, C)"),
+    ("confluent_edge.py", "send_many", "ConfluentEdge.send_many"),
+    ("kafka/edge.py", "_retrying", "EdgeBase._retrying (either edge)"),
+    ("confluent_edge.py", "attempt", "ConfluentEdge._send_retrying.attempt (produce, slow path)"),
+    ("kafka/edge.py", "flush", "EdgeBase.flush (either edge)"),
     ("future.py", "add_errback", "Future.add_errback"),
-    ("worker.py", "checkpoint", "Worker.checkpoint"),
-    ("checkpoint.py", "save", "CheckpointStore.save"),
-    ("worker.py", "publish_stats", "Worker.publish_stats"),
+    ("checkpointing.py", "checkpoint", "Worker.checkpoint"),
+    ("state/checkpoint.py", "save", "CheckpointStore.save"),
+    ("progress.py", "publish_stats", "Worker.publish_stats"),
 ]
 
 
@@ -310,17 +310,17 @@ def library_category(frames: Sequence[str]) -> str:
     confluent-kafka pipe (the loops of ``confluent_pipe`` in ``bench/pipe.py``) and the edge's
     ``send`` closure the leaf's source line tells which call it is.
 
-    >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker.py:1)",
+    >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker/loop.py:1)",
     ...                   "KafkaProducer.send (kafka/producer/kafka.py:9)"])
     'kafka-python KafkaProducer.send'
     >>> library_category(["<module> (x.py:1)", "consume_produce (bench/pipe.py:1)", "f (y.py:2)"])
     'own code (everything else)'
-    >>> library_category(["KafkaEdge.send_many (stream_perceptron/kafka_io.py:1)",
-    ...                   "append_many (stream_perceptron/kafka_append.py:2)"])
+    >>> library_category(["KafkaEdge.send_many (stream_perceptron/kafka/python_edge.py:1)",
+    ...                   "append_many (stream_perceptron/kafka/fastpath/append.py:2)"])
     'kafka-python producer: append_many (a poll at once)'
-    >>> library_category(["Worker.run (stream_perceptron/worker.py:1)",
-    ...                   "ConfluentEdge.poll (stream_perceptron/kafka_confluent.py:2)",
-    ...                   "ConfluentEdge._consume (stream_perceptron/kafka_confluent.py:3)"])
+    >>> library_category(["Worker.run (stream_perceptron/worker/loop.py:1)",
+    ...                   "ConfluentEdge.poll (stream_perceptron/kafka/confluent_edge.py:2)",
+    ...                   "ConfluentEdge._consume (stream_perceptron/kafka/confluent_edge.py:3)"])
     'confluent-kafka poll + consume (C), incl. waiting'
     """
     parsed = [_frame(f) for f in frames]

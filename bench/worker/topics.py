@@ -15,7 +15,7 @@ from bench.worker.contenders import CF, KP, confluent_available
 
 def create_topics(bootstrap: str, names: Sequence[str]) -> None:
     """One-partition topics (idempotent)."""
-    from stream_perceptron.kafka_io import ensure_topics
+    from stream_perceptron.kafka.admin import ensure_topics
     from stream_perceptron.settings import KafkaSettings
 
     ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), dict.fromkeys(names, 1))
@@ -26,7 +26,7 @@ def _admin(bootstrap: str) -> Iterator[Any]:
     """A kafka-python admin client with the worker's client settings, closed afterwards."""
     from kafka import KafkaAdminClient
 
-    from stream_perceptron.kafka_io import client_config
+    from stream_perceptron.kafka.admin import client_config
     from stream_perceptron.settings import KafkaSettings
 
     admin = KafkaAdminClient(**client_config(KafkaSettings(bootstrap_servers=bootstrap)))
@@ -192,7 +192,7 @@ class LoadProducer:
     def close(self) -> None:
         """Close the producer now, before the benchmark stops the broker."""
         if self.client == CF:
-            from stream_perceptron.kafka_confluent import drop_and_close
+            from stream_perceptron.kafka.confluent_edge import drop_and_close
 
             drop_and_close(self._p)
         else:

@@ -11,7 +11,7 @@ import os
 import signal
 from typing import Any
 
-import stream_perceptron.checkpoint as checkpoint_module
+import stream_perceptron.state.checkpoint as checkpoint_module
 
 
 class _OsCrashingOnRename:

@@ -17,9 +17,9 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_perceptron.checkpoint import CheckpointStore
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings, Settings
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.helpers import worker_env, worker_settings
 
 ROOT = Path(__file__).resolve().parents[2]

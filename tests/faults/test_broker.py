@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from stream_perceptron.broker import EmbeddedBroker, free_port
-from stream_perceptron.checkpoint import CheckpointStore
-from stream_perceptron.edge import Edge, Partition, Retry
+from stream_perceptron.commands.broker import EmbeddedBroker, free_port
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.kafka_io import client_config, ensure_topics
-from stream_perceptron.reader import read_topic
+from stream_perceptron.kafka.admin import client_config, ensure_topics
+from stream_perceptron.kafka.edge import Edge, Partition, Retry
 from stream_perceptron.settings import CheckpointSettings, KafkaSettings, Settings
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,

@@ -9,8 +9,8 @@ import time
 import pytest
 from kafka import KafkaConsumer
 
-from stream_perceptron.broker import free_port
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.commands.broker import free_port
+from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.helpers import encode_stream, noisy_stream, send_all, topics_for, worker_env
 

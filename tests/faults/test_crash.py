@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from stream_perceptron.checkpoint import CheckpointStore
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,

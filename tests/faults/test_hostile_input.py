@@ -1,7 +1,7 @@
 """Hostile input end to end: every record sent to a real topic is either predicted or
 dead-lettered with a reason, exactly once, and the worker never leaves its loop.
 
-The decoder-only fuzz test is in ``tests/unit/test_records.py``; this one goes through the
+The decoder-only fuzz test is in ``tests/unit/codec/test_records.py``; this one goes through the
 broker, the worker's batching, the model's vectorisation and the output topics. The oracle is
 the decoder itself: a record it rejects must be dead-lettered with *that* reason; a record it
 accepts is predicted unless the model rejects its shape (then dead-lettered with that reason).
@@ -23,10 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from stream_perceptron.codec.inputs import decode_example
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.codec.outputs import decode, key_text
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import DecodeError
-from stream_perceptron.kafka_io import client_config
-from stream_perceptron.reader import read_topic
-from stream_perceptron.records import Limits, decode, decode_example, key_text
+from stream_perceptron.kafka.admin import client_config
 from tests.integration.helpers import ThreadedWorker, predictions_by_offset, topics_for
 
 from .support import fault_settings, reap, start_worker, wait_until

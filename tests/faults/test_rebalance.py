@@ -24,8 +24,8 @@ import time
 import pytest
 from kafka import KafkaProducer
 
-from stream_perceptron.checkpoint import CheckpointStore
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.kafka.admin import client_config
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.conftest import BACKENDS, is_tansu
 from tests.integration.helpers import (
     ThreadedWorker,

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from stream_perceptron.broker import broker_binary, free_port
+from stream_perceptron.commands.broker import broker_binary, free_port
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import BrokerError
-from stream_perceptron.kafka_io import ensure_topics
-from stream_perceptron.reader import read_topic
+from stream_perceptron.kafka.admin import ensure_topics
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.helpers import (
     encode_stream,

@@ -22,8 +22,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stream_perceptron import Perceptron
-from stream_perceptron.checkpoint import CheckpointStore
-from stream_perceptron.kafka_io import client_config
+from stream_perceptron.kafka.admin import client_config
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.helpers import topics_for
 
 from .support import LogTail, env_int, fault_settings, reap, rss_kb, start_worker, wait_until

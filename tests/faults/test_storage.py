@@ -16,7 +16,7 @@ import logging
 
 import pytest
 
-from stream_perceptron.checkpoint import CheckpointStore
+from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     ThreadedWorker,

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 
-from stream_perceptron.broker import EmbeddedBroker, free_port
-from stream_perceptron.kafka_io import ensure_topics
+from stream_perceptron.commands.broker import EmbeddedBroker, free_port
+from stream_perceptron.kafka.admin import ensure_topics
 from stream_perceptron.settings import KafkaSettings
 
 BACKENDS = ("kafka-python", "confluent-kafka")

@@ -17,14 +17,15 @@ import numpy as np
 from kafka import KafkaProducer
 
 from stream_perceptron import Perceptron
-from stream_perceptron.edge import Edge, InRecord, Partition, Retry
+from stream_perceptron.codec.inputs import input_record
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import KafkaEdgeError
-from stream_perceptron.kafka_io import KafkaEdge, client_config
-from stream_perceptron.reader import read_topic
-from stream_perceptron.records import input_record
+from stream_perceptron.kafka.admin import client_config
+from stream_perceptron.kafka.edge import Edge, InRecord, Partition, Retry
+from stream_perceptron.kafka.python_edge import KafkaEdge
 from stream_perceptron.settings import KafkaSettings, Settings
 from stream_perceptron.sources import open_source
-from stream_perceptron.worker import Worker
+from stream_perceptron.worker.loop import Worker
 
 
 def noisy_stream(n: int, d: int = 6, noise: float = 0.1, seed: int = 7) -> list[tuple[list[float], int]]:
@@ -177,11 +178,11 @@ EDGE_STARTED = {
 def edge_class(backend: str) -> type[Edge]:
     """The edge class of ``backend`` (confluent-kafka is imported only when asked for)."""
     if backend == "confluent-kafka":
-        from stream_perceptron.kafka_confluent import ConfluentEdge
+        from stream_perceptron.kafka.confluent_edge import ConfluentEdge
 
         return ConfluentEdge
     if backend == "kafka-python+process":
-        from stream_perceptron.kafka_producer_process import SplitKafkaEdge
+        from stream_perceptron.kafka.producer_process import SplitKafkaEdge
 
         return SplitKafkaEdge
     return KafkaEdge

@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level folder of the repository
     sys.path.insert(0, str(ROOT))
 
 from bench.pipe import confluent_pipe, kafka_settings, main, pipe  # noqa: E402
-from stream_perceptron.reader import read_topic  # noqa: E402
+from stream_perceptron.commands.read import read_topic  # noqa: E402
 from tests.integration.helpers import send_all  # noqa: E402
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import stream_perceptron.offline as offline
+import stream_perceptron.commands.fit as offline
 from bench.bench_fit_memory import main, read_as_read
-from stream_perceptron.records import Limits
+from stream_perceptron.codec.limits import Limits
 from stream_perceptron.sources import open_source
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bench.bench_plot_memory import main, statistics_record
-from stream_perceptron.plot import PLOTTED, Thinned
-from stream_perceptron.records import decode
-from stream_perceptron.watch import _History, is_stats_record
+from stream_perceptron.codec.outputs import decode
+from stream_perceptron.commands.plot import PLOTTED, Thinned
+from stream_perceptron.commands.watch import _History, is_stats_record
 
 
 def test_the_record_is_a_statistics_record_and_plot_keeps_what_it_draws():

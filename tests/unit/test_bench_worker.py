@@ -161,29 +161,29 @@ def test_rotated_gives_every_contender_every_position() -> None:
 
 
 def test_stack_categories() -> None:
-    main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:172)"]
-    process = [*main, "Worker.process (stream_perceptron/worker.py:294)"]
-    publish = [*process, "Worker._learn_and_publish (stream_perceptron/worker.py:328)"]
+    main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker/loop.py:172)"]
+    process = [*main, "Worker.process (stream_perceptron/worker/loop.py:294)"]
+    publish = [*process, "Worker._learn_and_publish (stream_perceptron/worker/loop.py:328)"]
     send = [
         *publish,
-        "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
-        "KafkaEdge._retrying (stream_perceptron/kafka_io.py:593)",
+        "KafkaEdge.send (stream_perceptron/kafka/python_edge.py:536)",
+        "KafkaEdge._retrying (stream_perceptron/kafka/python_edge.py:593)",
         "KafkaProducer.send (kafka/producer/kafka.py:963)",
     ]
     stats = [
         *main,
-        "Worker.publish_stats (stream_perceptron/worker.py:360)",
-        "encode (stream_perceptron/records.py:210)",
+        "Worker.publish_stats (stream_perceptron/worker/progress.py:360)",
+        "encode (stream_perceptron/codec/outputs.py:210)",
     ]
     assert profile.categorize_stack(send).startswith("edge send")
     assert profile.library_category(send) == "kafka-python KafkaProducer.send"
-    encode = [*publish, "encode (stream_perceptron/records.py:210)"]
+    encode = [*publish, "encode (stream_perceptron/codec/outputs.py:210)"]
     assert profile.categorize_stack(encode).startswith("encode")
     assert profile.categorize_stack(stats) == "statistics records"  # not prediction encoding
     learn = [
         *process,
-        "Learner.step (stream_perceptron/learner.py:40)",
-        "Perceptron.learn_many (stream_perceptron/perceptron.py:300)",
+        "Learner.step (stream_perceptron/model/learner.py:40)",
+        "Perceptron.learn_many (stream_perceptron/model/perceptron.py:300)",
     ]
     assert profile.categorize_stack(learn) == "learn_many"
     assert profile.library_category(publish) == "own code (everything else)"
@@ -191,9 +191,9 @@ def test_stack_categories() -> None:
     assert profile.library_category(start_up) == "start-up, imports, other"
     connecting = [
         *main,
-        "Worker._start_edge (stream_perceptron/worker.py:230)",
-        "Worker._check_topics (stream_perceptron/worker.py:250)",
-        "missing_topics (stream_perceptron/kafka_io.py:212)",
+        "Worker._start_edge (stream_perceptron/worker/loop.py:230)",
+        "Worker._check_topics (stream_perceptron/worker/loop.py:250)",
+        "missing_topics (stream_perceptron/kafka/python_edge.py:212)",
         "Condition.wait (threading.py:327)",
     ]
     assert profile.categorize_stack(connecting) == "start-up, imports, other"  # not the run loop
@@ -201,19 +201,19 @@ def test_stack_categories() -> None:
 
 
 def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path) -> None:
-    main = "_run_module_as_main (<frozen runpy>:198);Worker.run (stream_perceptron/worker.py:172)"
+    main = "_run_module_as_main (<frozen runpy>:198);Worker.run (stream_perceptron/worker/loop.py:172)"
     poll = ";".join(
         [
             main,
-            "KafkaEdge.poll (stream_perceptron/kafka_io.py:423)",
+            "KafkaEdge.poll (stream_perceptron/kafka/python_edge.py:423)",
             "KafkaConsumer.poll (kafka/consumer/group.py:827)",
         ]
     )
     send = ";".join(
         [
             main,
-            "Worker.process (stream_perceptron/worker.py:294)",
-            "KafkaEdge.send (stream_perceptron/kafka_io.py:536)",
+            "Worker.process (stream_perceptron/worker/loop.py:294)",
+            "KafkaEdge.send (stream_perceptron/kafka/python_edge.py:536)",
             "KafkaProducer.send (kafka/producer/kafka.py:963)",
             "KafkaProducer._partition (kafka/producer/kafka.py:1)",
         ]
@@ -243,19 +243,19 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
 
 
 def test_a_gil_profile_counts_samples_at_the_nominal_rate_and_keeps_poll_whole(tmp_path: Path) -> None:
-    main = "Worker.run (stream_perceptron/worker.py:220)"
+    main = "Worker.run (stream_perceptron/worker/loop.py:220)"
     poll = ";".join(
         [
             main,
-            "KafkaEdge.poll (stream_perceptron/kafka_io.py:450)",
+            "KafkaEdge.poll (stream_perceptron/kafka/python_edge.py:450)",
             "KafkaConsumer.poll (kafka/consumer/group.py:1)",
         ]
     )
     learn = ";".join(
         [
             main,
-            "Worker.process (stream_perceptron/worker.py:378)",
-            "Perceptron.learn_many (stream_perceptron/perceptron.py:1)",
+            "Worker.process (stream_perceptron/worker/loop.py:378)",
+            "Perceptron.learn_many (stream_perceptron/model/perceptron.py:1)",
         ]
     )
     raw = tmp_path / "raw.txt"
@@ -276,24 +276,24 @@ def test_a_gil_profile_counts_samples_at_the_nominal_rate_and_keeps_poll_whole(t
 
 def test_a_producer_process_profile_is_split_by_process(tmp_path: Path) -> None:
     worker, child = 'process 10:"python -m stream_perceptron.cli run"', 'process 11:"python -m c 5"'
-    run = "Worker.run (stream_perceptron/worker.py:220)"
+    run = "Worker.run (stream_perceptron/worker/loop.py:220)"
     hand_off = ";".join(
         [
             worker,
             run,
-            "Worker.process (stream_perceptron/worker.py:378)",
-            "SplitKafkaEdge.send_many (stream_perceptron/kafka_producer_process.py:157)",
+            "Worker.process (stream_perceptron/worker/loop.py:378)",
+            "SplitKafkaEdge.send_many (stream_perceptron/kafka/producer_process.py:157)",
         ]
     )
     child_root = ";".join(
-        [worker, child, "<module> (stream_perceptron/kafka_producer_process.py:306)",
-         "_Child.run (stream_perceptron/kafka_producer_process.py:258)"]
+        [worker, child, "<module> (stream_perceptron/kafka/producer_process.py:306)",
+         "_Child.run (stream_perceptron/kafka/producer_process.py:258)"]
     )
     send = ";".join(
         [
             child_root,
-            "_Child.handle (stream_perceptron/kafka_producer_process.py:272)",
-            "KafkaEdge.send_many (stream_perceptron/kafka_io.py:566)",
+            "_Child.handle (stream_perceptron/kafka/producer_process.py:272)",
+            "KafkaEdge.send_many (stream_perceptron/kafka/python_edge.py:566)",
             "KafkaProducer.send (kafka/producer/kafka.py:1)",
         ]
     )
@@ -316,8 +316,8 @@ def test_a_producer_process_profile_is_split_by_process(tmp_path: Path) -> None:
 
 
 def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path: Path) -> None:
-    main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker.py:204)"]
-    edge = "stream_perceptron/kafka_confluent.py"
+    main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker/loop.py:204)"]
+    edge = "stream_perceptron/kafka/confluent_edge.py"
     consume = [*main, f"ConfluentEdge.poll ({edge}:1)", f"ConfluentEdge._consume ({edge}:2)"]
     around = [*main, f"ConfluentEdge.poll ({edge}:3)"]
     assert profile.library_category(consume) == profile.CF_CONSUME

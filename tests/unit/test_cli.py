@@ -118,7 +118,7 @@ def test_checkpoint_show_on_an_empty_directory(tmp_path):
 
 def test_run_reports_a_kafka_failure_that_stopped_the_worker_in_one_line(tmp_path, monkeypatch):
     from stream_perceptron.errors import KafkaEdgeError
-    from stream_perceptron.worker import Worker
+    from stream_perceptron.worker.loop import Worker
 
     def failing_run(self, until=None):
         raise KafkaEdgeError("sending to predictions failed: MessageSizeTooLargeError: 1400000 bytes")
@@ -136,7 +136,7 @@ def test_run_reports_a_kafka_failure_that_stopped_the_worker_in_one_line(tmp_pat
 def test_run_bounds_its_shutdown_and_a_worker_made_elsewhere_is_not_bounded(tmp_path, monkeypatch):
     # `run` owns its process: SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S applies; a worker made by any
     # other program (the demo) must not exit that program's process
-    from stream_perceptron.worker import Worker
+    from stream_perceptron.worker.loop import Worker
 
     bounds: list[float] = []
     monkeypatch.setattr(Worker, "run", lambda self, until=None: bounds.append(self._deadline.seconds) or 0)
@@ -153,7 +153,7 @@ def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, mo
     import logging
 
     from stream_perceptron.errors import KafkaEdgeError
-    from stream_perceptron.worker import Worker
+    from stream_perceptron.worker.loop import Worker
 
     def outage_then_failure(self, until=None):
         for node in range(1, 5):
@@ -172,7 +172,7 @@ def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, mo
 
 
 def test_run_on_a_backend_whose_package_is_missing_is_one_line_and_exit_2(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "stream_perceptron.kafka_confluent", None)  # import fails
+    monkeypatch.setitem(sys.modules, "stream_perceptron.kafka.confluent_edge", None)  # import fails
     res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
                                                  "SP_KAFKA__BACKEND": "confluent-kafka",
                                                  "SP_CHECKPOINT__DIR": str(tmp_path),
@@ -252,7 +252,7 @@ def test_health_with_an_invalid_setting_is_unhealthy_not_exit_2():
 
 
 def test_run_on_a_checkpoint_directory_another_worker_holds_is_one_line(tmp_path):
-    from stream_perceptron.checkpoint import CheckpointStore
+    from stream_perceptron.state.checkpoint import CheckpointStore
 
     held = CheckpointStore(tmp_path)
     held.lock()

@@ -24,7 +24,9 @@ def test_json_lines(capsys):
 def test_effective_settings_log_line_masks_secrets(capsys, monkeypatch):
     monkeypatch.setenv("SP_KAFKA__SASL_PASSWORD", "pa55-w0rd")
     setup_logging("INFO", "text")
-    logging.getLogger("stream_perceptron.worker").info("effective settings: %s", redacted(load_settings()))
+    logging.getLogger("stream_perceptron.worker").info(
+        "effective settings: %s", redacted(load_settings())
+    )
     err = capsys.readouterr().err
     assert "effective settings" in err and "pa55-w0rd" not in err and "**********" in err
 

@@ -29,7 +29,7 @@ def test_defaults():
 def test_limit_settings_default_to_the_codecs_limits_and_set_every_one():
     from dataclasses import fields
 
-    from stream_perceptron.records import Limits
+    from stream_perceptron.codec.limits import Limits
 
     s = load_settings()
     assert Limits(**s.limits.model_dump()) == Limits()

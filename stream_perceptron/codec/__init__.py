@@ -1,0 +1,8 @@
+"""The codec layer (pure): what a record may hold (:mod:`.limits`), input decoding with the
+reason for every rejection (:mod:`.decode`, :mod:`.dense_json`) and output encoding
+(:mod:`.encode`).
+
+Imports only the standard library, numpy and the JSON libraries: no Kafka client, no files, no
+clock. :mod:`.limits` loads none of them until an output bound is checked, so the settings (and
+through them the Kafka edge) load no numpy.
+"""

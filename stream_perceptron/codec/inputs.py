@@ -1,0 +1,340 @@
+"""Input records: their schema, and decoding them with the reason for every rejection.
+
+Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
+
+    {"x": [0.5, 1.0, -2.0], "y": 1, "id": "evt-17"}
+    {"x": {"clicks": 3, "age": 41}, "y": "spam"}
+
+* ``x``: a non-empty list of numbers (dense, fixed length) or an object of feature name → number;
+  at most ``limits.max_features`` entries, each finite with ``|v| <= limits.max_abs_value``.
+  Booleans and strings are not numbers.
+* ``y``: −1/1, 0/1 (0 is the negative class), true/false, or a string equal to
+  ``limits.positive_class`` / ``limits.negative_class``. Absent or null: unlabeled (predicted,
+  never learned).
+* ``id`` (optional): a string of at most ``limits.max_id_chars`` characters, or a number; copied
+  to the outputs.
+* The record's Kafka key: at most ``limits.max_key_bytes`` bytes. With the id it is copied to the
+  prediction, so the two bounds keep every output record within a producer request
+  (:func:`~stream_perceptron.codec.outputs.largest_prediction_bytes`,
+  :func:`~stream_perceptron.codec.outputs.largest_dead_letter_bytes`).
+
+Anything else raises :class:`DecodeError` with the reason the dead-letter record carries.
+:func:`decode_example` is the reference decoder, one record at a time; :class:`BatchDecoder` is
+the worker's fast path to the same result (a typed msgspec decoder validates in C and falls back to
+:func:`decode_example` for anything it does not take). :func:`input_record` encodes an input record
+(for ``produce``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import msgspec
+import numpy as np
+import orjson
+
+from stream_perceptron.codec import dense_json
+from stream_perceptron.codec.limits import Limits, Scalar
+from stream_perceptron.codec.outputs import clip, encode
+from stream_perceptron.errors import DecodeError
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A decoded input: features, label (−1/+1, or 0 when unlabeled) and optional id."""
+
+    x: list[float] | dict[str, float]
+    y: int
+    id: Scalar = None
+
+
+_NUMBER = (int, float)
+
+
+def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example:
+    """Decode and validate one input record: its value, and its key's size.
+
+    >>> decode_example(b'{"x": [1, 2.5], "y": 0, "id": 7}', Limits())
+    Example(x=[1, 2.5], y=-1, id=7)
+    >>> decode_example(b'{"x": [1, true]}', Limits())
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: x[1] is not a number (got bool)
+    """
+    if key is not None and len(key) > limits.max_key_bytes:
+        raise DecodeError(
+            f"key is {len(key)} bytes, over the limit of {limits.max_key_bytes} (limits.max_key_bytes)"
+        )
+    if value is None:
+        raise DecodeError("record has no value")
+    if len(value) > limits.max_record_bytes:
+        raise DecodeError(
+            f"record is {len(value)} bytes, over the limit of {limits.max_record_bytes}"
+            " (limits.max_record_bytes)"
+        )
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
+    if "x" not in obj:
+        raise DecodeError("record has no 'x'")
+    x = check_features(obj["x"], limits)
+    y = decode_label(obj.get("y"), limits)
+    rid = obj.get("id")
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
+        raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
+    if isinstance(rid, str) and len(rid) > limits.max_id_chars:
+        raise DecodeError(
+            f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (limits.max_id_chars)"
+        )
+    return Example(x, y, rid)
+
+
+def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
+    """``x`` if the worker accepts it as features under ``limits``, else :class:`DecodeError`
+    with the reason (a list or object of numbers, not empty, within the counts and magnitude).
+
+    >>> check_features({"a": 1, "b": 2.5}, Limits())
+    {'a': 1, 'b': 2.5}
+    >>> check_features([], Limits())
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: x is empty
+    """
+    if isinstance(x, list):
+        values: list[Any] = x
+    elif isinstance(x, dict):
+        values = list(x.values())
+    else:
+        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {_kind(x)}")
+    if not values:
+        raise DecodeError("x is empty")
+    if len(values) > limits.max_features:
+        raise DecodeError(
+            f"x has {len(values)} features, over the limit of {limits.max_features}"
+            " (limits.max_features)"
+        )
+    if isinstance(x, dict):
+        longest = max(map(len, x))
+        if longest > limits.max_name_chars:
+            raise DecodeError(
+                f"x has a feature name of {longest} characters, over the limit of"
+                f" {limits.max_name_chars} (limits.max_name_chars)"
+            )
+    if not set(map(type, values)) <= {int, float}:
+        names = list(x) if isinstance(x, dict) else range(len(values))
+        for name, v in zip(names, values, strict=True):
+            if type(v) not in _NUMBER:
+                where = f"x[{name!r}]" if isinstance(x, dict) else f"x[{name}]"
+                raise DecodeError(f"{where} is not a number (got {_kind(v)})")
+    # The bound holds for the float64 the model sees, as the compiled decoders check it: a JSON
+    # integer past 2**53 is compared once rounded (and one past the float range is infinite).
+    lo, hi = _as_float(min(values)), _as_float(max(values))
+    bound = limits.max_abs_value
+    if not (-bound <= lo and hi <= bound):
+        bad = lo if not -bound <= lo else hi
+        raise DecodeError(
+            f"x has a value of magnitude {abs(bad):.6g}, over the limit of {bound:g}"
+            " (limits.max_abs_value)"
+        )
+    return x  # type: ignore[no-any-return]
+
+
+def _as_float(v: float) -> float:
+    """``v`` as the float64 a row holds; an integer past the float range is ±inf.
+
+    >>> _as_float(10**16 + 1), _as_float(-(10**400))
+    (1e+16, -inf)
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+@dataclass(slots=True)
+class Decoded:
+    """A batch of decoded inputs, column-wise: ``rows[k]`` is the position in the batch of the
+    k-th accepted record; ``rejected`` maps the others' positions to their reasons. ``xs`` is a
+    float64 matrix, one row per record, when every record of the batch was dense, of one width,
+    and read by :mod:`~stream_perceptron.codec.dense_json`; otherwise a list of lists and dicts."""
+
+    xs: list[list[float] | dict[str, float]] | np.ndarray = field(default_factory=list)
+    ys: list[int] = field(default_factory=list)
+    ids: list[Scalar] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    rejected: dict[int, str] = field(default_factory=dict)
+
+
+# Ids outside int64 are left to the reference decoder (orjson keeps uint64, reads larger as floats).
+_ID_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class BatchDecoder:
+    """Decodes a batch of input records to the same result as :func:`decode_example`.
+
+    A typed msgspec decoder checks the schema and the limits in C. It has the last word only on
+    what it accepts: a value it refuses goes through :func:`decode_example`, which gives the
+    reason (or, where the two readers of JSON differ at an edge, accepts it). Dense features come
+    out as floats where :func:`decode_example` keeps JSON integers as ints; both make the same
+    float64 row. Before all that (unless ``read_dense`` is False), a batch of plain dense records
+    of one width is read straight into a matrix by
+    :class:`~stream_perceptron.codec.dense_json.DenseBatchReader`, which takes only what the typed
+    decoder would take, with the same result.
+
+    >>> d = BatchDecoder(Limits(max_key_bytes=2)).decode_many(
+    ...     [b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None, b'{"x": [1]}'],
+    ...     keys=[b"k", None, None, b"key"])
+    >>> d.xs, d.ys, d.ids, d.rows
+    ([[1.0, 2.5]], [-1], [7], [0])
+    >>> d.rejected[3]
+    'key is 3 bytes, over the limit of 2 (limits.max_key_bytes)'
+    >>> d.rejected[1], d.rejected[2]
+    ('x is empty', 'record has no value')
+    """
+
+    def __init__(self, limits: Limits, *, read_dense: bool = True) -> None:
+        self.limits = limits
+        bound = limits.max_abs_value
+        value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
+        text_id = Annotated[str, msgspec.Meta(max_length=limits.max_id_chars)]
+        size = msgspec.Meta(min_length=1, max_length=limits.max_features)
+        name = Annotated[str, msgspec.Meta(max_length=limits.max_name_chars)]
+        features = Annotated[list[value], size] | Annotated[dict[name, value], size]
+        schema = msgspec.defstruct(
+            "InputRecord",
+            [
+                ("x", features),
+                ("y", bool | int | float | str | None, None),
+                ("id", _ID_INT | float | text_id | None, None),
+            ],
+            # msgspec skips an unknown member without checking its UTF-8 or its numbers: a
+            # record with one goes to decode_example, which checks the whole document
+            forbid_unknown_fields=True,
+        )
+        self._decode = msgspec.json.Decoder(schema).decode
+        labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
+        if limits.negative_class is not None:
+            labels[limits.negative_class] = -1
+        if limits.positive_class is not None:
+            labels[limits.positive_class] = 1
+        self._labels = labels
+        self._dense = (
+            dense_json.DenseBatchReader(
+                max_features=limits.max_features,
+                max_abs_value=limits.max_abs_value,
+                max_id_chars=limits.max_id_chars,
+                labels=labels,
+            )
+            if read_dense and dense_json.available()
+            else None
+        )
+
+    def decode_many(
+        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
+    ) -> Decoded:
+        """Decode ``values`` (one poll batch) and check their ``keys``; see :class:`Decoded`."""
+        whole = self._decode_all(values, keys)
+        if whole is not None:
+            return whole
+        decode, labels, limits = self._decode, self._labels, self.limits
+        xs: list[list[float] | dict[str, float]] = []
+        out = Decoded(xs)
+        for i, value in enumerate(values):
+            key = None if keys is None else keys[i]
+            try:
+                if value is None or len(value) > limits.max_record_bytes:
+                    raise ValueError
+                if key is not None and len(key) > limits.max_key_bytes:
+                    raise ValueError
+                rec: Any = decode(value)
+                y = labels[rec.y]
+            except Exception:  # anything at all: the reference decoder decides and explains
+                try:
+                    example = decode_example(value, limits, key)
+                except DecodeError as exc:
+                    out.rejected[i] = exc.reason
+                    continue
+                xs.append(example.x)
+                out.ys.append(example.y)
+                out.ids.append(example.id)
+                out.rows.append(i)
+                continue
+            xs.append(rec.x)
+            out.ys.append(y)
+            out.ids.append(rec.id)
+            out.rows.append(i)
+        return out
+
+    def _decode_all(
+        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None
+    ) -> Decoded | None:
+        """The common case, every record valid, one comprehension per column; None if any is not."""
+        if None in values:
+            return None
+        present: Sequence[bytes] = values  # type: ignore[assignment]
+        if max(map(len, present), default=0) > self.limits.max_record_bytes:
+            return None
+        if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
+            return None
+        if self._dense is not None:
+            dense = self._dense.read(present)
+            if dense is not None:
+                X, ys, ids = dense
+                return Decoded(X, ys, ids, list(range(len(ids))))
+        decode, labels = self._decode, self._labels
+        try:
+            recs: list[Any] = [decode(value) for value in present]
+            ys = [labels[r.y] for r in recs]
+        except Exception:  # some record is invalid: decode_many goes one at a time
+            return None
+        return Decoded([r.x for r in recs], ys, [r.id for r in recs], list(range(len(recs))))
+
+
+def decode_label(y: Any, limits: Limits) -> int:
+    """The label as −1/+1, or 0 when absent (``None``).
+
+    >>> [decode_label(v, Limits(positive_class="spam")) for v in (1, -1, 0, True, False, "spam")]
+    [1, -1, -1, 1, -1, 1]
+    """
+    if y is None:
+        return 0
+    if y is True or y is False:
+        return 1 if y else -1
+    if isinstance(y, int | float):
+        if y == 1:
+            return 1
+        if y in (-1, 0):
+            return -1
+        raise DecodeError(f"unknown label {y!r}: use -1/1, 0/1 or true/false")
+    if isinstance(y, str):
+        if limits.positive_class is not None and y == limits.positive_class:
+            return 1
+        if limits.negative_class is not None and y == limits.negative_class:
+            return -1
+        named = [c for c in (limits.positive_class, limits.negative_class) if c is not None]
+        expected = f"one of {named}" if named else "a number or boolean (no class names are set)"
+        raise DecodeError(f"unknown label {clip(y)!r}: expected {expected}")
+    raise DecodeError(f"unknown label of type {_kind(y)}")
+
+
+
+
+def _kind(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "bool", type(None): "null"}.get(
+        type(v), type(v).__name__
+    )
+
+
+
+def input_record(x: Any, y: int | None, id: Scalar = None) -> bytes:
+    """Encode an input record (used by ``produce``); ``y`` None makes it unlabeled."""
+    rec: dict[str, Any] = {"x": x, "y": y}
+    if id is not None:
+        rec["id"] = id
+    return encode(rec)

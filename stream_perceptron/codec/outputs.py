@@ -1,0 +1,243 @@
+"""Output records: predictions, dead letters and the statistics records, encoded to bytes.
+
+Prediction records are encoded a batch at a time by msgspec (one struct per record,
+:func:`encode_predictions`); every other output record by orjson (:func:`encode`). The formats
+are in :func:`prediction_record`, :func:`dead_letter_record` and the README.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from stream_perceptron.codec.limits import Limits, Scalar
+
+
+def clip(s: str, n: int = 64) -> str:
+    """``s`` cut to ``n`` characters, an ellipsis marking the cut."""
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def key_text(key: bytes | None) -> str | None:
+    """A record key as JSON text: UTF-8, invalid bytes shown as ``\\xNN`` escapes."""
+    return None if key is None else key.decode("utf-8", errors="backslashreplace")
+
+
+def prediction_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    id: Scalar,
+    prediction: int,
+    score: float,
+    label: int,
+    mistake: bool,
+    margin: float,
+    updates: int,
+) -> dict[str, Any]:
+    """The prediction published for one input record.
+
+    ``score`` is θ·x+θ0 before any update; ``label`` −1/+1 or None; ``mistake`` and ``margin``
+    (geometric, y·score/‖θ‖) are None when unlabeled, ``margin`` also while θ = 0; ``updates`` is
+    the model version, the total number of updates after this record. No wall-clock field: a
+    record re-emitted after a restart is identical to the first.
+    """
+    labeled = label != 0
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key_text(key),
+        "id": id,
+        "prediction": prediction,
+        "score": score,
+        "label": label if labeled else None,
+        "mistake": mistake if labeled else None,
+        "margin": margin if labeled and not math.isnan(margin) else None,
+        "updates": updates,
+    }
+
+
+class _Prediction(msgspec.Struct, gc=False):
+    """The fields of :func:`prediction_record`, in its order, for the batch encoder (a struct is
+    built and encoded in C; no per-record dict)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    id: Scalar
+    prediction: int
+    score: float
+    label: int | None
+    mistake: bool | None
+    margin: float | None
+    updates: int
+
+
+_PREDICTION_ENCODER = msgspec.json.Encoder()
+
+
+def encode_prediction(record: Mapping[str, Any]) -> bytes:
+    """A :func:`prediction_record` as compact UTF-8 JSON, as :func:`encode_predictions` writes it.
+
+    Prediction records are written by msgspec: floats in shortest round-trip form with exponents
+    written ``1e16`` (:func:`encode`, for the other records, writes ``1e+16``; JSON readers
+    parse both to the same number), NaN and ±Inf as null.
+
+    >>> encode_prediction({"score": 1e16, "margin": None})
+    b'{"score":1e16,"margin":null}'
+    """
+    return _PREDICTION_ENCODER.encode(record)
+
+
+def encode_predictions(
+    *,
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    keys: Sequence[bytes | None],
+    ids: Sequence[Scalar],
+    predictions: Sequence[int],
+    scores: Sequence[float],
+    labels: Sequence[int],
+    mistakes: Sequence[bool],
+    margins: Sequence[float],
+    updates: Sequence[int],
+) -> list[bytes]:
+    """The encoded :func:`prediction_record` of each row of a batch from one partition, byte for
+    byte what ``encode_prediction(prediction_record(...))`` gives, without the per-record calls
+    or dicts.
+
+    >>> encode_predictions(topic="in", partition=0, offsets=[4], keys=[b"k"], ids=[None],
+    ...                    predictions=[1], scores=[0.5], labels=[0], mistakes=[False],
+    ...                    margins=[float("nan")], updates=[3])
+    [b'{"topic":"in","partition":0,"offset":4,"key":"k","id":null,"prediction":1,"score":0.5,\
+"label":null,"mistake":null,"margin":null,"updates":3}']
+    """
+    encode_one, row = _PREDICTION_ENCODER.encode, _Prediction
+    return [
+        encode_one(
+            row(
+                topic,
+                partition,
+                offset,
+                None if key is None else key.decode("utf-8", errors="backslashreplace"),
+                rid,
+                prediction,
+                score,
+                label or None,
+                mistake if label else None,
+                margin if label and margin == margin else None,  # NaN != NaN
+                update,
+            )
+        )
+        for offset, key, rid, prediction, score, label, mistake, margin, update in zip(
+            offsets, keys, ids, predictions, scores, labels, mistakes, margins, updates, strict=True
+        )
+    ]
+
+
+def dead_letter_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    error: str,
+    value: bytes | None,
+    max_value_bytes: int = 262_144,
+    max_key_bytes: int = 4_096,
+) -> dict[str, Any]:
+    """What goes to the dead-letter topic: where the record was, why, and its bytes (base64).
+
+    A value over ``max_value_bytes`` keeps only its first ``max_value_bytes``, a key over
+    ``max_key_bytes`` its first ``max_key_bytes`` and ``error`` its first 1,024 characters, so the
+    dead letter always fits a producer request (:func:`largest_dead_letter_bytes`);
+    ``value_bytes``, ``value_sha256`` and ``key_bytes`` still describe the whole.
+
+    >>> r = dead_letter_record(topic="t", partition=0, offset=5, key=b"key", error="e",
+    ...                        value=b"abcdef", max_value_bytes=4, max_key_bytes=2)
+    >>> r["value"], r["value_bytes"], r["value_truncated"], r["key"], r["key_bytes"], r["key_truncated"]
+    ('YWJjZA==', 6, True, 'ke', 3, True)
+    """
+    kept = None if value is None else value[:max_value_bytes]
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key_text(None if key is None else key[:max_key_bytes]),
+        "key_bytes": None if key is None else len(key),
+        "key_truncated": key is not None and len(key) > max_key_bytes,
+        "error": clip(error, _ERROR_CHARS),
+        "value": None if kept is None else base64.b64encode(kept).decode("ascii"),
+        "value_bytes": None if value is None else len(value),
+        "value_truncated": value is not None and len(value) > max_value_bytes,
+        "value_sha256": None if value is None else hashlib.sha256(value).hexdigest(),
+    }
+
+
+_ERROR_CHARS = 1_024
+
+_TOPIC = "t" * 249  # Kafka's longest topic name
+_LONGEST_FLOAT = -2.2250738585072014e-308  # the longest float, as JSON: 24 characters
+
+
+def largest_prediction_bytes(limits: Limits) -> int:
+    """The most key + value bytes a prediction record takes within ``limits``.
+
+    Every field at its longest: a key of ``max_key_bytes`` control bytes (6 bytes each as JSON
+    text, the costliest), and as its Kafka key; an id of ``max_id_chars`` such characters or the
+    longest number; the longest topic name and numbers.
+
+    >>> largest_prediction_bytes(Limits(max_key_bytes=0, max_id_chars=0))
+    492
+    """
+    key = b"\x01" * limits.max_key_bytes
+    value = max(
+        len(encode_prediction(prediction_record(
+            topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key, id=rid, prediction=-1,
+            score=_LONGEST_FLOAT, label=-1, mistake=False, margin=_LONGEST_FLOAT, updates=2**63 - 1,
+        )))
+        for rid in ("\x01" * limits.max_id_chars, _LONGEST_FLOAT)
+    )
+    return len(key) + value
+
+
+def largest_dead_letter_bytes(limits: Limits) -> int:
+    """The most key + value bytes a dead-letter record takes within ``limits`` (see
+    :func:`dead_letter_record`): a kept key and value at their longest, the longest reason, and
+    the sizes of the whole key and value at their longest.
+
+    >>> largest_dead_letter_bytes(Limits(max_key_bytes=0, dead_letter_value_bytes=0)) < 7_000
+    True
+    """
+    key = b"\x01" * limits.max_key_bytes
+    record = dead_letter_record(
+        topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key + b"\x01",
+        error="\x01" * (_ERROR_CHARS + 1), value=b"\x00" * (limits.dead_letter_value_bytes + 1),
+        max_value_bytes=limits.dead_letter_value_bytes, max_key_bytes=limits.max_key_bytes,
+    )
+    record["key_bytes"] = record["value_bytes"] = 2**63 - 1  # the sizes of the whole, any length
+    record["key_truncated"] = record["value_truncated"] = False  # the longer spelling
+    return len(key) + len(encode(record))
+
+
+
+def encode(record: Mapping[str, Any]) -> bytes:
+    """A record as compact UTF-8 JSON (NaN and ±Inf become null)."""
+    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def decode(value: bytes) -> Any:
+    """Parse an output record (for consumers such as ``watch`` and the tests)."""
+    return orjson.loads(value)
+

@@ -1,0 +1,156 @@
+"""``stream-perceptron fit``: the seeds' offline perceptron over a dataset, with its report."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stream_perceptron.codec.inputs import check_features
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.errors import DecodeError, SourceError
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Features, FloatArray, Perceptron
+from stream_perceptron.model.stats import RunningStats, row_norms
+from stream_perceptron.settings import Settings
+from stream_perceptron.sources import no_positive_class, open_source
+from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, new_model_id
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What a fit found: per-pass mistakes and the seeds' quantities for the final model.
+
+    ``gamma`` is the margin of the dataset under the final augmented model [θ, θ0] (seed 000 §2),
+    ``R`` the largest ‖[x, 1]‖ (‖x‖ without intercept). When ``gamma`` > 0 the final model is a
+    separator with that margin, so the convergence theorem bounds the total mistakes by (R/γ)².
+    """
+
+    source: str
+    examples: int
+    per_pass: list[int]
+    training_error: float
+    R: float
+    gamma: float | None
+    bound: float | None
+    weights: list[float]
+    intercept: float
+    checkpoint: Path
+
+    def lines(self) -> list[str]:
+        out = [f"{self.source}: {self.examples} examples"]
+        for i, k in enumerate(self.per_pass, 1):
+            out.append(f"pass {i}: {k} mistakes ({k / self.examples:.4f} of the examples)")
+        total = sum(self.per_pass)
+        out.append(f"training error E_n of the final model: {self.training_error:.4f}")
+        out.append(f"R = {self.R:.6g}")
+        if self.gamma is None:
+            out.append("gamma: the final model does not separate the data (margin <= 0); no bound")
+        else:
+            out.append(
+                f"gamma = {self.gamma:.6g}; bound (R/gamma)^2 = {self.bound:.6g};"
+                f" mistakes in all = {total}"
+            )
+        out.append(f"checkpoint: {self.checkpoint}")
+        return out
+
+
+# Dense rows packed into one float64 block at a time while a source is read.
+_BLOCK_ROWS = 65_536
+
+
+def _read(spec: str, source: Iterable[tuple[Features, int]], limits: Limits) -> tuple[
+        FloatArray | list[Features], array[int]]:
+    """A source's examples, each held to the worker's bounds, and their labels (``int8``).
+
+    While every row is a list of one width, rows are packed into float64 blocks as they are read
+    (the values ``np.array`` makes of the whole list), so a long dense stream is held once, as the
+    matrix the model learns from, and not first as Python floats (about 35 bytes each against
+    8). Any other stream (named features, or widths that differ) is kept as read, and the model
+    vectorizes it whole as before.
+    """
+    blocks: list[FloatArray] = []
+    rows: list[Features] = []
+    ys: array[int] = array("b")
+    width: int | None = None
+    packing = True
+    for x, y_i in source:
+        try:  # the worker's bounds: its model (and the checkpoint) must hold what fit learns
+            check_features(x, limits)
+        except DecodeError as exc:
+            raise SourceError(f"{spec}: example {len(ys) + 1}: {exc}") from None
+        if packing:
+            if width is None and isinstance(x, list):
+                width = len(x)
+            if not (isinstance(x, list) and len(x) == width):
+                packing = False  # back to the rows as read: tolist() gives the same floats again
+                rows = [row for block in blocks for row in block.tolist()] + rows
+                blocks = []
+        rows.append(x)
+        ys.append(y_i)
+        if packing and len(rows) == _BLOCK_ROWS:
+            blocks.append(np.array(rows, dtype=np.float64))
+            rows = []
+    if not ys:
+        raise SourceError(f"{spec} has no examples")
+    if not packing:
+        return rows, ys
+    if rows:
+        blocks.append(np.array(rows, dtype=np.float64))
+    return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), ys
+
+
+def fit_source(
+    settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y"
+) -> FitReport:
+    """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it."""
+    limits = settings.limits.codec_limits()
+    source = open_source(spec, limit=limit, label=label, positive_class=limits.positive_class,
+                         negative_class=limits.negative_class)
+    xs, ys = _read(spec, source, limits)
+    no_positive_class(spec, limits.positive_class, len(ys), sum(y_i > 0 for y_i in ys))
+    model = Perceptron(
+        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept,
+        max_names=settings.limits.max_names,
+    )
+    X, rejected = model.vectorize_many(xs)
+    del xs
+    if rejected:
+        row, reason = next(iter(rejected.items()))
+        raise SourceError(f"{spec}: example {row + 1}: {reason}")
+    y = np.frombuffer(ys, dtype=np.int8)
+    learner = Learner(model, RunningStats(settings.stats.window, settings.stats.ewma_alpha))
+    per_pass: list[int] = []
+    for _ in range(epochs):
+        result, _ = learner.step(X, y)
+        per_pass.append(int(result.mistakes.sum()))
+        if per_pass[-1] == 0:
+            break
+    functional = y * model.score_many(X)
+    norm_aug = model.norms()[1]
+    gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
+    r = float(row_norms(X, model.fit_intercept).max())
+    gamma = gamma_all if gamma_all > 0 else None
+    model_state, stats_state = learner.state()
+    store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+    store.lock()  # never into a running worker's directory
+    try:
+        path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
+                                     offsets={}, model_id=new_model_id()))
+    finally:
+        store.unlock()
+    return FitReport(
+        source=spec,
+        examples=len(X),
+        per_pass=per_pass,
+        training_error=float((functional <= 0).mean()),
+        R=r,
+        gamma=gamma,
+        bound=(r / gamma) ** 2 if gamma else None,
+        weights=model.weights.tolist(),
+        intercept=model.intercept,
+        checkpoint=path,
+    )

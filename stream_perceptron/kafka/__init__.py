@@ -1,0 +1,11 @@
+"""The Kafka edge: raw bytes in and out, offsets, commits and rebalances; it knows no model and
+no codec, and loads no numpy.
+
+* :mod:`.edge`: the contract both backends keep (:class:`~.edge.Edge`) and their shared lifecycle
+  (:class:`~.edge.EdgeBase`);
+* :mod:`.admin`: client configuration, reachability, topics;
+* :mod:`.python_edge` (kafka-python, the default) with its :mod:`.fastpath`,
+  :mod:`.producer_process` (its producer in a second process) and :mod:`.confluent_edge`
+  (confluent-kafka);
+* :mod:`.factory`: :func:`~.factory.open_edge`, the one place a backend is chosen.
+"""

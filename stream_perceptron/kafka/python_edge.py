@@ -1,0 +1,482 @@
+"""The Kafka edge on kafka-python: one consumer in a group, one producer, raw bytes in and out.
+
+This module knows no model: it moves :class:`~stream_perceptron.kafka.edge.Batch` values in and
+``bytes`` out, commits the offsets it is given and reports partition assignment changes to two
+callbacks. The contract and the scaffolding it shares with the confluent-kafka edge are in
+:mod:`stream_perceptron.kafka.edge`; the kafka-python client settings and the topic checks the
+worker makes at start are in :mod:`stream_perceptron.kafka.admin`.
+
+Threading (kafka-python 3.x): the client runs its network I/O on a background thread and
+calls rebalance listeners *on that thread* while :meth:`KafkaEdge.poll` (or
+:meth:`KafkaEdge.close`) waits for it. Blocking consumer calls are not allowed there, so
+inside ``on_assigned`` / ``on_revoked`` this edge behaves as follows:
+
+* :meth:`~KafkaEdge.seek`, :meth:`~KafkaEdge.assignment`, :meth:`~KafkaEdge.highwater`,
+  :meth:`~KafkaEdge.send` and :meth:`~KafkaEdge.flush` work as usual;
+* :meth:`~KafkaEdge.commit` is recorded and performed as soon as the callback returns,
+  before the rebalance goes on (so offsets committed in ``on_revoked`` are in place
+  before another member gets the partitions);
+* :meth:`~KafkaEdge.committed` works in ``on_assigned`` for the partitions being assigned
+  (their committed offsets are fetched just before the callback);
+* :meth:`~KafkaEdge.poll` and :meth:`~KafkaEdge.close` raise :class:`KafkaEdgeError`.
+
+An exception raised by a callback propagates out of the :meth:`~KafkaEdge.poll` that ran it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
+
+from stream_perceptron.errors import KafkaEdgeError
+from stream_perceptron.kafka.admin import client_config, consumer_config, consumer_fetch_config, explained
+from stream_perceptron.kafka.config import check_reachable, describe, servers_text
+from stream_perceptron.kafka.edge import (
+    PRODUCER_MAX_BLOCK_MS,
+    Batch,
+    EdgeBase,
+    Partition,
+    Unsent,
+)
+from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
+from stream_perceptron.kafka.fastpath import wake as kafka_wake
+from stream_perceptron.kafka.fastpath.append import append_many, supports
+from stream_perceptron.logs import report_held
+
+log = logging.getLogger(__name__)
+
+# Membership changed under us: the partitions are (being) reassigned, a retry cannot
+# succeed and the next poll rejoins the group.
+_MEMBERSHIP_ERRORS = (
+    CommitFailedError,
+    RebalanceInProgressError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+)
+
+_T = TypeVar("_T")
+
+
+
+class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
+    """Bridges kafka-python's (async, I/O-thread) listener to the edge's callbacks."""
+
+    def __init__(self, edge: KafkaEdge) -> None:
+        self._edge = edge
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_revoked", revoked, lost=False)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_assigned", assigned, lost=False)
+
+    async def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
+        await self._edge._run_callback("on_revoked", lost, lost=True)
+
+
+class KafkaEdge(EdgeBase):
+    """One group consumer of ``input_topic`` plus one producer, both raw bytes.
+
+    ``on_assigned`` / ``on_revoked`` receive sorted ``(topic, partition)`` lists; see the
+    module docstring for what they may call. Offsets are committed only by :meth:`commit`.
+    """
+
+    _log = log
+
+    def _init_client_state(self) -> None:
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._appends = False  # whether kafka_append.append_many takes the producer's records
+        self._callback_committed: dict[Partition, int | None] = {}
+        self._callback_fetch_error: str | None = None  # why _callback_committed is empty
+        self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._callback_error: BaseException | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect: join the group (on the next polls) and start the producer.
+
+        A refused login or TLS handshake raises :class:`KafkaAuthError`; anything else that
+        keeps the cluster out of reach raises :class:`KafkaEdgeError`.
+        """
+        with explained(self._kafka):
+            self._start()
+
+    def _start(self) -> None:
+        if self._consumer is not None:
+            return
+        check_reachable(self._kafka, self._timeout_ms / 1000)
+        consumer: Any = None
+        try:
+            consumer = KafkaConsumer(
+                **self._with_timeout(consumer_config(self._kafka)),
+                group_id=self._kafka.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=self._kafka.session_timeout_ms,
+                heartbeat_interval_ms=self._kafka.heartbeat_interval_ms,
+                **consumer_fetch_config(self._kafka),
+                allow_auto_create_topics=False,  # a missing input topic is an error, not a default
+            )
+            kafka_fetch.install(consumer)  # each fetched batch decoded in one loop, where it can
+            kafka_wake.install(consumer)  # a response landing mid-poll is read, not slept on
+            consumer.subscribe([self._input_topic], listener=_Listener(self))
+            producer = self._new_producer()
+        except (KafkaError, KafkaEdgeError) as exc:
+            if consumer is not None:
+                consumer.close(autocommit=False)
+            if isinstance(exc, KafkaEdgeError):
+                raise
+            raise KafkaEdgeError(
+                f"cannot connect to Kafka at {servers_text(self._kafka)}: {describe(exc)}"
+            ) from None
+        self._consumer, self._producer = consumer, producer
+        log.info(
+            "kafka edge started: group %s, input topic %s, brokers %s",
+            self._kafka.group_id,
+            self._input_topic,
+            servers_text(self._kafka),
+        )
+
+    def _with_timeout(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "bootstrap_timeout_ms": self._timeout_ms}
+
+    def _new_producer(self) -> Any:
+        """The producer; whether :func:`append_many` takes its records is checked here, once."""
+        producer = KafkaProducer(
+            **self._with_timeout(client_config(self._kafka)),
+            acks="all",
+            linger_ms=self._kafka.linger_ms,
+            batch_size=self._kafka.batch_size,
+            max_block_ms=PRODUCER_MAX_BLOCK_MS,
+            # the worker creates its output topics at start; one deleted since is an error, not
+            # a topic silently recreated with the broker's defaults
+            allow_auto_create_topics=False,
+        )
+        self._appends = supports(producer)
+        return producer
+
+    def _replace_producer(self) -> None:
+        """Start a fresh producer: one that saw a permanent error may be unusable."""
+        try:
+            producer = self._new_producer()
+        except KafkaError as exc:
+            log.warning("could not restart the producer, keeping the old one: %s", describe(exc))
+            return
+        old, self._producer = self._producer, producer
+        self._close_producer(old)
+        log.warning("producer restarted after a permanent delivery error")
+
+    def close(self) -> None:
+        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
+
+        Nothing is committed here. Errors are logged, not raised.
+        """
+        self._refuse_in_callback("close")
+        consumer, producer = self._consumer, self._producer
+        flushed = producer is None or self._flush_quietly()
+        if consumer is not None:
+            self._closing = True
+            try:
+                consumer.close(autocommit=False, timeout_ms=self._timeout_ms)
+            except KafkaError as exc:
+                log.warning("closing the Kafka consumer: %s", describe(exc))
+            finally:
+                self._closing = False
+                self._consumer = None
+        if producer is not None:
+            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
+            self._producer = None
+            self._close_producer(producer, graceful=flushed)
+            if self._unsent:
+                log.error("closed with %d undelivered records", len(self._unsent))
+                self._unsent = []
+        self.log_held()
+        log.info("kafka edge closed")
+
+    def log_held(self) -> None:
+        """kafka-python's lines still held back: its loggers' lines are held by the filter on
+        the CLI's log handler (:class:`stream_perceptron.logs.RepeatedClientLines`)."""
+        report_held()
+
+    def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
+        """Close ``producer``; unless ``graceful``, drop its unacknowledged records first."""
+        timeout_s = self._timeout_ms / 1000
+        if graceful:
+            try:
+                producer.close(timeout=timeout_s)
+                return
+            except KafkaError:
+                pass
+        # kafka-python's close() flushes first and gives up on a timeout, leaving the
+        # producer running: abort its pending batches, then close.
+        log.warning("dropping unacknowledged records to close the producer")
+        producer._sender.force_close()
+        producer.close(timeout=timeout_s)
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, max_records: int) -> list[Batch]:
+        """Records fetched within ``timeout_ms``: one :class:`Batch` per partition.
+
+        Partitions are sorted by ``(topic, partition)``. Returns ``[]`` while the broker is
+        unreachable (the client reconnects by itself). Rebalance callbacks run inside this
+        call, which waits for a group join in progress for up to ``session_timeout_ms``.
+        """
+        self._refuse_in_callback("poll")
+        consumer = self._require(self._consumer)
+        try:
+            batches = self._poll_through_joins(consumer, timeout_ms, max_records)
+        except KafkaError as exc:
+            self._raise_callback_error()
+            if exc.retriable:
+                log.warning("poll failed, will retry: %s", describe(exc))
+                return []
+            raise KafkaEdgeError(f"poll failed: {describe(exc)}") from None
+        return [
+            Batch(
+                tp.topic, tp.partition, [r.offset for r in recs], [r.key for r in recs],
+                [r.value for r in recs], [r.timestamp for r in recs],
+            )
+            for tp, recs in sorted(batches.items())
+            if recs
+        ]
+
+    def _poll_through_joins(self, consumer: Any, timeout_ms: int, max_records: int) -> Any:
+        """``consumer.poll``, repeated while a group join is in flight (bounded).
+
+        kafka-python 3.0.12 drops a JoinGroup/SyncGroup result that arrives while no
+        ``poll`` is waiting for it and starts a new join, i.e. another rebalance round.
+        Polling on until the member is stable keeps a waiter there.
+        """
+        join_deadline = time.monotonic() + self._kafka.session_timeout_ms / 1000
+        while True:
+            batches = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+            if batches or time.monotonic() >= join_deadline:
+                return batches
+            if consumer.group_metadata().state != MemberState.REBALANCING:
+                return batches
+            timeout_ms = max(timeout_ms, 100)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch ``topic``/``partition`` from ``offset`` next (it must be assigned)."""
+        consumer = self._require(self._consumer)
+        try:
+            consumer.seek(TopicPartition(topic, partition), offset)
+        except ValueError as exc:
+            raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {exc}") from None
+
+    def assignment(self) -> list[Partition]:
+        """The partitions assigned to this member, sorted."""
+        consumer = self._require(self._consumer)
+        return sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+
+    def highwater(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset as of the last fetch; None before one or if unassigned."""
+        consumer = self._require(self._consumer)
+        try:
+            value: int | None = consumer.highwater(TopicPartition(topic, partition))
+        except IllegalStateError:
+            return None
+        return value
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset for the partition, or None if there is none."""
+        consumer = self._require(self._consumer)
+        key = (topic, partition)
+        if self._in_callback():
+            if key not in self._callback_committed:
+                if self._callback_fetch_error is not None:
+                    raise KafkaEdgeError(
+                        f"the committed offset of {topic}/{partition} could not be fetched for its"
+                        f" assignment: {self._callback_fetch_error}"
+                    )
+                raise KafkaEdgeError(
+                    f"committed({topic}, {partition}) inside a rebalance callback is only "
+                    "available in on_assigned, for the partitions being assigned"
+                )
+            return self._callback_committed[key]
+        tp = TopicPartition(topic, partition)
+        value: int | None = self._retrying(
+            f"fetching the committed offset of {topic}/{partition}",
+            lambda: consumer.committed(tp, timeout_ms=self._timeout_ms),
+        )
+        return value
+
+    def commit(self, offsets: Mapping[Partition, int]) -> None:
+        """Commit next-offsets (last processed + 1) for the partitions currently assigned.
+
+        Partitions not assigned are skipped. Transient failures are retried with backoff,
+        then :class:`KafkaEdgeError` is raised. If the group has rebalanced meanwhile (the
+        commit is refused for the old generation) a warning is logged instead: the
+        partitions are being reassigned and the next poll rejoins.
+        """
+        consumer = self._require(self._consumer)
+        assigned = consumer.assignment()
+        request = {
+            TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+            for (topic, partition), offset in offsets.items()
+            if TopicPartition(topic, partition) in assigned
+        }
+        if len(request) < len(offsets):
+            log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
+        if not request:
+            return
+        if self._in_callback():
+            self._deferred_commit.update(request)
+            return
+
+        def attempt() -> None:
+            try:
+                consumer.commit(offsets=request, timeout_ms=self._timeout_ms)
+            except _MEMBERSHIP_ERRORS as exc:
+                log.warning("commit refused after a group rebalance: %s", describe(exc))
+
+        self._retrying("committing offsets", attempt)
+
+    # -- producing -------------------------------------------------------------------------
+
+    def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
+        """:meth:`send` each ``(key, value)`` pair, in order.
+
+        To a topic of one partition records are sent to partition 0 explicitly: where the
+        partition is known, kafka-python skips hashing the key (murmur2, in Python). The records
+        are appended to the producer's batches in one call (:mod:`~stream_perceptron.kafka.fastpath.append`)
+        where that is exactly what ``KafkaProducer.send`` would do, else sent one by one.
+        """
+        producer = self._require(self._producer)
+        partition = self._only_partition(producer, topic)
+        send, unsent = producer.send, self._record_unsent
+        if self._appends:
+            futures = append_many(producer, topic, partition, keys, values, errback=unsent)
+            if futures is not None:
+                if None not in futures:
+                    return
+                rest = [(k, v) for f, k, v in zip(futures, keys, values, strict=True) if f is None]
+                keys, values = [k for k, _ in rest], [v for _, v in rest]
+        for key, value in zip(keys, values, strict=True):
+            try:
+                future = send(topic, value=value, key=key, partition=partition)
+            except KafkaError:
+                future = self._send_retrying(producer, topic, key, value)
+            future.add_errback(unsent, topic, key, value)
+
+    def _send_retrying(self, producer: Any, topic: str, key: bytes | None, value: bytes) -> Any:
+        return self._retrying(f"sending to {topic}", lambda: producer.send(topic, value=value, key=key))
+
+    @staticmethod
+    def _only_partition(producer: Any, topic: str) -> int | None:
+        """0 if ``topic`` is known to have exactly one partition, else None (the partitioner's
+        choice). Never blocks: an unknown topic is left to ``send``."""
+        try:
+            partitions = producer._metadata.partitions_for_topic(topic)
+        except Exception:  # kafka-python internals; the partitioner is always right
+            return None
+        return 0 if partitions == {0} else None
+
+    def _record_unsent(self, topic: str, key: bytes | None, value: bytes, exc: Any) -> None:
+        retriable = bool(getattr(exc, "retriable", False))
+        self._unsent.append(Unsent(topic, key, value, retriable, describe(exc)))
+
+    def _flush_once(self) -> str | None:
+        """One flush round; a description of what is still unacknowledged, or None."""
+        producer = self._require(self._producer)
+        try:
+            producer.flush(timeout=self._timeout_ms / 1000)
+        except KafkaTimeoutError:
+            return f"records not acknowledged within {self._timeout_ms} ms"
+        return self._settle_unsent()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _retriable(self, exc: Exception) -> bool | None:
+        return bool(exc.retriable) if isinstance(exc, KafkaError) else None
+
+    _describe = staticmethod(describe)
+
+    def _raise_callback_error(self) -> None:
+        error, self._callback_error = self._callback_error, None
+        if error is not None:
+            raise error
+
+    async def _run_callback(
+        self, name: str, partitions: Iterable[TopicPartition], *, lost: bool
+    ) -> None:
+        """Run a user callback on the I/O thread; then perform the commits it asked for."""
+        tps = sorted(partitions)
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        if not keys and name == "on_revoked":
+            return  # kafka-python announces an empty revocation before every join
+        log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
+        if name == "on_assigned":
+            self._callback_committed = await self._fetch_committed(tps)
+        self._callback_thread = threading.get_ident()
+        try:
+            self._callbacks[name](keys)
+        except Exception as exc:
+            if self._closing:  # close() does not raise; kafka-python would skip cleanup
+                log.exception("%s failed while closing", name)
+            else:
+                self._callback_error = exc
+                raise
+        finally:
+            self._callback_thread = None
+            self._callback_committed = {}
+            self._callback_fetch_error = None
+            deferred, self._deferred_commit = self._deferred_commit, {}
+        if deferred and lost:
+            log.warning("not committing offsets of lost partitions %s", keys)
+        elif deferred:
+            await self._commit_now(deferred)
+
+    async def _fetch_committed(self, tps: list[TopicPartition]) -> dict[Partition, int | None]:
+        """Committed offsets of ``tps`` for :meth:`committed` inside a callback (best effort)."""
+        if not tps:
+            return {}
+        try:
+            coordinator = self._consumer._coordinator
+            found = await coordinator.fetch_committed_offsets_async(
+                tps, timeout_ms=self._timeout_ms
+            )
+        except Exception as exc:  # kafka-python internals; the callback may not need it
+            self._callback_fetch_error = describe(exc)
+            log.warning("could not fetch committed offsets for the callback: %s", describe(exc))
+            return {}
+        return {(tp.topic, tp.partition): _offset(found.get(tp)) for tp in tps}
+
+    async def _commit_now(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit from the I/O thread (inside a callback); failures are logged.
+
+        ``commit_async`` returns a kafka-python Future, which the I/O loop can await.
+        """
+        try:
+            await self._consumer.commit_async(offsets=offsets)
+        except KafkaError as exc:
+            log.warning("commit from a rebalance callback failed: %s", describe(exc))
+
+
+def _offset(found: Any) -> int | None:
+    if found is None or found.offset is None or found.offset < 0:
+        return None
+    offset: int = found.offset
+    return offset
+
+
+__all__ = ["KafkaEdge"]

@@ -1,0 +1,497 @@
+"""The worker: decode → score → learn → publish → checkpoint → commit, one poll batch at a time.
+
+Guarantees (README, "Guarantees"):
+
+* The checkpoint is authoritative. On start the worker restores the newest valid checkpoint;
+  on assignment it seeks each partition to the checkpoint's offset (the group's committed offset
+  only for partitions the checkpoint has never seen). A restart therefore resumes with exactly
+  the state it checkpointed and reprocesses what came after.
+* Before a checkpoint is written, the producer is flushed, so every input offset the checkpoint
+  covers has its prediction (or dead letter) acknowledged by the broker. Kafka offsets are
+  committed only after the checkpoint is durable. Outputs are at least once; a record
+  re-emitted after a restart is identical to the first (scores do not depend on batch cuts).
+* Bad input never stops the loop: it goes to the dead-letter topic with its reason.
+* The shutdown of ``stream-perceptron run`` is bounded (``SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S``):
+  past it the process exits 1 where it stands, as a SIGKILL would, which by the two points above
+  loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron.codec.inputs import BatchDecoder
+from stream_perceptron.codec.outputs import dead_letter_record, encode, encode_predictions
+from stream_perceptron.errors import (
+    CheckpointError,
+    KafkaAuthError,
+    KafkaEdgeError,
+    SettingsError,
+)
+from stream_perceptron.kafka.admin import ensure_topics, missing_topics
+from stream_perceptron.kafka.edge import Batch, Edge, Partition
+from stream_perceptron.kafka.factory import open_edge
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.stats import RunningStats
+from stream_perceptron.runtime import tune_gc
+from stream_perceptron.settings import Settings, redacted
+from stream_perceptron.state.checkpoint import CheckpointStore, Offsets, new_model_id
+from stream_perceptron.throttle import Throttle
+from stream_perceptron.worker.checkpointing import Checkpointing
+from stream_perceptron.worker.deadline import ShutdownDeadline
+from stream_perceptron.worker.observe import Observer
+from stream_perceptron.worker.policy import Counters, Every
+from stream_perceptron.worker.progress import Progress
+
+log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
+
+
+def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
+    """Log ``msg`` from a thread of its own (for a signal handler); returns the thread, started,
+    or None when no thread could start (at a process limit: the line is lost, nothing else)."""
+    thread = threading.Thread(target=log.log, args=(level, msg, *args), name="sp-signal-log", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:
+        return None
+    return thread
+
+
+class Worker(Checkpointing, Progress):
+    """One model, fed by one consumer, publishing to three topics, checkpointing to one directory."""
+
+    def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
+        self.settings = settings
+        m, s = settings.model, settings.stats
+        self.learner = Learner(
+            Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                       max_names=settings.limits.max_names),
+            RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
+        )
+        self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+        self.limits = settings.limits.codec_limits()
+        self.decoder = BatchDecoder(self.limits)
+        self.offsets: Offsets = {}
+        # The model's identity: minted here for a model that begins now, else the checkpoint's
+        # (restore), so a worker's statistics stay one series across restarts and moves.
+        self.model_id = new_model_id()
+        self.dead_letters_total = 0
+        self.counters = Counters()
+        self.checkpoint_ok = True
+        self.last_checkpoint_path: str | None = None
+        self._dirty = False
+        # Statistics records sent since the last flush: a checkpoint confirms them even when the
+        # model and offsets have not moved, so an idle worker notices a broker that stopped
+        # acknowledging (its input stalls with it, and nothing else would ask for a flush).
+        self._stats_unflushed = False
+        # Why the worker's state must not be checkpointed (None while it may): a batch that did
+        # not finish (its rows learned, its offsets not advanced), or outputs given up.
+        self._open_batch: str | None = None
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._ckpt_policy = Every(settings.checkpoint.every_examples, settings.checkpoint.every_seconds)
+        self._stats_policy = Every(settings.stats.every_examples, settings.stats.every_seconds)
+        self._stats_seen = 0
+        self._stats_time = time.monotonic()
+        # At INFO, one progress line and one interval checkpoint's line per SP_LOG_EVERY_SECONDS;
+        # the others at DEBUG. At full speed both come due every few ms, and a worker runs for
+        # months.
+        self._routine_lines = Throttle(settings.log_every_seconds)
+        # Where each assigned partition started (checkpoint or group commit): the position of one
+        # with nothing processed yet, for lag and caught_up (never checkpointed).
+        self._starts: dict[Partition, int] = {}
+        # offsets of the last checkpoint not yet committed: partitions not every kept checkpoint
+        # holds (CheckpointStore.held_by_all), or whose commit failed; a revocation or shutdown
+        # hands them over. Kept only while the partition stays assigned (see _on_revoked).
+        self._withheld: dict[Partition, int] = {}
+        # The shutdown has begun (its checkpoint flushes in full); its checkpoint failed, so the
+        # revocation edge.close() then runs does not try again
+        self._shutting_down = False
+        self._shutdown_failed = False
+        # Bounds the shutdown (see _overran), armed at the signal or when the shutdown begins;
+        # only in a process of the worker's own (`stream-perceptron run`): a worker run by another
+        # program (the demo, a test) leaves its process to it, and is not bounded.
+        bound = settings.checkpoint.shutdown_timeout_s if owns_process else math.inf
+        self._deadline = ShutdownDeadline(bound, self._overran)
+        self._started = time.monotonic()
+        self.edge = edge or open_edge(
+            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
+        )
+        # a checkpoint's flush can retry for minutes while the broker is away; /healthz must
+        # keep hearing from the worker, which is waiting, not hung
+        self.edge.heartbeat = self._alive
+        self.edge.stopping = self._stop_pending
+        obs = settings.observe
+        self.observer = (
+            Observer(host=obs.host, port=obs.port, liveness_timeout_s=obs.liveness_timeout_s)
+            if obs.enabled
+            else None
+        )
+        out = settings.output.predictions
+        self._publish_labeled = out == "all"
+        self._publish_unlabeled = out in ("all", "unlabeled")
+
+    # ------------------------------------------------------------------ lifecycle
+    def restore(self) -> None:
+        """Load the newest valid checkpoint, if any (fails clearly on another configuration)."""
+        ckpt = self.store.load()
+        if ckpt is None:
+            damaged = self.store.files()
+            if damaged:
+                raise CheckpointError(
+                    f"none of the {len(damaged)} checkpoint files in {self.store.directory} is valid"
+                    " (see the warnings above); refusing to start from zero weights: move them away"
+                    " to start afresh"
+                )
+            log.info("no checkpoint in %s: starting from zero weights (model %s)",
+                     self.store.directory, self.model_id)
+            return
+        try:
+            model = self.learner.model
+            ckpt.check_config(model.config())
+            if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
+                model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
+            self.learner.restore(ckpt.model, ckpt.stats)
+            dead_letters = int(ckpt.stats.get("dead_letters", 0))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # the checksum holds, so the file is intact: written by something else, not damaged
+            raise CheckpointError(
+                f"checkpoint {ckpt.path} is intact but not one this worker can restore"
+                f" ({type(exc).__name__}: {exc}): move it away, or fix what wrote it"
+            ) from None
+        self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
+        self.dead_letters_total = dead_letters
+        if ckpt.model_id is not None:  # None only for a Checkpoint not read from a file
+            self.model_id = ckpt.model_id
+        self.last_checkpoint_path = str(ckpt.path)
+        self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
+        if self.observer is not None:
+            self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
+        log.info(
+            "restored %s: model %s, %d updates, %d examples seen, offsets %s",
+            ckpt.path, self.model_id, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
+        )
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, checkpoint and return (safe from any thread)."""
+        self._stop.set()
+
+    def run(self, until: Callable[[Worker], bool] | None = None) -> int:
+        """Run until stopped (or ``until(self)`` is true); returns the process exit code.
+
+        The checkpoint directory is held (:meth:`CheckpointStore.lock`) from before the restore
+        to the end: a second worker on it stops with one line.
+        """
+        log.info("effective settings: %s", redacted(self.settings))
+        self.store.lock()
+        try:
+            return self._run(until)
+        finally:
+            self._deadline.disarm()
+            self.store.unlock()
+
+    def _run(self, until: Callable[[Worker], bool] | None) -> int:
+        self.restore()
+        self._install_signals()
+        if self.observer is not None:
+            self.observer.model(self.model_id)
+            try:
+                self.observer.start()
+            except OSError as exc:
+                raise SettingsError(
+                    f"cannot serve /metrics on {self.observer.host}:{self.observer.port}"
+                    f" (SP_OBSERVE__PORT): {exc.strerror or exc}"
+                ) from None
+            log.info("serving /metrics, /healthz, /readyz on %s:%d", self.observer.host, self.observer.port)
+        try:
+            if not self._start_edge():
+                return 0
+            tune_gc()
+            try:
+                self._loop(until)
+            finally:
+                code = self._shutdown()
+            return code
+        finally:
+            if self.observer is not None:
+                self.observer.stop()
+
+    def _loop(self, until: Callable[[Worker], bool] | None) -> None:
+        """Poll and process; publish statistics and checkpoint when due; until a stop is asked
+        (or ``until(self)``). A stop asked during a poll (a signal, or a revocation checkpoint
+        the poll ran) ends the loop once the batches polled are processed: the shutdown's
+        statistics record and checkpoint come next, and an interval checkpoint before them
+        would only add a round of flush retries against a broker that does not answer."""
+        poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
+        chunk_records = self.settings.output.chunk_records
+        while not self._stop.is_set():
+            batches = self.edge.poll(poll_ms, max_records)
+            if self.observer is not None:
+                self.observer.polled()
+            for batch in batches:
+                for chunk in batch.chunks(chunk_records):
+                    self.process(chunk)
+            if self._stop.is_set():
+                return
+            if self._stats_policy.due():
+                self.publish_stats()
+            if self._ckpt_policy.due():
+                self.checkpoint("interval")
+            if until is not None and until(self):
+                return
+
+    def _start_edge(self) -> bool:
+        """Check the topics and connect, retrying with backoff until Kafka answers or a stop is
+        asked. A refused login and a missing input topic are settings to fix: they raise."""
+        delay = 0.5
+        while not self._stop.is_set():
+            self._alive()
+            try:
+                self._check_topics()
+                self.edge.start()
+                return True
+            except KafkaAuthError:
+                raise
+            except KafkaEdgeError as exc:
+                log.warning("Kafka not reachable yet (%s); retrying in %.1f s", exc, delay)
+                deadline = time.monotonic() + delay
+                while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                    self._alive()  # the backoff can outlast liveness_timeout_s; /healthz must not
+                    self._stop.wait(min(left, 1.0))
+                delay = min(delay * 2, 30.0)
+        return False
+
+    def _stop_pending(self) -> bool:
+        """A stop was asked and the shutdown has not begun. A flush in progress then gives up
+        (``Edge.stopping``): the shutdown checkpoint flushes again at once, and against a broker
+        that does not answer each round of retries costs 5 × request_timeout_ms and more."""
+        return self._stop.is_set() and not self._shutting_down
+
+    def _alive(self) -> None:
+        """Tell /healthz the process is alive while it waits on Kafka (connecting, or retrying a
+        flush, commit or send) rather than polling."""
+        if self.observer is not None:
+            self.observer.polled()
+
+    def _check_topics(self) -> None:
+        """The input topic must exist (it is never created with a broker's defaults); missing
+        output topics are created with one partition each."""
+        kafka, t = self.settings.kafka, self.settings.topics
+        timeout_s = kafka.request_timeout_ms / 1000
+        if missing_topics(kafka, [t.input], timeout_s):
+            raise SettingsError(
+                f"input topic {t.input!r} does not exist (SP_TOPICS__INPUT):"
+                " create it with the partitions you want"
+            )
+        try:
+            ensure_topics(kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1}, timeout_s)
+        except KafkaAuthError:
+            raise
+        except KafkaEdgeError as exc:
+            log.warning("output topics not checked or created: %s", exc)
+
+    def _shutdown(self) -> int:
+        code, self._shutting_down = 0, True
+        self._deadline.arm("the shutdown began")  # counted from the signal when there was one
+        try:
+            with self._deadline.during("publishing the statistics"):
+                self.publish_stats()
+            if not self.checkpoint("shutdown"):
+                code, self._shutdown_failed = 1, True
+        finally:
+            with self._deadline.during("closing the Kafka clients"):
+                self.edge.close()  # writes the client's lines it still holds back
+                self._deadline.disarm()  # done: what remains cannot wait on Kafka
+        c = self.counters
+        log.info(
+            "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
+            " %d updates, mistake rate %s",
+            c.records, c.predictions, c.dead_letters, c.checkpoints, c.checkpoint_failures,
+            self.learner.model.mistakes, self.learner.stats.snapshot()["mistake_rate"],
+        )
+        return code
+
+    #: How the worker leaves its process when the shutdown overruns its deadline (a test's stand-in
+    #: replaces it); like SIGKILL, it runs no cleanup.
+    exit_process: Callable[[int], Any] = staticmethod(os._exit)
+
+    def _overran(self, phase: str, elapsed_s: float, why: str) -> None:
+        """The shutdown took longer than ``SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S`` (from the timer's
+        thread): say so, then exit 1 at once. That loses nothing a SIGKILL would not: no
+        checkpoint is written without its outputs acknowledged, and a checkpoint file appears
+        whole or not at all, so the last one stands and a restart processes the records after
+        it again."""
+        try:  # the client's lines held back in the last minute: nothing runs after this
+            self.edge.log_held()
+        except Exception:  # noqa: S110 - the line and the exit below matter more than the counts
+            pass
+        try:
+            log.error(  # the CLI's handler flushes each line: it is out before the exit
+                "shutdown not done %.1f s after %s (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=%g), while %s:"
+                " exiting 1 now; a restart resumes from %s",
+                elapsed_s, why, self._deadline.seconds, phase, self._resume_point(),
+            )
+        finally:  # whatever logging does, the exit comes
+            self.exit_process(1)
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            # The handler runs between two bytecodes of the main thread, which may be inside a
+            # log write of its own: logging here would re-enter that stream ("reentrant call").
+            # A thread logs instead, once the main thread lets go of the handler's lock.
+            if self._stop.is_set() and signum == signal.SIGINT:
+                thread = _log_aside(logging.WARNING,
+                                    "second interrupt: exiting at once, without a final checkpoint")
+                if thread is not None:
+                    thread.join(0.5)  # lost if the main thread holds the lock: exit regardless
+                os._exit(130)
+            self._stop.set()
+            name = signal.Signals(signum).name
+            self._deadline.arm(name)  # the grace period counts from here too
+            _log_aside(logging.INFO, "%s: finishing the batch, then checkpointing", name)
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    # ------------------------------------------------------------------ rebalances
+    def _on_assigned(self, partitions: list[Partition]) -> None:
+        self.counters.rebalances += 1
+        if self.observer is not None:
+            self.observer.rebalance()
+            self.observer.assigned(self.edge.assignment())
+        for topic, part in partitions:
+            mine = self.offsets.get(topic, {}).get(part)
+            start = mine if mine is not None else self.edge.committed(topic, part)
+            if start is not None:
+                self.edge.seek(topic, part, start)
+                self._starts[(topic, part)] = start
+            log.info(
+                "assigned %s[%d]: starting at %s (%s)", topic, part,
+                "the earliest offset" if start is None else start,
+                "checkpoint" if mine is not None else "group commit" if start is not None else "new",
+            )
+
+    def _on_revoked(self, partitions: list[Partition]) -> None:
+        for key in partitions:
+            self._starts.pop(key, None)
+        if not partitions:
+            return
+        try:
+            if self._shutdown_failed:
+                # A second try a moment later meets the same trouble: against a broker that does
+                # not answer it would only add a round of flush retries to the shutdown.
+                log.info("revoked %s: the shutdown checkpoint failed a moment ago; not tried again",
+                         partitions)
+            else:
+                log.info("revoked %s: checkpointing", partitions)
+                self.checkpoint("revocation")
+        finally:
+            # The hand-over has been tried. An offset still not committed is never sent later:
+            # by then another worker may own the partition and have moved the group's commit on.
+            for key in partitions:
+                self._withheld.pop(key, None)
+        if self.observer is not None:
+            gone = set(partitions)
+            self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
+
+    # ------------------------------------------------------------------ the batch
+    def process(self, batch: Batch) -> None:
+        """Decode, score, learn and publish one partition's batch (offset order)."""
+        n = len(batch)
+        if not n:
+            return
+        self._open_batch = (
+            f"the batch of {batch.topic}[{batch.partition}] from offset {batch.offsets[0]} did not finish"
+        )
+        dead_before, labeled, mistakes = self.counters.dead_letters, 0, 0
+        decoded = self.decoder.decode_many(batch.values, batch.keys)
+        for i, reason in decoded.rejected.items():
+            self._dead_letter(batch, i, reason)
+        xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
+        start = 0
+        while start < len(xs):
+            end = self.learner.chunk_end(xs, start)
+            X, rejected = self.learner.model.vectorize_many(xs[start:end])
+            chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
+            start = end
+            if rejected:
+                for k, reason in rejected.items():
+                    self._dead_letter(batch, chunk_rows[k], reason)
+                keep = [k for k in range(len(chunk_rows)) if k not in rejected]
+                chunk_rows = [chunk_rows[k] for k in keep]
+                chunk_ys = [chunk_ys[k] for k in keep]
+                chunk_ids = [chunk_ids[k] for k in keep]
+            if chunk_rows:
+                n_labeled, n_mistakes = self._learn_and_publish(X, batch, chunk_rows, chunk_ys, chunk_ids)
+                labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
+        self.offsets.setdefault(batch.topic, {})[batch.partition] = batch.offsets[-1] + 1
+        self._open_batch = None
+        self.counters.records += n
+        self._ckpt_policy.tick(n)
+        self._stats_policy.tick(n)
+        self._dirty = True
+        if self.observer is not None:
+            self.observer.batch(records=n, labeled=labeled, mistakes=mistakes,
+                                dead_letters=self.counters.dead_letters - dead_before)
+
+    def _learn_and_publish(
+        self, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any]
+    ) -> tuple[int, int]:
+        """Learn the decoded rows ``rows`` of ``batch`` and publish their predictions; returns
+        (labeled, mistakes) among them."""
+        y = np.array(ys, dtype=np.int8)
+        model = self.learner.model
+        before = model.mistakes
+        result, margin = self.learner.step(X, y)
+        counts = int((y != 0).sum()), int(result.mistakes.sum())
+        if not (self._publish_labeled or self._publish_unlabeled):
+            return counts
+        updates = (before + np.cumsum(result.mistakes)).tolist()
+        scores, preds = result.scores.tolist(), result.predictions.tolist()
+        flags, margins = result.mistakes.tolist(), margin.tolist()
+        if not (self._publish_labeled and self._publish_unlabeled):
+            wanted = (self._publish_unlabeled, self._publish_labeled)
+            keep = [k for k, label in enumerate(ys) if wanted[label != 0]]
+            rows, ys, ids = [rows[k] for k in keep], [ys[k] for k in keep], [ids[k] for k in keep]
+            scores, preds = [scores[k] for k in keep], [preds[k] for k in keep]
+            flags, margins = [flags[k] for k in keep], [margins[k] for k in keep]
+            updates = [updates[k] for k in keep]
+        offsets, batch_keys = batch.offsets, batch.keys
+        keys = [batch_keys[r] for r in rows]
+        values = encode_predictions(
+            topic=batch.topic, partition=batch.partition, offsets=[offsets[r] for r in rows],
+            keys=keys, ids=ids, predictions=preds, scores=scores, labels=ys, mistakes=flags,
+            margins=margins, updates=updates,
+        )
+        self.edge.send_many(self.settings.topics.predictions, keys, values)
+        self.counters.predictions += len(values)
+        return counts
+
+    def _dead_letter(self, batch: Batch, i: int, reason: str) -> None:
+        """Send the ``i``-th record of ``batch`` to the dead-letter topic with ``reason``."""
+        offset, key, limits = batch.offsets[i], batch.keys[i], self.limits
+        body = dead_letter_record(
+            topic=batch.topic, partition=batch.partition, offset=offset, key=key, error=reason,
+            value=batch.values[i], max_value_bytes=limits.dead_letter_value_bytes,
+            max_key_bytes=limits.max_key_bytes,
+        )
+        if body["key_truncated"]:
+            key = None  # the record's key is too long to send; the dead letter keeps its start
+        self.edge.send(self.settings.topics.dead_letter, key, encode(body))
+        self.counters.dead_letters += 1
+        self.dead_letters_total += 1
+        log.debug("dead letter %s[%d]@%d: %s", batch.topic, batch.partition, offset, reason)

@@ -1,0 +1,409 @@
+"""Prometheus metrics and health endpoints for the worker, served by one small HTTP server.
+
+An :class:`Observer` owns its own :class:`prometheus_client.CollectorRegistry` (no global state, so
+several workers and tests share a process without colliding) and one ``ThreadingHTTPServer`` in a
+daemon thread answering
+
+* ``GET /metrics``: the registry in the Prometheus text format;
+* ``GET /healthz``: liveness, 200 ``{"ok": true, "reason": ...}`` or 503 ``{"ok": false, "reason": ...}``;
+* ``GET /readyz``: readiness, the same shape.
+
+The worker calls it once per poll batch (never per record); every method is cheap and thread-safe.
+
+**Counters follow the statistics.** The worker's statistics survive restarts (they are restored
+from the checkpoint) while a Prometheus counter starts at 0 in each process. So the counters that
+mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ← ``labeled``,
+``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else ``mistakes``),
+``dead_letters_total`` ← ``dead_letters``) are *raised* to the record's value by :meth:`Observer.stats`
+(incremented by the difference, never lowered), and advanced by :meth:`Observer.batch` in between.
+After a ``stats()`` call they equal the record's totals; at the first ``stats()`` after a restore
+they jump from this process's count to the restored total (``rate()`` sees one large increase,
+which is the truth: those examples were learned, by an earlier process). They never go down
+within a process. ``rebalances_total`` and ``checkpoints_total`` count this process only.
+
+**Readiness** (``/readyz``, and the ``ready`` gauge): ready iff :meth:`Observer.start` was called,
+the loop is live (see below), at least one partition is assigned, the last checkpoint attempt
+succeeded (or none was attempted yet), and the consumer is not stalled: a positive total lag with
+no record processed for ``stall_timeout_s`` (measured from the later of the last progress, the last
+assignment and the moment the lag became positive). **Liveness** (``/healthz``): the last
+:meth:`Observer.polled` was at most ``liveness_timeout_s`` ago; before the first poll, alive for
+``liveness_timeout_s`` after ``start()``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import math
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, cast
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from stream_perceptron.kafka.edge import Partition
+
+log = logging.getLogger(__name__)
+
+PREFIX = "stream_perceptron_"
+
+# counter (prefix and "_total" added) → help, and the statistics-record keys it follows (first present)
+_FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
+    "examples": ("Valid examples scored (records minus dead letters); follows statistics 'seen'.",
+                 ("seen",)),
+    "labeled_examples": ("Labeled examples learned; follows statistics 'labeled'.", ("labeled",)),
+    "mistakes": ("Mistakes, y(theta.x + theta0) <= 0; follows statistics 'mistakes'.", ("mistakes",)),
+    "updates": ("Perceptron updates (= mistakes); follows statistics 'updates'.", ("updates", "mistakes")),
+    "dead_letters": ("Records sent to the dead-letter topic; follows statistics 'dead_letters'.",
+                     ("dead_letters",)),
+}
+
+# statistics-record key → gauge (prefix added) and help; None or a missing key sets NaN
+_STAT_GAUGES: dict[str, tuple[str, str]] = {
+    "mistake_rate": ("mistake_rate", "Cumulative training error E_n = mistakes / labeled (0-1)."),
+    "window_mistake_rate": ("window_mistake_rate", "Mistake rate over the last W labeled examples (0-1)."),
+    "ewma_mistake_rate": ("ewma_mistake_rate", "Exponentially weighted mistake rate (0-1)."),
+    "margin_min": ("margin_min", "Minimum geometric margin over the window."),
+    "margin_mean": ("margin_mean", "Mean geometric margin over the window."),
+    "R": ("radius", "R = max ||x|| over the window (||[x, 1]|| with an intercept)."),
+    "theta_norm": ("theta_norm", "||theta|| of the current model."),
+    "gamma": ("gamma", "The window's minimum augmented margin when positive, else NaN."),
+    "bound": ("mistake_bound", "The mistake bound (R/gamma)^2; NaN when undefined."),
+    "examples_per_s": ("examples_per_second", "Examples per second between the last two statistics records."),
+}
+
+
+def _number(value: Any) -> float:
+    """A statistics value as a gauge value: numbers as floats, None (or anything else) as NaN."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
+
+
+class Observer:
+    """Metrics, liveness and readiness of one worker, served over HTTP on ``host:port``.
+
+    Parameters
+    ----------
+    host, port
+        Where to listen; port 0 binds an ephemeral port, published in :attr:`port` by :meth:`start`.
+    liveness_timeout_s
+        The loop is live while it polled at most this long ago.
+    stall_timeout_s
+        Not ready while there is lag and no record has been processed for this long.
+    clock
+        Monotonic seconds (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "0.0.0.0",  # noqa: S104 - a metrics endpoint is meant to be scraped from outside
+        port: int = 9464,
+        liveness_timeout_s: float = 60.0,
+        stall_timeout_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if liveness_timeout_s <= 0 or stall_timeout_s <= 0:
+            raise ValueError("liveness_timeout_s and stall_timeout_s must be positive")
+        self.host = host
+        self.port = port
+        self.liveness_timeout_s = liveness_timeout_s
+        self.stall_timeout_s = stall_timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._started_at: float | None = None
+        self._last_poll: float | None = None
+        self._progress_since = 0.0
+        self._lag_since = 0.0
+        self._assigned: frozenset[Partition] = frozenset()
+        self._lags: dict[Partition, int] = {}
+        self._checkpoint_ok: bool | None = None
+        self._last_good_checkpoint: float | None = None
+        self._totals = dict.fromkeys(_FOLLOWING, 0)
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self._counters = {
+            name: Counter(PREFIX + name, doc, registry=reg) for name, (doc, _) in _FOLLOWING.items()
+        }
+        self._rebalances = Counter(PREFIX + "rebalances", "Partition assignments received.", registry=reg)
+        self._checkpoints = Counter(
+            PREFIX + "checkpoints", "Checkpoint attempts by result.", ["result"], registry=reg
+        )
+        for result in ("ok", "error"):
+            self._checkpoints.labels(result)
+        self._stat_gauges = {
+            key: Gauge(PREFIX + name, doc, registry=reg) for key, (name, doc) in _STAT_GAUGES.items()
+        }
+        for gauge in self._stat_gauges.values():
+            gauge.set(math.nan)
+        Gauge(
+            PREFIX + "checkpoint_age_seconds",
+            "Seconds since the last successful checkpoint of this process (NaN before one).",
+            registry=reg,
+        ).set_function(self._checkpoint_age)
+        self._checkpoint_duration = Gauge(
+            PREFIX + "checkpoint_duration_seconds", "Duration of the last checkpoint attempt.", registry=reg
+        )
+        self._checkpoint_duration.set(math.nan)
+        self._lag_gauge = Gauge(
+            PREFIX + "consumer_lag", "High-water mark minus position, per partition.",
+            ["topic", "partition"], registry=reg,
+        )
+        self._assigned_gauge = Gauge(
+            PREFIX + "assigned_partitions", "Input partitions assigned to this worker.", registry=reg
+        )
+        Gauge(PREFIX + "ready", "1 when /readyz answers 200, else 0.", registry=reg).set_function(
+            lambda: 1.0 if self.readiness()[0] else 0.0
+        )
+        self._model_info = Gauge(  # an info metric: 1, its label the information; none until named
+            PREFIX + "model_info", "The model this worker learns: 1, labelled with its model_id.",
+            ["model_id"], registry=reg,
+        )
+
+    # ------------------------------------------------------------------ the server
+    def start(self) -> None:
+        """Bind ``host:port`` and serve in a daemon thread (raises OSError when the port is taken)."""
+        with self._lock:
+            if self._server is not None:
+                raise RuntimeError("observer already started")
+            server = _Server((self.host, self.port), self)
+            self.port = int(server.server_address[1])
+            self._server = server
+            self._started_at = self._progress_since = self._clock()
+            self._last_poll = None
+            self._thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.1},
+                name=f"observer-{self.port}", daemon=True,
+            )
+            self._thread.start()
+        log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", self.host, self.port)
+
+    def stop(self) -> None:
+        """Stop serving and free the port (idempotent)."""
+        with self._lock:
+            server, thread = self._server, self._thread
+            self._server = self._thread = None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5.0)
+
+    def __enter__(self) -> Observer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ what the worker reports
+    def polled(self) -> None:
+        """The loop is alive: called after every poll, even an empty one."""
+        with self._lock:
+            self._last_poll = self._clock()
+
+    def batch(self, *, records: int, labeled: int, mistakes: int, dead_letters: int) -> None:
+        """Account for one poll batch: ``records`` consumed, of which ``dead_letters`` were rejected."""
+        if min(records, labeled, mistakes, dead_letters) < 0 or dead_letters > records:
+            raise ValueError(f"impossible batch counts: {records=} {labeled=} {mistakes=} {dead_letters=}")
+        deltas = {"examples": records - dead_letters, "labeled_examples": labeled, "mistakes": mistakes,
+                  "updates": mistakes, "dead_letters": dead_letters}
+        with self._lock:
+            for name, delta in deltas.items():
+                self._raise_to(name, self._totals[name] + delta)
+            if records:
+                self._progress_since = self._clock()
+
+    def model(self, model_id: str) -> None:
+        """Name the model, once it is restored or begun: ``model_info{model_id="…"} 1``."""
+        self._model_info.clear()
+        self._model_info.labels(model_id).set(1)
+
+    def stats(self, snapshot: Mapping[str, Any]) -> None:
+        """Set the gauges from a statistics record and raise the counters to its totals."""
+        with self._lock:
+            for key, gauge in self._stat_gauges.items():
+                gauge.set(_number(snapshot.get(key)))
+            for name, (_, keys) in _FOLLOWING.items():
+                total = next((snapshot[k] for k in keys if snapshot.get(k) is not None), None)
+                if isinstance(total, int | float) and not isinstance(total, bool):
+                    self._raise_to(name, int(total))
+
+    def checkpoint(self, *, ok: bool, duration_s: float) -> None:
+        """Account for a checkpoint attempt; a failed one makes the worker unready until one succeeds."""
+        with self._lock:
+            self._checkpoints.labels("ok" if ok else "error").inc()
+            self._checkpoint_duration.set(duration_s)
+            self._checkpoint_ok = ok
+            if ok:
+                self._last_good_checkpoint = self._clock()
+
+    def outputs_confirmed(self) -> None:
+        """Outputs flushed with nothing new to checkpoint: the last checkpoint still holds, so a
+        failed attempt before (a flush that timed out) no longer makes the worker unready."""
+        with self._lock:
+            if self._checkpoint_ok is False:
+                self._checkpoint_ok = True
+
+    def lag(self, lags: Mapping[tuple[str, int], int]) -> None:
+        """Per-partition lag (high-water − position); replaces the previous set (absent: unknown)."""
+        new = {(topic, int(part)): int(value) for (topic, part), value in lags.items()}
+        with self._lock:
+            for topic, part in self._lags.keys() - new.keys():
+                self._lag_gauge.remove(topic, str(part))
+            for (topic, part), value in new.items():
+                self._lag_gauge.labels(topic, str(part)).set(value)
+            if self._total_lag() == 0 and sum(max(v, 0) for v in new.values()) > 0:
+                self._lag_since = self._clock()
+            self._lags = new
+
+    def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """The partitions now assigned (the whole set); lag of the others is dropped."""
+        with self._lock:
+            self._assigned = frozenset((topic, int(part)) for topic, part in partitions)
+            self._assigned_gauge.set(len(self._assigned))
+            for topic, part in [p for p in self._lags if p not in self._assigned]:
+                self._lag_gauge.remove(topic, str(part))
+                del self._lags[(topic, part)]
+            self._progress_since = self._clock()
+
+    def rebalance(self) -> None:
+        """Count a rebalance (an assignment received)."""
+        self._rebalances.inc()
+
+    # ------------------------------------------------------------------ what the endpoints answer
+    def liveness(self) -> tuple[bool, str]:
+        """(alive, reason): polled within ``liveness_timeout_s`` (or started that recently)."""
+        with self._lock:
+            return self._liveness(self._clock())
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, reason): live, partitions assigned, checkpoints succeeding, not stalled."""
+        with self._lock:
+            now = self._clock()
+            if self._started_at is None:
+                return False, "not started"
+            alive, why = self._liveness(now)
+            problems = [] if alive else [why]
+            if not self._assigned:
+                problems.append("no partitions assigned")
+            if self._checkpoint_ok is False:
+                problems.append("the last checkpoint failed")
+            lag = self._total_lag()
+            quiet = now - max(self._progress_since, self._lag_since)
+            if lag > 0 and quiet > self.stall_timeout_s:
+                problems.append(f"stalled: lag {lag} and no progress for {quiet:.1f} s "
+                                f"(limit {self.stall_timeout_s:g} s)")
+            if problems:
+                return False, "; ".join(problems)
+            return True, f"partitions assigned: {len(self._assigned)}, lag {lag}; {why}"
+
+    # ------------------------------------------------------------------ helpers (lock held)
+    def _liveness(self, now: float) -> tuple[bool, str]:
+        if self._started_at is None:
+            return False, "not started"
+        if self._last_poll is None:
+            age = now - self._started_at
+            what = f"no poll yet, {age:.1f} s after start"
+        else:
+            age = now - self._last_poll
+            what = f"last poll {age:.1f} s ago"
+        if age > self.liveness_timeout_s:
+            return False, f"{what} (limit {self.liveness_timeout_s:g} s)"
+        return True, what
+
+    def _raise_to(self, name: str, total: int) -> None:
+        """Raise counter ``name`` to ``total``; never lowers it."""
+        delta = total - self._totals[name]
+        if delta > 0:
+            self._counters[name].inc(delta)
+            self._totals[name] = total
+
+    def _total_lag(self) -> int:
+        return sum(max(v, 0) for v in self._lags.values())
+
+    def _checkpoint_age(self) -> float:
+        with self._lock:
+            last = self._last_good_checkpoint
+            return math.nan if last is None else self._clock() - last
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTP server of one :class:`Observer` (IPv6 when the host is an IPv6 address)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], observer: Observer) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.observer = observer
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("error answering %s", client_address, exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """``/metrics``, ``/healthz`` and ``/readyz``; anything else is 404."""
+
+    # a client that stops half-way through its request frees its thread and socket after this
+    timeout = 10
+
+    def do_GET(self) -> None:
+        observer = cast(_Server, self.server).observer
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/metrics":
+            self._send(200, CONTENT_TYPE_LATEST, generate_latest(observer.registry))
+        elif path in ("/healthz", "/readyz"):
+            ok, reason = observer.liveness() if path == "/healthz" else observer.readiness()
+            body = json.dumps({"ok": ok, "reason": reason}).encode()
+            self._send(200 if ok else 503, "application/json", body)
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found; try /metrics, /healthz, /readyz\n")
+
+    def _send(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+def probe(url: str, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """GET ``url``: ``(status == 200, body)``, or ``(False, error)``; never raises.
+
+    >>> probe("http://127.0.0.1:1/healthz", timeout_s=0.5)[0]
+    False
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False, f"not an http(s) URL: {url!r}"
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = cls(parts.hostname, parts.port, timeout=timeout_s)
+        try:
+            conn.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+            response = conn.getresponse()
+            body = response.read().decode("utf-8", errors="replace").strip()
+            return response.status == 200, body
+        finally:
+            conn.close()
+    except Exception as exc:  # a probe answers, it does not fail
+        return False, f"{type(exc).__name__}: {exc}"

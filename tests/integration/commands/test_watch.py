@@ -1,0 +1,446 @@
+"""``watch`` and ``plot`` on a real broker: the live dashboard in a pseudo-terminal, the PNG, the errors."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import io
+import logging
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+import types
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from PIL import Image
+from rich.console import Console
+
+from stream_perceptron import Perceptron, RunningStats
+from stream_perceptron.codec.outputs import encode
+from stream_perceptron.commands.watch import follow_stats, run_plot, run_watch
+from stream_perceptron.errors import NoStatsError
+from stream_perceptron.kafka.admin import ensure_topics
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.sources import open_source
+from tests.integration.helpers import send_all
+
+ROOT = Path(__file__).resolve().parents[3]
+SCREENSHOT = ROOT / "docs" / "watch-screenshot.txt"
+COLS, ROWS = 120, 40
+
+# Control sequences: CSI (cursor moves, erase, colours, private modes) and OSC (titles, links).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]")
+
+
+class WorkerStats:
+    """Statistics records computed the way a worker computes them: a learner over a generated stream."""
+
+    def __init__(self, client_id: str, every: int = 500, n: int = 6000, seed: int = 7,
+                 noise: float = 0.02, gamma: float = 0.05, model_id: str | None = None) -> None:
+        stream = list(open_source(f"separable:d=6,gamma={gamma},n={n},seed={seed},noise={noise}"))
+        self.X = np.array([x for x, _ in stream], dtype=np.float64)
+        self.y = np.array([y for _, y in stream], dtype=np.int8)
+        self.learner = Learner(Perceptron(), RunningStats(window=1000, ewma_alpha=0.01))
+        self.client_id, self.every, self.seen, self.seed = client_id, every, 0, seed
+        self.model_id = model_id
+        self.started = time.time()
+
+    def next(self) -> dict[str, Any]:
+        lo, hi = self.seen, self.seen + self.every
+        self.learner.step(self.X[lo:hi], self.y[lo:hi])
+        self.seen = hi
+        now = time.time()
+        record = {
+            **self.learner.stats.snapshot(),
+            "updates": self.learner.model.mistakes,
+            "intercept": self.learner.model.intercept,
+            "examples_per_s": 38_000.0 + 1_250.0 * (hi // self.every) + 3_100.0 * (self.seed % 5),
+            "dead_letters": 2,
+            "offsets": {"examples": {"0": hi}},
+            "ts": now,
+            "uptime_s": now - self.started + 1.0,
+            "client_id": self.client_id,
+            **({} if self.model_id is None else {"model_id": self.model_id}),
+        }
+        return orjson.loads(encode(record))  # JSON-native, as a consumer decodes it
+
+    def many(self, count: int) -> list[dict[str, Any]]:
+        return [self.next() for _ in range(count)]
+
+
+def publish(kafka: KafkaSettings, topic: str, records: list[dict[str, Any]]) -> None:
+    send_all(kafka, topic, [encode(r) for r in records], partition=0)
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text.replace("\r\n", "\n")).replace("\r", "")
+
+
+def last_frame(raw: str) -> str:
+    """The last frame rich.live drew: what follows its last erase-line sequence, ANSI stripped."""
+    cut = raw.rfind("\x1b[2K")
+    frame = raw[cut + len("\x1b[2K"):] if cut >= 0 else raw
+    lines = [line.rstrip() for line in strip_ansi(frame).split("\n")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def cell(frame: str, label: str, worker: str) -> str | None:
+    """The text of the dashboard's row ``label`` in the column of ``worker`` (cells are right-aligned
+    under their header); None when the row or the column is not on the screen."""
+    lines = frame.splitlines()
+    named = re.compile(rf"(?<=\s){re.escape(worker)}(?=\s)")
+    header = next((line for line in lines if named.search(line)), None)
+    row = next((line for line in lines if line.startswith(f"│ {label} ")), None)
+    if header is None or row is None:
+        return None
+    found = named.search(header)
+    assert found is not None
+    ends = [m.end() for m in re.finditer(r"[^\s│]+", header)]
+    start = max((e for e in ends if e <= found.start()), default=len(f"│ {label}"))
+    return row[start:found.end()].strip() or None
+
+
+class PtyProcess:
+    """A child process whose stdin/stdout/stderr is a pseudo-terminal of COLS x ROWS."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        try:
+            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                         cwd=ROOT, start_new_session=True)
+        finally:
+            os.close(slave)
+        self.raw = b""
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", errors="replace")
+
+    def read(self, timeout_s: float) -> bool:
+        """Read what the child wrote within ``timeout_s``; False at end of output."""
+        ready, _, _ = select.select([self.master], [], [], timeout_s)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError as exc:  # EIO: the child side is closed
+            if exc.errno != errno.EIO:
+                raise
+            return False
+        self.raw += chunk
+        return bool(chunk)
+
+    def read_until(self, condition: Callable[[str], bool], timeout_s: float, what: str) -> str:
+        """Read until ``condition(last whole frame)`` holds; bounded by ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            alive = self.read(0.2)
+            frame = last_frame(self.text)
+            if "╰" in frame and condition(frame):  # a whole frame, down to the panel's bottom edge
+                return frame
+            if not alive:
+                break
+        raise AssertionError(f"watch never showed {what}; last screen:\n{last_frame(self.text)}"
+                             f"\nexit code {self.proc.poll()}")
+
+    def finish(self, timeout_s: float) -> int:
+        """Read to the end of the output and reap the child (killed if it outlives ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.read(0.2):
+            pass
+        try:
+            return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        os.close(self.master)
+
+
+def watch_argv(kafka: KafkaSettings, topic: str, duration_s: float) -> list[str]:
+    code = (
+        "import sys\n"
+        "from stream_perceptron.settings import KafkaSettings\n"
+        "from stream_perceptron.commands.watch import run_watch\n"
+        f"kafka = KafkaSettings(bootstrap_servers={kafka.bootstrap_servers!r}, client_id='sp-watch')\n"
+        f"sys.exit(run_watch(kafka, {topic!r}, refresh_s=0.25, duration_s={duration_s!r}))\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+def terminal_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SP_") and k not in {"COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR"}}
+    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return env
+
+
+def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    # mistakes all along: no γ, no bound
+    noisy = WorkerStats("worker-1", noise=0.02, model_id="5e0b1c2d" + "0" * 24)
+    # converges: γ > 0 and (R/γ)²
+    clean = WorkerStats("worker-2", noise=0.0, gamma=0.2, seed=3, model_id="a71f3e90" + "0" * 24)
+    one, two = "worker-1 · 5e0b1c2d", "worker-2 · a71f3e90"  # their columns
+    first, separated = noisy.many(3), clean.many(4)
+    publish(kafka, topic, first + separated)
+    last = first[-1]
+    assert separated[-1]["gamma"] is not None
+
+    def shows(record: dict[str, Any], worker: str) -> Callable[[str], bool]:
+        return lambda f: (
+            cell(f, "seen", worker) == f"{record['seen']:,}"
+            and cell(f, "mistakes", worker) == f"{record['mistakes']:,}"
+            and cell(f, "mistake rate E_n", worker) == f"{record['mistake_rate']:.4f}"
+        )
+
+    child = PtyProcess(watch_argv(kafka, topic, duration_s=60.0), terminal_env())
+    try:
+        child.read_until(lambda f: shows(last, one)(f) and shows(separated[-1], two)(f),
+                         timeout_s=30, what=f"mistakes {last['mistakes']} of the last records")
+        newer = noisy.next()
+        assert newer["mistakes"] != last["mistakes"]
+        publish(kafka, topic, [newer])
+        frame = child.read_until(shows(newer, one), timeout_s=15,
+                                 what=f"mistakes {newer['mistakes']} of the record published while it ran")
+        assert cell(frame, "records", one) == "4"
+        time.sleep(0.5)
+        child.proc.send_signal(signal.SIGINT)  # Ctrl+C: a clean exit with code 0
+        assert child.finish(timeout_s=20) == 0
+    finally:
+        child.close()
+
+    screen = last_frame(child.text)
+    assert "Traceback" not in child.text and "sp-watch" not in screen  # columns are the workers'
+    assert shows(newer, one)(screen) and shows(separated[-1], two)(screen)
+    assert cell(screen, "window rate", one) == (
+        f"{newer['window_mistake_rate']:.4f} ({newer['window_mistakes']:,}/{newer['window_labeled']:,})"
+    )
+    assert cell(screen, "offsets", one) == f"examples[0] {newer['seen']:,}"
+    converged = separated[-1]
+    assert cell(screen, "γ (window)", two) == f"{converged['gamma']:.6g}"
+    assert cell(screen, "window mistakes vs (R/γ)²", two) == (
+        f"{converged['window_mistakes']} ≤ {converged['bound']:,.6g}"
+    )
+    assert cell(screen, "window mistakes vs (R/γ)²", one) == f"{newer['window_mistakes']} · no bound"
+    spark = cell(screen, "window rate history", one)
+    assert spark is not None and len(re.findall("[▁▂▃▄▅▆▇█]", spark)) == 4
+    if os.environ.get("RECORD_WATCH_SCREENSHOT"):  # refresh docs/watch-screenshot.txt on request
+        SCREENSHOT.write_text(screen, encoding="utf-8")
+
+
+def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    records = WorkerStats("worker-a").many(2) + WorkerStats("worker-b", seed=11).many(3)
+    publish(kafka, topic, records)
+    send_all(kafka, topic, [b"not json"], partition=0)
+    out = io.StringIO()
+    started = time.monotonic()
+    code = run_watch(kafka, topic, refresh_s=0.2, duration_s=3.0,
+                     console=Console(file=out, width=120, color_system=None))
+    elapsed = time.monotonic() - started
+    assert code == 0
+    assert 3.0 <= elapsed < 20
+    text = out.getvalue()
+    header = next(line for line in text.splitlines() if "worker-a" in line)
+    assert "worker-b" in header  # one column per worker
+    assert f"{records[1]['mistakes']:,}" in text and f"{records[-1]['mistakes']:,}" in text
+    assert "1 records skipped (not JSON, or not statistics records)" in text
+
+
+def test_follow_stats_from_the_end_yields_only_new_records(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    worker = WorkerStats("worker-1")
+    old = worker.many(3)
+    publish(kafka, topic, old)
+
+    def collect(batches, want: int, timeout_s: float) -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            got.extend(next(batches))
+        return got
+
+    tail = follow_stats(kafka, topic, from_beginning=False, poll_timeout_ms=200)
+    full = follow_stats(kafka, topic, poll_timeout_ms=200)
+    try:
+        assert collect(full, 3, timeout_s=20) == old
+        # a few idle polls: the end is known once a fetch has answered
+        idle = [next(tail) for _ in range(5)]
+        assert idle == [[]] * 5
+        new = worker.next()
+        publish(kafka, topic, [new])
+        assert collect(tail, 1, timeout_s=20) == [new]
+        assert collect(full, 1, timeout_s=20) == [new]
+    finally:
+        tail.close()
+        full.close()
+
+
+def test_follow_stats_skips_records_that_are_not_statistics(kafka_settings, new_topic, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    good = WorkerStats("worker-1").many(2)
+    values = [b"not json", encode(good[0]), orjson.dumps({"x": [1.0], "y": 1}), encode(good[1])]
+    send_all(kafka, topic, values, partition=0)
+    counted: list[int] = []
+    batches = follow_stats(kafka, topic, poll_timeout_ms=200, on_skip=counted.append)
+    got: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(next(batches))
+    finally:
+        batches.close()
+    assert got == good
+    assert sum(counted) == 2 and all(n > 0 for n in counted)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "skipping" in r.getMessage()]
+    assert len(warnings) == 1 and "not JSON" in warnings[0].getMessage()
+
+
+def test_follow_stats_waits_for_a_missing_topic_and_reads_it_once_it_appears(kafka_settings):
+    kafka = kafka_settings()
+    topic = f"test-stats-late-{uuid.uuid4().hex[:12]}"
+    batches = follow_stats(kafka, topic, poll_timeout_ms=100)
+    try:
+        assert [next(batches) for _ in range(3)] == [[], [], []]
+        ensure_topics(kafka, {topic: 1})
+        records = WorkerStats("late-worker", n=1000).many(2)
+        publish(kafka, topic, records)
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(next(batches))
+        assert got == records
+    finally:
+        batches.close()
+
+
+def test_run_plot_writes_a_png_of_the_expected_size(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish(kafka, topic, WorkerStats("worker-1").many(10))
+    out = tmp_path / "plots" / "stats.png"
+    path, used, of = run_plot(kafka, topic, out)
+    assert (path, used, of) == (out, 10, 10)
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size == (1200, 700)
+    small, _, _ = run_plot(kafka, topic, tmp_path / "small.png", size=(640, 480))
+    with Image.open(small) as image:
+        assert image.size == (640, 480)
+
+
+def test_run_plot_draws_an_evenly_spaced_part_of_a_long_history(kafka_settings, new_topic, tmp_path,
+                                                                 caplog, monkeypatch):
+    import stream_perceptron.commands.watch as watch
+
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish(kafka, topic, WorkerStats("worker-1").many(10))
+    drawn: list[list[dict[str, Any]]] = []
+    real = watch.plot_stats
+    def plot_stats(rows: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        drawn.append(rows)
+        return real(rows, *args, **kwargs)
+
+    monkeypatch.setattr(watch, "plot_stats", plot_stats)
+    caplog.set_level(logging.INFO, logger="stream_perceptron.commands.watch")
+    _, used, of = run_plot(kafka, topic, tmp_path / "thin.png", points=3)
+    # records 0, 4, 8 of the 10 (stride 4 leaves at most 3), and the last; record i saw 500 (i + 1)
+    assert (used, of) == (4, 10) and [r["seen"] for r in drawn[0]] == [500, 2500, 4500, 5000]
+    assert "(1 in 4 of 10, evenly spaced)" in caplog.text
+
+
+def test_run_plot_picks_one_worker(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish(kafka, topic, WorkerStats("worker-a").many(4) + WorkerStats("worker-b", seed=3).many(6))
+    assert run_plot(kafka, topic, tmp_path / "a.png", client_id="worker-a")[1] == 4
+    assert run_plot(kafka, topic, tmp_path / "latest.png")[1] == 6  # the worker of the newest record
+    with pytest.raises(NoStatsError, match="no statistics records of client_id 'worker-c'"):
+        run_plot(kafka, topic, tmp_path / "c.png", client_id="worker-c")
+
+
+def test_run_plot_tells_apart_workers_that_share_a_client_id(kafka_settings, new_topic, tmp_path, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    a, b = "aaaaaaaa" + "0" * 24, "bbbbbbbb" + "0" * 24
+    legacy = WorkerStats("w", seed=5).many(2)  # from before model_id: keyed by the client id alone
+    publish(kafka, topic, legacy + WorkerStats("w", model_id=a).many(3)
+            + WorkerStats("w", seed=3, model_id=b).many(5))
+    assert run_plot(kafka, topic, tmp_path / "a.png", client_id="w · aaaaaaaa")[1] == 3
+    caplog.set_level(logging.WARNING, logger="stream_perceptron.commands.watch")
+    assert run_plot(kafka, topic, tmp_path / "w.png", client_id="w")[1] == 5  # its latest model
+    assert "plotting w · bbbbbbbb (others: w, w · aaaaaaaa)" in caplog.text
+
+
+def test_run_plot_on_an_empty_topic_raises_a_clear_error(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topic = new_topic()
+    out = tmp_path / "none.png"
+    with pytest.raises(NoStatsError, match=rf"no statistics records in topic '{topic}' \(it is empty"):
+        run_plot(kafka, topic, out)
+    assert not out.exists()
+
+
+def test_run_plot_on_a_topic_of_other_records_raises_a_clear_error(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topic = new_topic()
+    send_all(kafka, topic, [orjson.dumps({"x": [1.0, 2.0], "y": 1}), orjson.dumps({"x": [0.5], "y": 0})])
+    with pytest.raises(NoStatsError, match="it holds 2 records, none a statistics record"):
+        run_plot(kafka, topic, tmp_path / "other.png")
+
+
+def test_run_plot_skips_a_record_that_is_not_json_and_says_so(kafka_settings, new_topic, tmp_path,
+                                                              caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    stats = WorkerStats("worker-1").many(6)
+    publish(kafka, topic, stats[:3])
+    send_all(kafka, topic, [b"oops"])
+    publish(kafka, topic, stats[3:])
+    assert run_plot(kafka, topic, tmp_path / "stats.png")[1] == 6
+    assert f"1 records of {topic} are not JSON" in caplog.text
+
+
+def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings, new_topic, caplog,
+                                                                  monkeypatch):
+    import stream_perceptron.commands.read as reader
+
+    kafka = kafka_settings()
+    topic = new_topic()
+    send_all(kafka, topic, [encode({"i": i}) for i in range(20_000)], partition=0)
+    assert len(reader.read_topic(kafka, topic)) == 20_000  # all of it, no warning
+    assert "stopped short" not in caplog.text
+
+    clock = iter(range(10**9))  # each look at the clock is a second later: the deadline comes first
+    fake_time = types.SimpleNamespace(monotonic=lambda: float(next(clock)), sleep=time.sleep)
+    monkeypatch.setattr(reader, "time", fake_time)  # the reader's clock only, not the client's
+    with caplog.at_level("WARNING", logger="stream_perceptron.commands.read"):
+        part = reader.read_topic(kafka, topic, timeout_s=8, idle_s=100)
+    assert len(part) < 20_000
+    assert f"read {len(part)} records of {topic} in 8 s and stopped short of its end" in caplog.text

@@ -1,0 +1,395 @@
+"""The observer: metrics over real HTTP, counters that follow restored statistics, health and readiness."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_perceptron.worker.observe import Observer, probe
+
+P = "stream_perceptron_"
+
+STATS = {
+    "seen": 1000, "labeled": 900, "mistakes": 40, "updates": 40, "dead_letters": 3,
+    "mistake_rate": 40 / 900, "window_mistake_rate": 0.02, "ewma_mistake_rate": 0.03,
+    "margin_min": -0.5, "margin_mean": 0.25, "R": 2.0, "theta_norm": 7.5, "gamma": 0.1,
+    "bound": 400.0, "examples_per_s": 1234.5, "window": 1000, "client_id": "w1",
+}
+
+
+class Clock:
+    """A settable monotonic clock."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def make():
+    """Start observers on 127.0.0.1, port 0; stop them all afterwards."""
+    started: list[Observer] = []
+
+    def make(**kw) -> Observer:
+        obs = Observer(host="127.0.0.1", port=kw.pop("port", 0), **kw)
+        obs.start()
+        started.append(obs)
+        return obs
+
+    yield make
+    for obs in started:
+        obs.stop()
+
+
+def url(obs: Observer, path: str) -> str:
+    return f"http://127.0.0.1:{obs.port}{path}"
+
+
+def scrape(obs: Observer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    ok, text = probe(url(obs, "/metrics"))
+    assert ok, text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text + "\n")
+        for s in family.samples
+    }
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples[(P + name, tuple(sorted(labels.items())))]
+
+
+def answer(obs: Observer, path: str) -> tuple[bool, dict]:
+    ok, body = probe(url(obs, path))
+    return ok, json.loads(body)
+
+
+def ready_worker(obs: Observer) -> None:
+    obs.polled()
+    obs.rebalance()
+    obs.assigned([("examples", 0)])
+
+
+# ---------------------------------------------------------------------- metrics
+def test_counters_and_gauges_after_a_sequence_of_calls(make):
+    clock = Clock()
+    obs = make(clock=clock)
+    ready_worker(obs)
+    obs.batch(records=10, labeled=8, mistakes=2, dead_letters=1)
+    obs.batch(records=5, labeled=5, mistakes=1, dead_letters=0)
+    obs.checkpoint(ok=True, duration_s=0.25)
+    obs.checkpoint(ok=False, duration_s=0.5)
+    obs.lag({("examples", 0): 7, ("examples", 1): 0})
+    clock.t += 4.0
+    s = scrape(obs)
+    assert value(s, "examples_total") == 14  # records minus dead letters
+    assert value(s, "labeled_examples_total") == 13
+    assert value(s, "mistakes_total") == 3
+    assert value(s, "updates_total") == 3
+    assert value(s, "dead_letters_total") == 1
+    assert value(s, "rebalances_total") == 1
+    assert value(s, "checkpoints_total", result="ok") == 1
+    assert value(s, "checkpoints_total", result="error") == 1
+    assert value(s, "checkpoint_duration_seconds") == 0.5
+    assert value(s, "checkpoint_age_seconds") == 4.0  # since the last *successful* one
+    assert value(s, "consumer_lag", topic="examples", partition="0") == 7
+    assert value(s, "consumer_lag", topic="examples", partition="1") == 0
+    assert value(s, "assigned_partitions") == 1
+    assert value(s, "ready") == 0  # the last checkpoint failed
+    assert math.isnan(value(s, "mistake_rate"))  # no statistics record yet
+
+    obs.stats(STATS)
+    s = scrape(obs)
+    for name, key in [
+        ("mistake_rate", "mistake_rate"), ("window_mistake_rate", "window_mistake_rate"),
+        ("ewma_mistake_rate", "ewma_mistake_rate"), ("margin_min", "margin_min"),
+        ("margin_mean", "margin_mean"), ("radius", "R"), ("theta_norm", "theta_norm"),
+        ("gamma", "gamma"), ("mistake_bound", "bound"), ("examples_per_second", "examples_per_s"),
+    ]:
+        assert value(s, name) == pytest.approx(STATS[key]), name
+
+
+def test_the_model_is_named_once_given(make):
+    obs = make()
+    assert not [name for name, _ in scrape(obs) if name == P + "model_info"]  # before the restore
+    obs.model("3f2a9c1d" + "0" * 24)
+    assert value(scrape(obs), "model_info", model_id="3f2a9c1d" + "0" * 24) == 1
+
+
+def test_counter_names_end_in_total_and_the_scrape_parses(make):
+    obs = make()
+    ok, text = probe(url(obs, "/metrics"))
+    assert ok
+    families = {f.name: f for f in text_string_to_metric_families(text + "\n")}
+    counters = {name for name, f in families.items() if f.type == "counter"}
+    assert counters == {P + n for n in ["examples", "labeled_examples", "mistakes", "updates",
+                                        "dead_letters", "rebalances", "checkpoints"]}
+    for name in counters:
+        for sample in families[name].samples:
+            assert sample.name.endswith(("_total", "_created")), sample.name
+    # the text format carries counters' creation times as separate "_created" gauge families
+    gauges = {name for name, f in families.items() if f.type == "gauge" and not name.endswith("_created")}
+    assert gauges == {P + n for n in [
+        "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min", "margin_mean", "radius",
+        "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
+        "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
+        "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
+
+
+def test_none_statistics_become_nan(make):
+    obs = make()
+    obs.stats(STATS)
+    obs.stats({**STATS, "gamma": None, "bound": None, "margin_min": None})
+    s = scrape(obs)
+    assert math.isnan(value(s, "gamma"))
+    assert math.isnan(value(s, "mistake_bound"))
+    assert math.isnan(value(s, "margin_min"))
+    assert value(s, "radius") == 2.0
+    obs.stats({k: v for k, v in STATS.items() if k != "examples_per_s"})  # missing: NaN too
+    s = scrape(obs)
+    assert math.isnan(value(s, "examples_per_second"))
+    assert value(s, "gamma") == 0.1
+
+
+def test_counters_follow_the_restored_statistics_and_never_decrease(make):
+    obs = make()
+    obs.stats(STATS)  # restored from a checkpoint: the counters jump to its totals
+    s = scrape(obs)
+    assert value(s, "examples_total") == 1000
+    assert value(s, "labeled_examples_total") == 900
+    assert value(s, "mistakes_total") == 40
+    assert value(s, "updates_total") == 40
+    assert value(s, "dead_letters_total") == 3
+
+    obs.batch(records=12, labeled=10, mistakes=2, dead_letters=2)  # advanced between records
+    s = scrape(obs)
+    assert value(s, "examples_total") == 1010
+    assert value(s, "mistakes_total") == 42
+    assert value(s, "dead_letters_total") == 5
+
+    obs.stats({**STATS, "seen": 990, "mistakes": 30, "updates": 30})  # an older record: no decrease
+    s = scrape(obs)
+    assert value(s, "examples_total") == 1010
+    assert value(s, "mistakes_total") == 42
+
+    newer = {**STATS, "seen": 1500, "labeled": 1300, "mistakes": 55, "updates": 55, "dead_letters": 9}
+    obs.stats(newer)
+    s = scrape(obs)
+    assert [value(s, n) for n in ["examples_total", "labeled_examples_total", "mistakes_total",
+                                  "updates_total", "dead_letters_total"]] == [1500, 1300, 55, 55, 9]
+
+
+def test_batch_rejects_impossible_counts(make):
+    obs = make()
+    with pytest.raises(ValueError):
+        obs.batch(records=1, labeled=0, mistakes=0, dead_letters=2)
+    with pytest.raises(ValueError):
+        obs.batch(records=1, labeled=-1, mistakes=0, dead_letters=0)
+
+
+def test_lag_of_revoked_partitions_disappears(make):
+    obs = make()
+    obs.assigned([("examples", 0), ("examples", 1)])
+    obs.lag({("examples", 0): 3, ("examples", 1): 4})
+    obs.assigned([("examples", 1)])
+    s = scrape(obs)
+    assert ("stream_perceptron_consumer_lag", (("partition", "0"), ("topic", "examples"))) not in s
+    assert value(s, "consumer_lag", topic="examples", partition="1") == 4
+    obs.lag({})
+    assert not any(name == P + "consumer_lag" for name, _ in scrape(obs))
+
+
+def test_calls_from_many_threads_add_up(make):
+    obs = make()
+
+    def work():
+        for _ in range(200):
+            obs.batch(records=3, labeled=2, mistakes=1, dead_letters=1)
+            obs.polled()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    s = scrape(obs)
+    assert value(s, "examples_total") == 1600
+    assert value(s, "mistakes_total") == 800
+
+
+# ---------------------------------------------------------------------- readiness and liveness
+def test_readyz_transitions(make):
+    clock = Clock()
+    obs = make(clock=clock)
+    obs.polled()
+    ok, body = answer(obs, "/readyz")
+    assert (ok, body["ok"]) == (False, False)
+    assert "no partitions assigned" in body["reason"]
+
+    obs.rebalance()
+    obs.assigned([("examples", 0)])
+    ok, body = answer(obs, "/readyz")  # no checkpoint attempted yet: ready
+    assert ok and body["ok"] is True
+    assert value(scrape(obs), "ready") == 1
+
+    obs.checkpoint(ok=False, duration_s=0.01)  # the directory refuses writes
+    ok, body = answer(obs, "/readyz")
+    assert not ok and body == {"ok": False, "reason": "the last checkpoint failed"}
+    assert value(scrape(obs), "ready") == 0
+    assert obs.liveness()[0]  # unready, still alive
+
+    obs.checkpoint(ok=True, duration_s=0.01)
+    assert answer(obs, "/readyz")[0]
+
+    obs.assigned([])
+    ok, body = answer(obs, "/readyz")
+    assert not ok and "no partitions assigned" in body["reason"]
+
+
+def test_outputs_confirmed_after_a_failed_flush_make_the_worker_ready_again(make):
+    obs = make(clock=Clock())
+    obs.polled()
+    obs.assigned([("examples", 0)])
+    obs.checkpoint(ok=False, duration_s=0.01)  # statistics records not acknowledged in time
+    assert answer(obs, "/readyz") == (False, {"ok": False, "reason": "the last checkpoint failed"})
+    checkpoints = value(scrape(obs), "checkpoints_total", result="ok")
+    obs.outputs_confirmed()  # the next flush worked, and nothing new was there to write
+    assert answer(obs, "/readyz")[0]
+    assert value(scrape(obs), "checkpoints_total", result="ok") == checkpoints  # none written
+
+
+def test_a_client_that_stops_half_way_through_its_request_is_let_go(make, monkeypatch):
+    import stream_perceptron.worker.observe as observe
+
+    assert observe._Handler.timeout == 10  # the limit served; 1 s here, to keep the suite short
+    monkeypatch.setattr(observe._Handler, "timeout", 1)
+    obs = make()
+    with socket.create_connection(("127.0.0.1", obs.port)) as stalled:
+        stalled.sendall(b"GET /metr")  # and nothing more
+        stalled.settimeout(30)
+        started = time.monotonic()
+        assert stalled.recv(1024) == b""  # the server closed it
+    assert 0.5 < time.monotonic() - started < 10
+
+
+def test_not_ready_when_polling_stops(make):
+    clock = Clock()
+    obs = make(clock=clock, liveness_timeout_s=60.0)
+    ready_worker(obs)
+    clock.t += 60.0
+    assert answer(obs, "/readyz")[0]
+    clock.t += 0.5
+    ok, body = answer(obs, "/readyz")
+    assert not ok and "last poll 60.5 s ago (limit 60 s)" in body["reason"]
+    obs.polled()
+    assert answer(obs, "/readyz")[0]
+
+
+def test_not_ready_when_stalled_with_lag(make):
+    clock = Clock()
+    obs = make(clock=clock, liveness_timeout_s=60.0, stall_timeout_s=300.0)
+    ready_worker(obs)
+    obs.lag({("examples", 0): 0})
+    clock.t += 1000.0  # idle without lag is fine
+    obs.polled()
+    assert obs.readiness()[0]
+
+    obs.lag({("examples", 0): 50})  # new records: the stall clock starts now, not at the last progress
+    clock.t += 299.0
+    obs.polled()
+    assert obs.readiness()[0]
+    clock.t += 2.0
+    obs.polled()
+    ok, body = answer(obs, "/readyz")
+    assert not ok and body["reason"].startswith("stalled: lag 50 and no progress for 301.0 s")
+
+    obs.batch(records=10, labeled=10, mistakes=0, dead_letters=0)  # progress: ready again
+    assert answer(obs, "/readyz")[0]
+
+
+def test_healthz_with_an_injected_clock(make):
+    clock = Clock()
+    obs = make(clock=clock, liveness_timeout_s=10.0)
+    clock.t += 9.0
+    ok, body = answer(obs, "/healthz")  # before the first poll: alive for the timeout after start
+    assert ok and body["ok"] is True and "no poll yet" in body["reason"]
+    clock.t += 2.0
+    ok, body = answer(obs, "/healthz")
+    assert not ok and body == {"ok": False, "reason": "no poll yet, 11.0 s after start (limit 10 s)"}
+
+    obs.polled()
+    clock.t += 10.0
+    assert answer(obs, "/healthz")[0]
+    clock.t += 0.1
+    ok, body = answer(obs, "/healthz")
+    assert not ok and body["reason"] == "last poll 10.1 s ago (limit 10 s)"
+
+
+def test_an_unstarted_observer_is_neither_alive_nor_ready():
+    obs = Observer(host="127.0.0.1", port=0)
+    assert obs.liveness() == (False, "not started")
+    assert obs.readiness() == (False, "not started")
+    obs.stop()  # harmless
+
+
+def test_timeouts_must_be_positive():
+    with pytest.raises(ValueError):
+        Observer(liveness_timeout_s=0)
+
+
+# ---------------------------------------------------------------------- the server and probe
+def test_probe_against_the_server_and_unknown_paths(make):
+    obs = make()
+    ok, body = probe(url(obs, "/healthz"))
+    assert ok and json.loads(body)["ok"] is True
+    ok, body = probe(url(obs, "/readyz?verbose=1"))
+    assert not ok and json.loads(body)["ok"] is False
+    ok, body = probe(url(obs, "/nope"))
+    assert not ok and "not found" in body
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_probe_never_raises():
+    ok, err = probe(f"http://127.0.0.1:{free_port()}/healthz", timeout_s=1.0)
+    assert not ok and "Connection" in err
+    assert probe("ftp://example.invalid/x") == (False, "not an http(s) URL: 'ftp://example.invalid/x'")
+    assert probe("http://127.0.0.1:notaport/")[0] is False
+    assert probe("not a url at all")[0] is False
+
+
+def test_two_observers_in_one_process_do_not_collide(make):
+    a, b = make(), make()
+    assert a.port != b.port and a.registry is not b.registry
+    a.batch(records=5, labeled=5, mistakes=5, dead_letters=0)
+    b.assigned([("examples", 0), ("examples", 1)])
+    sa, sb = scrape(a), scrape(b)
+    assert value(sa, "mistakes_total") == 5 and value(sb, "mistakes_total") == 0
+    assert value(sa, "assigned_partitions") == 0 and value(sb, "assigned_partitions") == 2
+
+
+def test_stop_frees_the_port(make):
+    first = Observer(host="127.0.0.1", port=0)
+    with first:
+        port = first.port
+        assert port != 0
+        assert probe(url(first, "/healthz"))[0]
+        with pytest.raises(RuntimeError):
+            first.start()
+    assert probe(f"http://127.0.0.1:{port}/healthz", timeout_s=1.0)[0] is False
+    first.stop()  # idempotent
+    again = make(port=port)
+    assert again.port == port
+    assert probe(url(again, "/healthz"))[0]
