@@ -1,6 +1,6 @@
-"""The codec layer (pure): what a record may hold (:mod:`.limits`), input decoding with the
-reason for every rejection (:mod:`.decode`, :mod:`.dense_json`) and output encoding
-(:mod:`.encode`).
+"""The codec layer (pure): what a record may hold (:mod:`.limits`), input records decoded with the
+reason for every rejection (:mod:`.inputs`, with :mod:`.dense_json` for dense batches), and the
+output records encoded (:mod:`.outputs`).
 
 Imports only the standard library, numpy and the JSON libraries: no Kafka client, no files, no
 clock. :mod:`.limits` loads none of them until an output bound is checked, so the settings (and
