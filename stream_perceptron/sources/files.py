@@ -67,7 +67,10 @@ def csv_source(
     if len(set(names)) != len(names):
         raise SourceError(f"{path}:1: duplicate column names in header")
     if label not in names:
-        raise SourceError(f"{path}:1: no label column {label!r} (columns: {', '.join(names)})")
+        raise SourceError(
+            f"{path}:1: no label column {label!r} (columns: {', '.join(names)});"
+            " name it with the --label option of fit or produce"
+        )
     layout = _CsvLayout(path, names, names.index(label), classes)
     if not layout.feature_at:
         raise SourceError(f"{path}:1: no feature columns besides the label {label!r}")
@@ -144,7 +147,8 @@ def jsonl_source(
         x = _jsonl_x(record, dense_len)
         if record.get(label) is None:
             raise BadRecord(
-                f"no label {label!r} (an unlabeled record cannot be used by fit or produce)"
+                f"no label {label!r} (an unlabeled record cannot be used by fit or produce,"
+                " whose --label option names the label key)"
             )
         return x, label_from_value(record[label], classes)
 

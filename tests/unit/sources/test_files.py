@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_perceptron.cli import main
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources import Source, dense_matrix, open_source
 
@@ -97,6 +99,33 @@ def test_csv_header_problems(tmp_path: Path) -> None:
         open_source(str(write(tmp_path / "c.csv", "a,a,y\n1,2,1\n")))
     with pytest.raises(SourceError, match="no feature columns"):
         open_source(str(write(tmp_path / "d.csv", "y\n1\n")))
+
+
+def test_a_missing_label_says_the_option_that_names_it(tmp_path: Path) -> None:
+    csv = write(tmp_path / "a.csv", "a,label\n1,1\n")
+    with pytest.raises(SourceError) as info:
+        open_source(str(csv))
+    assert str(info.value) == (
+        f"{csv}:1: no label column 'y' (columns: a, label);"
+        " name it with the --label option of fit or produce"
+    )
+    jsonl = write_jsonl(tmp_path / "a.jsonl", [{"x": [1], "label": 1}])
+    with pytest.raises(SourceError) as info:
+        list(open_source(str(jsonl)))
+    assert str(info.value) == (
+        f"{jsonl}:1: no label 'y' (an unlabeled record cannot be used by fit or produce,"
+        " whose --label option names the label key)"
+    )
+
+
+def test_fit_with_the_label_option_the_message_names_reads_the_file(tmp_path: Path) -> None:
+    csv = write(tmp_path / "a.csv", "a,label\n1,1\n-1,-1\n")
+    refused = CliRunner().invoke(main, ["fit", str(csv), "--checkpoint-dir", str(tmp_path / "no")])
+    assert refused.exit_code == 1 and "name it with the --label option" in refused.output
+    done = CliRunner().invoke(
+        main, ["fit", str(csv), "--label", "label", "--checkpoint-dir", str(tmp_path / "ck")]
+    )
+    assert done.exit_code == 0, done.output
 
 
 @settings(max_examples=25, deadline=None)
