@@ -10,11 +10,21 @@ import numpy as np
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord
 
-__all__ = ["Classes", "label_from_text", "label_from_value", "no_positive_class"]
+__all__ = [
+    "POSITIVE_CLASS_SETTING",
+    "Classes",
+    "label_from_text",
+    "label_from_value",
+    "no_positive_class",
+]
 
 _POSITIVE_TEXT = frozenset({"1", "+1", "1.0", "+1.0", "true"})
 _NEGATIVE_TEXT = frozenset({"-1", "0", "-1.0", "0.0", "false"})
-_LABEL_HELP = "not -1/1, 0/1 or true/false (name the positive class with positive_class)"
+
+POSITIVE_CLASS_SETTING = "SP_LIMITS__POSITIVE_CLASS or [limits] in --config"
+"""Where a user names the positive class, for ``fit``, ``produce`` and the worker alike."""
+
+_LABEL_HELP = f"not -1/1, 0/1 or true/false (name the positive class with {POSITIVE_CLASS_SETTING})"
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,7 @@ def no_positive_class(spec: str, positive_class: str | None, count: int, positiv
     a misspelt name would otherwise make every example -1."""
     if positive_class is not None and count and not positives:
         raise SourceError(
-            f"{spec}: no label is positive_class {positive_class!r} (SP_LIMITS__POSITIVE_CLASS),"
+            f"{spec}: no label is the positive class {positive_class!r} ({POSITIVE_CLASS_SETTING}),"
             f" so all {count} examples would be -1"
         )
 
@@ -47,8 +57,9 @@ def label_from_text(text: str, classes: Classes) -> int:
         if classes.negative is None:
             return -1  # one class against the rest
         raise BadRecord(
-            f"label {value!r} is neither positive_class {classes.positive!r}"
-            f" nor negative_class {classes.negative!r}"
+            f"label {value!r} is neither the positive class {classes.positive!r}"
+            f" nor the negative class {classes.negative!r}"
+            " (SP_LIMITS__POSITIVE_CLASS, SP_LIMITS__NEGATIVE_CLASS)"
         )
     key = value.lower()
     if key in _POSITIVE_TEXT:

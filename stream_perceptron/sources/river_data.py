@@ -8,7 +8,7 @@ from typing import Any
 
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, cap, limited, number
-from stream_perceptron.sources.labels import Classes, label_from_value
+from stream_perceptron.sources.labels import POSITIVE_CLASS_SETTING, Classes, label_from_value
 
 __all__ = ["SUPPORTED_RIVER_DATASETS", "river_source"]
 
@@ -38,7 +38,7 @@ def river_source(spec: str, name: str, limit: int | None, classes: Classes) -> S
         raise SourceError(
             f"{title}: task is {task!r}, not binary classification "
             f"(supported: {', '.join(SUPPORTED_RIVER_DATASETS)}; "
-            "multi-class datasets need positive_class)"
+            f"multi-class datasets need a positive class: {POSITIVE_CLASS_SETTING})"
         )
     sparse = bool(getattr(dataset, "sparse", False))
     names = None if sparse else _river_feature_names(dataset, title)
