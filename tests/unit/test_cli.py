@@ -70,7 +70,8 @@ def test_fit_with_a_positive_class_no_label_has_is_refused(tmp_path):
     res = run("fit", str(csv), "--checkpoint-dir", str(tmp_path / "ck"),
               env={"SP_LIMITS__POSITIVE_CLASS": "spam"})
     assert res.exit_code == 1
-    assert "no label is positive_class 'spam' (SP_LIMITS__POSITIVE_CLASS)" in res.output
+    assert ("no label is the positive class 'spam' (SP_LIMITS__POSITIVE_CLASS or [limits] in --config)"
+            in res.output)
     assert not (tmp_path / "ck").exists()
 
 
@@ -81,7 +82,8 @@ def test_fit_reads_labels_by_both_class_names(tmp_path):
               env={"SP_LIMITS__POSITIVE_CLASS": "cat", "SP_LIMITS__NEGATIVE_CLASS": "dog"})
     assert res.exit_code == 1
     assert res.output.strip() == (f"stream-perceptron: {csv}:4: label 'cow' is neither"
-                                  " positive_class 'cat' nor negative_class 'dog'")
+                                  " the positive class 'cat' nor the negative class 'dog'"
+                                  " (SP_LIMITS__POSITIVE_CLASS, SP_LIMITS__NEGATIVE_CLASS)")
 
 
 def test_fit_writes_its_own_directory_not_the_workers(tmp_path, monkeypatch):

@@ -106,5 +106,5 @@ def test_a_file_is_checked_through_before_anything_is_sent(tmp_path):
     with pytest.raises(SourceError, match="x has 2 features, over the limit of 1"):
         check_source(open_source("separable:d=2,n=5"), Limits(max_features=1))
     csv.write_text("a,y\n1,ham\n2,eggs\n")
-    with pytest.raises(SourceError, match="no label is positive_class 'spam'"):  # misspelt: all -1
+    with pytest.raises(SourceError, match="no label is the positive class 'spam'"):  # misspelt: all -1
         check_source(open_source(str(csv), positive_class="spam"), Limits(positive_class="spam"))

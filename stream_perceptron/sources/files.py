@@ -1,0 +1,209 @@
+"""CSV and JSON-lines files, plain or gzipped: rows are checked as they are read, and a bad
+one is a :class:`~stream_perceptron.errors.SourceError` naming the file and line."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from stream_perceptron.errors import SourceError
+from stream_perceptron.sources.base import BadRecord, Example, Source, limited, number
+from stream_perceptron.sources.labels import Classes, label_from_text, label_from_value
+
+__all__ = ["csv_source", "existing_file", "jsonl_source"]
+
+# what reading a file can raise: a truncated .gz ends in EOFError, a corrupt one in zlib.error
+_UNREADABLE = (OSError, EOFError, zlib.error)
+
+
+def existing_file(text: str) -> Path:
+    if not text:
+        raise SourceError("missing file path in source spec")
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise SourceError(f"{text}: no such file")
+    if not path.is_file():
+        raise SourceError(f"{text}: not a regular file")
+    return path
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open("r", encoding="utf-8-sig", newline="")
+
+
+def _open_binary(path: Path) -> gzip.GzipFile | io.BufferedReader:
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def csv_source(
+    spec: str, path: Path, limit: int | None, label: str, classes: Classes
+) -> Source:
+    """CSV with a header row: column ``label`` is the label, every other column a feature.
+
+    x is the dense list of the other columns in file order. Labels: -1/1, 0/1, true/false
+    (case-insensitive), or class names (see :func:`open_source`).
+    Blank lines are skipped; a bad row raises ``SourceError("PATH:LINE: reason")``.
+    """
+    try:
+        with _open_text(path) as f:
+            header = next(csv.reader(f), None)
+    except (*_UNREADABLE, UnicodeDecodeError, csv.Error) as exc:
+        raise SourceError(f"{path}: cannot read CSV header: {exc}") from None
+    if header is None:
+        raise SourceError(f"{path}: empty file (no header row)")
+    names = [h.strip() for h in header]
+    if len(set(names)) != len(names):
+        raise SourceError(f"{path}:1: duplicate column names in header")
+    if label not in names:
+        raise SourceError(
+            f"{path}:1: no label column {label!r} (columns: {', '.join(names)});"
+            " name it with the --label option of fit or produce"
+        )
+    layout = _CsvLayout(path, names, names.index(label), classes)
+    if not layout.feature_at:
+        raise SourceError(f"{path}:1: no feature columns besides the label {label!r}")
+    feature_names = [names[i] for i in layout.feature_at]
+    return Source(
+        spec, len(feature_names), feature_names, None, limited(layout.rows, limit), from_file=True
+    )
+
+
+class _CsvLayout:
+    """Where the label and the features are in each CSV row, and how to read the file."""
+
+    def __init__(
+        self, path: Path, names: list[str], label_at: int, classes: Classes
+    ) -> None:
+        self.path = path
+        self.names = names
+        self.label_at = label_at
+        self.feature_at = [i for i in range(len(names)) if i != label_at]
+        self.classes = classes
+
+    def parse(self, row: list[str]) -> Example:
+        if len(row) != len(self.names):
+            raise BadRecord(f"expected {len(self.names)} fields, got {len(row)}")
+        x: list[float] = []
+        for i in self.feature_at:
+            cell = row[i].strip()
+            try:
+                value = float(cell)
+            except ValueError:
+                raise BadRecord(f"column {self.names[i]!r} is not a number: {cell!r}") from None
+            if not math.isfinite(value):
+                raise BadRecord(f"column {self.names[i]!r} is not finite: {cell!r}")
+            x.append(value)
+        return x, label_from_text(row[self.label_at], self.classes)
+
+    def rows(self) -> Iterator[Example]:
+        with _open_text(self.path) as f:
+            reader = csv.reader(f)
+            line = 1
+            try:
+                next(reader, None)
+                for row in reader:
+                    line = reader.line_num
+                    if any(cell.strip() for cell in row):
+                        yield self.parse(row)
+            except BadRecord as exc:
+                raise SourceError(f"{self.path}:{line}: {exc}") from None
+            except (*_UNREADABLE, UnicodeDecodeError, csv.Error) as exc:
+                raise SourceError(f"{self.path}:{line}: unreadable: {exc}") from None
+
+
+def jsonl_source(
+    spec: str, path: Path, limit: int | None, label: str, classes: Classes
+) -> Source:
+    """One JSON object per line, in the worker's input record format.
+
+    ``{"x": [numbers] | {"name": number}, "<label>": -1|1|0|true|false|"class"}``; other keys
+    are ignored, blank lines skipped. The first record fixes the kind: a list x makes a dense
+    source of that length (every line must match), an object x a sparse one (``n_features`` is
+    None). Records without the label are unusable for fitting and raise ``SourceError`` with
+    the line number, as does any other bad line.
+    """
+    first = _first_jsonl_x(path)
+    dense_len = len(first) if isinstance(first, list) else None
+
+    def parse(raw: bytes) -> Example:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise BadRecord(f"invalid JSON: {exc}") from None
+        if not isinstance(record, dict):
+            raise BadRecord("not a JSON object")
+        x = _jsonl_x(record, dense_len)
+        if record.get(label) is None:
+            raise BadRecord(
+                f"no label {label!r} (an unlabeled record cannot be used by fit or produce,"
+                " whose --label option names the label key)"
+            )
+        return x, label_from_value(record[label], classes)
+
+    def examples() -> Iterator[Example]:
+        with _open_binary(path) as f:
+            line = 0
+            try:
+                for line, raw in enumerate(f, start=1):
+                    if line == 1:
+                        raw = raw.removeprefix(b"\xef\xbb\xbf")
+                    if raw.strip():
+                        yield parse(raw)
+            except BadRecord as exc:
+                raise SourceError(f"{path}:{line}: {exc}") from None
+            except _UNREADABLE as exc:
+                raise SourceError(f"{path}:{line}: unreadable: {exc}") from None
+
+    return Source(spec, dense_len, None, None, limited(examples, limit), from_file=True)
+
+
+def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:
+    """The x of the first non-blank line (None for an empty file); errors name line numbers."""
+    try:
+        with _open_binary(path) as f:
+            for line, raw in enumerate(f, start=1):
+                if line == 1:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")
+                if not raw.strip():
+                    continue
+                try:
+                    record = orjson.loads(raw)
+                    if not isinstance(record, dict):
+                        raise BadRecord("not a JSON object")
+                    return _jsonl_x(record, None)
+                except orjson.JSONDecodeError as exc:
+                    raise SourceError(f"{path}:{line}: invalid JSON: {exc}") from None
+                except BadRecord as exc:
+                    raise SourceError(f"{path}:{line}: {exc}") from None
+    except _UNREADABLE as exc:
+        raise SourceError(f"{path}: unreadable: {exc}") from None
+    return None
+
+
+def _jsonl_x(record: dict[str, Any], dense_len: int | None) -> list[float] | dict[str, float]:
+    if "x" not in record:
+        raise BadRecord("no 'x'")
+    x = record["x"]
+    if isinstance(x, list):
+        if not x:
+            raise BadRecord("'x' is an empty list")
+        if dense_len is not None and len(x) != dense_len:
+            raise BadRecord(f"'x' has {len(x)} values, earlier lines had {dense_len}")
+        return [number(v, f"x[{i}]") for i, v in enumerate(x)]
+    if isinstance(x, dict):
+        if dense_len is not None:
+            raise BadRecord("'x' is an object but earlier lines had lists")
+        return {k: number(v, f"x[{k!r}]") for k, v in x.items()}
+    raise BadRecord("'x' must be a list of numbers or an object of name -> number")
