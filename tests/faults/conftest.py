@@ -13,14 +13,18 @@ from __future__ import annotations
 
 from tests.integration.conftest import (
     _kafka_client_sockets_finalized,
+    _local_kafka,
+    apache_kafka,
     fast_kafka,
     group_id,
     kafka_bootstrap,
     kafka_settings,
+    kafka_trio,
     new_topic,
+    pytest_runtest_makereport,
 )
 
 __all__ = [
-    "_kafka_client_sockets_finalized", "fast_kafka", "group_id", "kafka_bootstrap", "kafka_settings",
-    "new_topic",
+    "_kafka_client_sockets_finalized", "_local_kafka", "apache_kafka", "fast_kafka", "group_id",
+    "kafka_bootstrap", "kafka_settings", "kafka_trio", "new_topic", "pytest_runtest_makereport",
 ]

