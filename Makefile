@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit integration lint bench bench-worker clean
+.PHONY: help install demo test test-tansu unit integration kafka kafka-jars lint bench bench-worker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -27,11 +27,20 @@ demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded
 test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
+test-tansu: $(STAMP)  ## the whole suite on the embedded tansu broker (the apache_kafka tests skip)
+	SP_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+
 unit: $(STAMP)  ## the fast tests only (no broker)
 	$(BIN)/pytest tests/unit stream_perceptron
 
 integration: $(STAMP)  ## the broker tests only
 	$(BIN)/pytest tests/integration
+
+kafka-jars: $(STAMP)  ## fetch Apache Kafka's jars with Maven into ~/.cache/stream-perceptron (once)
+	$(BIN)/python -m tests.apache_kafka --fetch
+
+kafka: $(STAMP)  ## run a local Apache Kafka (KRaft, from its jars; NODES=3, SECURE=1) until Ctrl-C
+	$(BIN)/python -m tests.apache_kafka --nodes $(or $(NODES),1) $(if $(SECURE),--secure)
 
 lint: $(STAMP)  ## ruff and mypy (strict) on the package
 	$(BIN)/ruff check stream_perceptron tests bench

@@ -202,12 +202,8 @@ logger.state.level = WARN
 
 
 class ApacheKafka:
-    """A local Apache Kafka cluster of ``nodes`` KRaft nodes; a context manager.
-
-    >>> with ApacheKafka() as kafka:  # doctest: +SKIP
-    ...     kafka.bootstrap
-    '127.0.0.1:40123'
-    """
+    """A local Apache Kafka cluster of ``nodes`` KRaft nodes; a context manager
+    (``with ApacheKafka(secure=True) as kafka: ... kafka.bootstrap``)."""
 
     def __init__(self, nodes: int = 1, secure: bool = False, root: Path | None = None) -> None:
         if nodes not in (1, 3):
@@ -431,9 +427,11 @@ class ApacheKafka:
         except OSError:
             return ""
 
-    def leader(self, topic: str, partition: int = 0, timeout_s: float = 30.0) -> int:
+    def leader(self, topic: str, partition: int = 0, timeout_s: float = 30.0,
+               other_than: int | None = None) -> int:
         """The node id leading ``topic``'s ``partition`` now (a fresh metadata request to a
-        running node; retried while the cluster elects one, at most ``timeout_s``)."""
+        running node; asked again while there is none, or it is ``other_than``, for at most
+        ``timeout_s``)."""
         from kafka import KafkaAdminClient
 
         deadline = time.monotonic() + timeout_s
@@ -445,7 +443,8 @@ class ApacheKafka:
                 try:
                     for described in admin.describe_topics([topic]):
                         for p in described["partitions"]:
-                            if p["partition_index"] == partition and p["leader_id"] >= 0:
+                            if (p["partition_index"] == partition and p["leader_id"] >= 0
+                                    and p["leader_id"] != other_than):
                                 return int(p["leader_id"])
                 finally:
                     admin.close()

@@ -106,11 +106,13 @@ def _create_topics(kafka: KafkaSettings) -> None:
 
 
 class PacedProducer(threading.Thread):
-    """Sends ``values`` to the input topic at ``rate`` records/s (idempotent producer)."""
+    """Sends ``values`` to the input topic (``topic``) at ``rate`` records/s (idempotent
+    producer, ``acks=all``)."""
 
-    def __init__(self, kafka: KafkaSettings, values: list[bytes], rate: float) -> None:
+    def __init__(self, kafka: KafkaSettings, values: list[bytes], rate: float,
+                 topic: str = TOPICS["input"]) -> None:
         super().__init__(daemon=True)
-        self.kafka, self.values, self.rate = kafka, values, rate
+        self.kafka, self.values, self.rate, self.topic = kafka, values, rate, topic
         self.sent = 0
         self.error: BaseException | None = None
 
@@ -121,7 +123,7 @@ class PacedProducer(threading.Thread):
             try:
                 started = time.monotonic()
                 for i, value in enumerate(self.values):
-                    producer.send(TOPICS["input"], key=str(i).encode(), value=value)
+                    producer.send(self.topic, key=str(i).encode(), value=value)
                     self.sent += 1
                     ahead = self.sent / self.rate - (time.monotonic() - started)
                     if ahead > 0:
@@ -163,26 +165,31 @@ def _catch_up(producer: PacedProducer, settings: Settings, tmp_path: Path) -> No
     run_until_caught_up(settings, tmp_path / "final.log", timeout_s=90)
 
 
-def _assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int) -> dict[str, int]:
-    rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, TOPICS["input"])]
+def assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int,
+                               topics: dict[str, str] = TOPICS) -> dict[str, int]:
+    """The input topic holds ``n`` records; the newest checkpoint equals the core over them
+    (nothing lost, nothing applied twice); a prediction for every offset, its copies identical
+    and equal to the core's score; the group committed ``n``. Returns the counts."""
+    rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, topics["input"])]
     assert len(rows) == n, f"the input topic holds {len(rows)} records, {n} were sent"
     model, ref = core_reference(rows, [y for _, y in rows])
     ckpt = CheckpointStore(ckpt_dir).load()
     assert ckpt is not None
-    assert ckpt.offsets == {TOPICS["input"]: {0: n}}
+    assert ckpt.offsets == {topics["input"]: {0: n}}
     assert ckpt.stats["seen"] == n  # nothing lost, nothing applied twice
     assert ckpt.model["weights"] == model.weights.tolist()
     assert ckpt.model["intercept"] == model.intercept
     assert ckpt.model["mistakes"] == model.mistakes
-    preds = predictions_by_offset(kafka, TOPICS["predictions"])
+    preds = predictions_by_offset(kafka, topics["predictions"])
     assert sorted(preds) == [(0, o) for o in range(n)]
     extra = 0
     for (_, offset), copies in preds.items():
         assert all(c == copies[0] for c in copies), offset
         assert copies[0]["score"] == ref.scores[offset]
         extra += len(copies) - 1
-    assert committed(kafka, TOPICS["input"]) == {0: n}
-    return {"records": n, "mistakes": model.mistakes, "re-emitted predictions": extra}
+    assert committed(kafka, topics["input"]) == {0: n}
+    return {"records": n, "predictions": sum(map(len, preds.values())), "offsets predicted": len(preds),
+            "mistakes": model.mistakes, "re-emitted predictions": extra}
 
 
 @pytest.mark.timeout(240)
@@ -228,7 +235,7 @@ def test_broker_frozen_for_30_s_while_the_worker_processes(own_broker, tmp_path,
     trouble = trouble_lines(during)
     own = own_lines(during)
     assert own, "the worker said nothing while the broker was frozen:\n" + during[-3000:]
-    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    figures = assert_exact_against_input(kafka, ckpt_dir, n)
     print(f"\n{backend}: frozen {STALL_S:.0f} s at seen={seen_at_stop} (t={frozen_at:.0f}); progress again "
           f"{recovered_s:.1f} s after SIGCONT; {figures}; {len(trouble)} warning/error lines, "
           f"the worker's own: {own[:3]}")
@@ -275,7 +282,7 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
         _catch_up(producer, settings, tmp_path)
     finally:
         reap(proc)
-    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    figures = assert_exact_against_input(kafka, ckpt_dir, n)
     # the kill landed while a checkpoint waited for acknowledgements, in the worker's own words
     assert any("not acknowledged" in ln for ln in own_lines(during)), during[-3000:]
     print(f"\n{backend}: killed at seen={killed_at} while a checkpoint waited; {figures}")
@@ -331,7 +338,7 @@ def test_sigterm_while_the_broker_is_frozen_makes_one_shutdown_try_and_loses_not
     assert 1 <= len(postponed) <= 2 and "checkpoint (shutdown) postponed" in postponed[-1], postponed
     assert "the shutdown checkpoint failed a moment ago; not tried again" in after, after[-3000:]
     assert "]: checkpointing" not in after  # the revocation did not try ("revoked [...]: ...")
-    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    figures = assert_exact_against_input(kafka, ckpt_dir, n)
     print(f"\n{figures}")
 
 
@@ -362,7 +369,7 @@ def test_a_shutdown_past_its_deadline_exits_1_at_the_deadline_and_loses_nothing(
     restored = (tmp_path / "final.log").read_text()
     assert f"restored {resumes_from}:" in restored, (resumes_from, restored[-3000:])
     assert "stopped: " not in after  # the shutdown never finished: the process ended mid-wait
-    figures = _assert_exact_against_input(kafka, ckpt_dir, n)
+    figures = assert_exact_against_input(kafka, ckpt_dir, n)
     print(f"\n{overran[0]}\n{figures}")
 
 
@@ -552,7 +559,7 @@ def test_broker_unreachable_at_start_then_appears(tmp_path, backend):
         wait_until(lambda: tail.poll().seen >= n, 60, "every record", alive=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
-        _assert_exact_against_input(kafka, ckpt_dir, n)
+        assert_exact_against_input(kafka, ckpt_dir, n)
     finally:
         reap(proc)
         if broker is not None:
