@@ -792,8 +792,8 @@ class ConfluentEdge(EdgeBase):
         waits and retries, only for a record that ``produce`` refuses).
 
         ``produce`` is called with positional arguments ``(topic, value, key)``: the binding
-        parses keywords more slowly, 1.00 against 0.77 µs a record (``bench/bench_produce.py``;
-        ``docs/performance-log.md``, "Positional arguments to `produce`")."""
+        parses keywords more slowly, 1.00 against 0.77 µs a record (``docs/performance.md``,
+        "Decisions")."""
         producer = self._require(self._producer)
         produce = producer.produce
         for key, value in zip(keys, values, strict=True):

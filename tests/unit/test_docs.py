@@ -25,7 +25,7 @@ _NAMED = re.compile(r"`((?:[\w.-]+/)*[\w.-]+\.md)`(?:,|\s+under)?\s*\(?\"([^\"]+
 
 
 def _documents() -> list[Path]:
-    """The tracked Markdown files, unedited benchmark reports (``docs/runs``) included."""
+    """The tracked Markdown files."""
     try:
         out = subprocess.run(
             ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True

@@ -15,7 +15,7 @@ partition and forgets its request: step 3 finds nothing in flight and says idle,
 wait in the buffer. The consumer then sleeps 100 ms on them. Under a steady input it happens
 now and then: at 63,532 records/s the producer-process worker stalled so three to seven times
 in a 20 s run, each time holding about 6,000 records back by 100 ms, and those stalls set its
-p99 latency at half load (``docs/performance-log.md``, "A fetch response that lands mid-poll").
+p99 latency at half load (``docs/performance.md``, "Decisions").
 With partitions on several brokers, a fetch still in flight to another broker makes step 3
 wait for it (up to ``fetch_max_wait_ms``) instead of sleeping: that case is not changed here.
 
