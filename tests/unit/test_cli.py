@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from stream_perceptron.cli import main
@@ -267,3 +268,67 @@ def test_run_on_a_checkpoint_directory_another_worker_holds_is_one_line(tmp_path
         " (SP_CHECKPOINT__DIR): give each worker a directory of its own"
     )
     assert "Traceback" not in res.output
+
+
+_CLUSTER = {"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1", "SP_OBSERVE__ENABLED": "false"}
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    ("SettingsError", 2),  # a setting to fix: a restart alone fails again
+    ("KafkaAuthError", 2),
+    ("CheckpointError", 2),
+    ("CheckpointMismatchError", 2),
+    ("CheckpointUnreadableError", 1),  # an I/O error: a restart may succeed
+    ("KafkaEdgeError", 1),  # Kafka failed after its retries: a restart replays the batch
+    ("UndeliveredError", 1),
+    ("StreamPerceptronError", 1),
+])
+def test_run_exits_with_the_code_of_its_error_kind(tmp_path, monkeypatch, error, code):
+    from stream_perceptron import errors
+    from stream_perceptron.worker.loop import Worker
+
+    def failing_run(self, until=None):
+        raise getattr(errors, error)(f"a {error}")
+
+    monkeypatch.setattr(Worker, "run", failing_run)
+    res = CliRunner().invoke(main, ["run"], env={**_CLUSTER, "SP_CHECKPOINT__DIR": str(tmp_path)})
+    assert res.exit_code == code
+    assert res.stderr.strip().splitlines()[-1] == f"stream-perceptron: a {error}"
+
+
+@pytest.mark.parametrize(("command", "target", "error", "code"), [
+    # every command but run: any error of the package is a failure of the moment (1), an
+    # interrupted produce is 130
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "CheckpointError", 1),
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "SettingsError", 1),
+    (["produce", "separable:d=2,n=10"], "stream_perceptron.kafka.admin.ensure_topics", "KafkaAuthError", 1),
+    (["produce", "separable:d=2,n=10"], "stream_perceptron.commands.produce.produce_source",
+     "ProduceInterrupted", 130),
+    (["watch"], "stream_perceptron.commands.watch.run_watch", "NoStatsError", 1),
+    (["watch"], "stream_perceptron.commands.watch.run_watch", "KafkaAuthError", 1),
+    (["plot"], "stream_perceptron.commands.watch.run_plot", "KafkaAuthError", 1),
+    (["demo"], "stream_perceptron.commands.demo.run_demo", "SettingsError", 1),
+    (["broker", "--port", "1"], "stream_perceptron.commands.broker.EmbeddedBroker.start", "BrokerError", 1),
+    (["checkpoint", "show", "."], "stream_perceptron.state.checkpoint.CheckpointStore.load",
+     "CheckpointError", 1),
+])
+def test_the_other_commands_exit_with_the_code_of_their_error_kind(
+        tmp_path, monkeypatch, command, target, error, code):
+    import signal
+
+    from stream_perceptron import errors
+
+    def failing(*args, **kwargs):
+        raise getattr(errors, error)(f"a {error}")
+
+    monkeypatch.setattr("stream_perceptron.kafka.admin.ensure_topics", lambda *a, **k: None)  # no broker
+    monkeypatch.setattr(target, failing)
+    monkeypatch.chdir(tmp_path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # broker sets them
+    try:
+        res = CliRunner().invoke(main, command, env={**_CLUSTER, "SP_CHECKPOINT__DIR": str(tmp_path)})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert res.exit_code == code, res.output
+    assert res.stderr.strip().splitlines()[-1] == f"stream-perceptron: a {error}"
