@@ -120,7 +120,7 @@ def cluster_settings_from(ctx: click.Context, **overrides: Any) -> Settings:
     """:func:`settings_from` for commands that talk to a cluster: one line and exit 2 without a bootstrap."""
     settings = settings_from(ctx, **overrides)
     if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+        fail("SP_KAFKA__BOOTSTRAP_SERVERS is not set (nor bootstrap_servers under [kafka] in --config)")
     return settings
 
 

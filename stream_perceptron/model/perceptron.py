@@ -463,7 +463,7 @@ class Perceptron(base.Classifier):
         return self.n_features if self.n_features is not None else self.max_names
 
     def _too_many_names(self, new: int) -> str:
-        bound = "model.n_features" if self.n_features is not None else "limits.max_names"
+        bound = "SP_MODEL__N_FEATURES" if self.n_features is not None else "SP_LIMITS__MAX_NAMES"
         return f"x brings {new} new feature names; the model allows {self._name_limit} in all ({bound})"
 
     def _fixed_by_dense(self) -> bool:

@@ -94,18 +94,21 @@ class Checkpoint:
         if saved.get("fit_intercept") != config.get("fit_intercept"):
             problems.append(
                 f"fit_intercept={saved.get('fit_intercept')} there,"
-                f" {config.get('fit_intercept')} here"
+                f" {config.get('fit_intercept')} here (SP_MODEL__FIT_INTERCEPT)"
             )
         mine, theirs = config.get("n_features"), saved.get("n_features")
         dim = len(self.model.get("weights") or [])
         if mine is not None and ((theirs is not None and theirs != mine) or dim not in (0, mine)):
-            problems.append(f"n_features={theirs if theirs is not None else dim} there, {mine} here")
+            problems.append(
+                f"n_features={theirs if theirs is not None else dim} there, {mine} here"
+                " (SP_MODEL__N_FEATURES)"
+            )
         if problems:
             where = self.path or "the checkpoint"
             raise CheckpointMismatchError(
                 f"checkpoint {where} was written for another model configuration ("
                 + "; ".join(problems)
-                + "): point checkpoint.dir elsewhere or match the model settings"
+                + "): point SP_CHECKPOINT__DIR elsewhere or match the model settings"
             )
 
 

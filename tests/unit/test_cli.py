@@ -52,7 +52,7 @@ def test_fit_csv(tmp_path):
 
 
 def test_fit_refuses_what_the_worker_would_refuse(tmp_path):
-    # a value past limits.max_abs_value would give an infinite R, and a checkpoint the worker
+    # a value past SP_LIMITS__MAX_ABS_VALUE would give an infinite R, and a checkpoint the worker
     # cannot start from; fit says which example, as the worker would
     csv = tmp_path / "big.csv"
     csv.write_text("a,b,y\n1,2,1\n1e200,2,-1\n")
@@ -60,7 +60,7 @@ def test_fit_refuses_what_the_worker_would_refuse(tmp_path):
     assert res.exit_code == 1
     assert res.output.strip() == (
         f"stream-perceptron: {csv}: example 2: x has a value of magnitude 1e+200, over the limit"
-        " of 1e+12 (limits.max_abs_value)"
+        " of 1e+12 (SP_LIMITS__MAX_ABS_VALUE)"
     )
     assert not (tmp_path / "ck").exists()
 
@@ -332,3 +332,10 @@ def test_the_other_commands_exit_with_the_code_of_their_error_kind(
             signal.signal(signum, handler)
     assert res.exit_code == code, res.output
     assert res.stderr.strip().splitlines()[-1] == f"stream-perceptron: a {error}"
+
+
+def test_a_cluster_command_without_a_bootstrap_names_the_variable_to_set():
+    res = run("watch")
+    assert res.exit_code == 2
+    assert res.output == ("stream-perceptron: SP_KAFKA__BOOTSTRAP_SERVERS is not set"
+                          " (nor bootstrap_servers under [kafka] in --config)\n")

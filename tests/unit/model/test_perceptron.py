@@ -250,7 +250,7 @@ _NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
 def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(batches, limit, bound):
     # n_features fixes the width; max_names (with n_features unset) only bounds the names
     model = Perceptron(**{bound: limit})
-    setting = {"n_features": "model.n_features", "max_names": "limits.max_names"}[bound]
+    setting = {"n_features": "SP_MODEL__N_FEATURES", "max_names": "SP_LIMITS__MAX_NAMES"}[bound]
     width = limit if bound == "n_features" else None
     index: dict[str, int] = {}  # the reference: rows in order, each row's new names in its keys' order
     for batch in batches:

@@ -136,9 +136,11 @@ def test_mismatched_configuration_fails_clearly(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save(_ckpt(_trained(d=6)))
     loaded = store.load()
-    with pytest.raises(CheckpointMismatchError, match="fit_intercept=True there, False here"):
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"fit_intercept=True there, False here \(SP_MODEL__FIT_INTERCEPT\)"):
         loaded.check_config({"n_features": None, "fit_intercept": False})
-    with pytest.raises(CheckpointMismatchError, match="n_features=6 there, 4 here"):
+    with pytest.raises(CheckpointMismatchError, match=r"n_features=6 there, 4 here \(SP_MODEL__N_FEATURES\)"
+                                                      r".*point SP_CHECKPOINT__DIR elsewhere"):
         loaded.check_config({"n_features": 4, "fit_intercept": True})
     loaded.check_config({"n_features": 6, "fit_intercept": True})
     loaded.check_config({"n_features": None, "fit_intercept": True})
