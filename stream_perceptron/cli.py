@@ -19,6 +19,7 @@ import orjson
 from stream_perceptron import __version__
 from stream_perceptron.errors import (
     CheckpointError,
+    CheckpointExistsError,
     CheckpointUnreadableError,
     KafkaAuthError,
     ProduceInterrupted,
@@ -35,6 +36,7 @@ ExitCodes = Mapping[type[StreamPerceptronError], int]
 EXIT_CODES: ExitCodes = {
     StreamPerceptronError: 1,  # a failure: the same command may succeed later
     ProduceInterrupted: 130,  # Ctrl+C, as a shell reports an interrupted command
+    CheckpointExistsError: 2,  # fit into a directory holding a model: an option to give
 }
 """The exit code of an error that ends a command: the entry of its class, else of the nearest
 class it derives from (its MRO). Every command but ``run`` uses this table."""
@@ -149,6 +151,9 @@ def main(ctx: click.Context, config: str | None) -> None:
               help="Where the model is written. Never the worker's directory unless named here:"
                    " a worker then starts from this model.")
 @click.option("--label", default="y", show_default=True, help="The label's CSV column or JSONL key.")
+@click.option("--replace", is_flag=True,
+              help="Move the checkpoints --checkpoint-dir already holds to a replaced-<time>"
+                   " subdirectory of it; without it, fit refuses a directory that holds a model.")
 @click.pass_context
 @exits()
 def fit(
@@ -159,18 +164,20 @@ def fit(
     limit: int | None,
     checkpoint_dir: str | None,
     label: str,
+    replace: bool,
 ) -> None:
     """Train offline on SOURCE: a CSV/JSONL file, river:Phishing|Bananas|Shuttle, or a generator.
 
     Makes up to --epochs passes, stopping after a pass with no mistake; prints each pass's
-    mistakes, R, γ and the bound (R/γ)², and writes a checkpoint.
+    mistakes, R, γ and the bound (R/γ)², and writes a checkpoint into a directory that holds
+    none (or, with --replace, moves the ones there aside first).
     """
     from stream_perceptron.commands.fit import fit_source
 
     settings = settings_from(
         ctx, **{"model.fit_intercept": fit_intercept, "checkpoint.dir": checkpoint_dir}
     )
-    report = fit_source(settings, source, epochs=epochs, limit=limit, label=label)
+    report = fit_source(settings, source, epochs=epochs, limit=limit, label=label, replace=replace)
     for line in report.lines():
         click.echo(line)
 

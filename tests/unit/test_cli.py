@@ -94,6 +94,34 @@ def test_fit_writes_its_own_directory_not_the_workers(tmp_path, monkeypatch):
     assert (tmp_path / "fit-checkpoints").is_dir() and not (tmp_path / "worker").exists()
 
 
+def test_a_second_fit_into_a_directory_is_refused_unless_asked_to_replace(tmp_path):
+    ck = tmp_path / "ck"
+    first = run("fit", "separable:d=3,n=50,seed=1", "--checkpoint-dir", str(ck))
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    old_id = json.loads(run("checkpoint", "show", str(ck)).stdout)["model_id"]
+
+    # refused before the source is read (this one does not exist): one line, exit 2
+    again = run("fit", str(tmp_path / "no-such.csv"), "--checkpoint-dir", str(ck))
+    assert again.exit_code == 2
+    assert again.output == (
+        f"stream-perceptron: {ck} already holds a model (1 checkpoint files, the newest"
+        " ckpt-000000000001.json): name another --checkpoint-dir, or pass --replace to move them"
+        " aside first\n")
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before
+
+    replaced = run("fit", "separable:d=4,n=50,seed=2", "--checkpoint-dir", str(ck), "--replace")
+    assert replaced.exit_code == 0, replaced.output
+    [aside] = [p for p in ck.iterdir() if p.is_dir()]
+    assert aside.name.startswith("replaced-")
+    assert f"the checkpoints the directory held before: moved to {aside}" in replaced.output
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == {
+        name: data for name, data in before.items() if name.startswith("ckpt-")}
+    assert sorted(p.name for p in ck.glob("ckpt-*.json")) == ["ckpt-000000000001.json"]
+    shown = json.loads(run("checkpoint", "show", str(ck)).stdout)
+    assert len(shown["weights"]) == 4 and shown["model_id"] != old_id  # the new model only
+
+
 def test_bad_setting_is_one_line_and_exit_2():
     proc = subprocess.run(
         [sys.executable, "-m", "stream_perceptron.cli", "fit", "river:Phishing"],
@@ -301,6 +329,7 @@ def test_run_exits_with_the_code_of_its_error_kind(tmp_path, monkeypatch, error,
     # interrupted produce is 130
     (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "CheckpointError", 1),
     (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "SettingsError", 1),
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "CheckpointExistsError", 2),
     (["produce", "separable:d=2,n=10"], "stream_perceptron.kafka.admin.ensure_topics", "KafkaAuthError", 1),
     (["produce", "separable:d=2,n=10"], "stream_perceptron.commands.produce.produce_source",
      "ProduceInterrupted", 130),
