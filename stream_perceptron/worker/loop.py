@@ -245,7 +245,10 @@ class Worker(Checkpointing, Progress):
         (or ``until(self)``). A stop asked during a poll (a signal, or a revocation checkpoint
         the poll ran) ends the loop once the batches polled are processed: the shutdown's
         statistics record and checkpoint come next, and an interval checkpoint before them
-        would only add a round of flush retries against a broker that does not answer."""
+        would only add a round of flush retries against a broker that does not answer.
+
+        The ``consumer_lag`` gauge follows each poll's high-water marks (a statistics record sets
+        it too), so after a burst it does not wait up to ``SP_STATS__EVERY_SECONDS`` to show it."""
         poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
         chunk_records = self.settings.output.chunk_records
         while not self._stop.is_set():
@@ -259,6 +262,8 @@ class Worker(Checkpointing, Progress):
                 return
             if self._stats_policy.due():
                 self.publish_stats()
+            elif self.observer is not None:
+                self.observer.lag(self.lag())  # per poll, never per record: one mark per partition
             if self._ckpt_policy.due():
                 self.checkpoint("interval")
             if until is not None and until(self):
