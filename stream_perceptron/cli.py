@@ -39,7 +39,8 @@ EXIT_CODES: ExitCodes = {
     CheckpointExistsError: 2,  # fit into a directory holding a model: an option to give
 }
 """The exit code of an error that ends a command: the entry of its class, else of the nearest
-class it derives from (its MRO). Every command but ``run`` uses this table."""
+class it derives from (its MRO). Every command but ``run`` uses this table: what stops them (a
+source, a cluster, a file) is 1, a refused login included, as it always was."""
 
 RUN_EXIT_CODES: ExitCodes = {
     **EXIT_CODES,
@@ -69,13 +70,13 @@ def exits(codes: ExitCodes = EXIT_CODES) -> Callable[[F], F]:
 
     def wrap(command: F) -> F:
         @functools.wraps(command)
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return command(*args, **kwargs)
             except StreamPerceptronError as exc:
                 fail(str(exc), exit_code(exc, codes))
 
-        return run  # type: ignore[return-value]
+        return guarded  # type: ignore[return-value]
 
     return wrap
 
