@@ -92,6 +92,9 @@ class Worker(Checkpointing, Progress):
         # refuses that have had that line (once each: "names", "width")
         self._width_from: str | None = "SP_MODEL__N_FEATURES" if m.n_features is not None else None
         self._refusals_told: set[str] = set()
+        # The width was taken from a checkpoint (SP_MODEL__N_FEATURES unset) and no record has fitted
+        # the model since: a first record of another width then stops the worker (see _refuse_width)
+        self._width_unconfirmed: str | None = None
         self.counters = Counters()
         self.checkpoint_ok = True
         self.last_checkpoint_path: str | None = None
@@ -170,6 +173,7 @@ class Worker(Checkpointing, Progress):
             self.learner.restore(ckpt.model, ckpt.stats)
             dead_letters = int(ckpt.stats.get("dead_letters", 0))
             if self.settings.model.n_features is None and model.dim:
+                self._width_unconfirmed = str(ckpt.path)
                 self._width_from = (
                     f"checkpoint {ckpt.path}'s, adopted with SP_MODEL__N_FEATURES unset; to learn"
                     " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"
@@ -448,6 +452,8 @@ class Worker(Checkpointing, Progress):
             X, rejected = model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end
+            if rejected and self._width_unconfirmed is not None and 0 in rejected:
+                self._refuse_width(batch, chunk_rows[0], rejected[0])
             if rejected:
                 for k, reason in rejected.items():
                     self._dead_letter(batch, chunk_rows[k], reason)
@@ -459,6 +465,7 @@ class Worker(Checkpointing, Progress):
                 chunk_ys = [chunk_ys[k] for k in keep]
                 chunk_ids = [chunk_ids[k] for k in keep]
             if chunk_rows:
+                self._width_unconfirmed = None  # the checkpoint's width fits the input
                 n_labeled, n_mistakes = self._learn_and_publish(X, batch, chunk_rows, chunk_ys, chunk_ids)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
         self.offsets.setdefault(batch.topic, {})[batch.partition] = batch.offsets[-1] + 1
@@ -471,6 +478,22 @@ class Worker(Checkpointing, Progress):
             self.observer.batch(records=n, labeled=labeled, mistakes=mistakes,
                                 dead_letters=self.counters.dead_letters - dead_before)
             self.observer.feature_names(model.n_names, model.name_limit)
+
+    def _refuse_width(self, batch: Batch, i: int, reason: str) -> None:
+        """The first record since the start does not fit the width the model took from a checkpoint
+        with ``SP_MODEL__N_FEATURES`` unset: every record would be a dead letter, so the worker stops
+        with one line (exit 2) instead. Nothing of the batch was learned and its offsets are not
+        advanced: a restart with the settings fixed processes it. Set ``SP_MODEL__N_FEATURES`` to the
+        checkpoint's width to keep the model and dead-letter the records that do not fit it."""
+        self._open_batch = None  # the state is the restored one: nothing of this batch was learned
+        width = self.learner.model.dim or 0
+        raise SettingsError(
+            f"{batch.topic}[{batch.partition}]@{batch.offsets[i]}, the first record since the start,"
+            f" does not fit the model of checkpoint {self._width_unconfirmed} ({reason}); with"
+            " SP_MODEL__N_FEATURES unset the width is the checkpoint's: point SP_CHECKPOINT__DIR at a"
+            f" directory of this input's own, or set SP_MODEL__N_FEATURES={width} to keep the model"
+            " and send the records that do not fit it to the dead-letter topic"
+        )
 
     def _tell_refusal(self, batch: Batch, i: int, reason: str, *, names: bool) -> None:
         """Say at WARNING, once per kind, that the model refused the ``i``-th record of ``batch``

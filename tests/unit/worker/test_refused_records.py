@@ -9,9 +9,10 @@ import logging
 import numpy as np
 import pytest
 
+from stream_perceptron.cli import RUN_EXIT_CODES, exit_code
 from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.commands.fit import fit_source
-from stream_perceptron.errors import CheckpointMismatchError
+from stream_perceptron.errors import CheckpointMismatchError, SettingsError
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
@@ -39,28 +40,65 @@ def _fit(ck, d: int, n_features: int | None):
 
 
 @pytest.mark.parametrize("written_with", [None, 10], ids=["written-unset", "written-10"])
-def test_a_checkpoint_of_another_width_than_the_records_is_one_warning_naming_it(
+def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_one_line(
         tmp_path, caplog, written_with):
     # the user's case: fit on d=10, then a worker on d=20 input with SP_MODEL__N_FEATURES unset.
-    # The worker takes the checkpoint's width, as it should; only the records show they differ.
+    # Every record would be a dead letter: the worker stops instead, before sending any, and the
+    # batch's offsets stay where they were, so a restart with the settings fixed processes it.
     caplog.set_level(logging.DEBUG, logger="stream_perceptron")
     path = _fit(tmp_path / "ck", 10, written_with)
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")})
     edge = MemoryEdge()
     worker = Worker(settings, edge=edge)
     worker.restore()
+    offsets = {t: dict(p) for t, p in worker.offsets.items()}
     rng = np.random.default_rng(0)
-    worker.process(_batch(rng.normal(size=(50, 20)).tolist()))
+    with pytest.raises(SettingsError) as caught:
+        worker.process(_batch(rng.normal(size=(50, 20)).tolist()))
+    assert str(caught.value) == (
+        f"in[0]@0, the first record since the start, does not fit the model of checkpoint {path}"
+        " (x has 20 features, the model has 10); with SP_MODEL__N_FEATURES unset the width is the"
+        " checkpoint's: point SP_CHECKPOINT__DIR at a directory of this input's own, or set"
+        " SP_MODEL__N_FEATURES=10 to keep the model and send the records that do not fit it to the"
+        " dead-letter topic"
+    )
+    assert edge.sent == [] and worker.offsets == offsets and worker.counters.records == 0
+    assert worker.checkpoint("shutdown")  # the state is the restored one: nothing to refuse
+    assert exit_code(caught.value, RUN_EXIT_CODES) == 2
+
+
+def test_the_checkpoints_width_once_confirmed_dead_letters_records_of_another(tmp_path, caplog):
+    # a record of the checkpoint's width came first: later ones of another width are bad input
+    caplog.set_level(logging.DEBUG, logger="stream_perceptron")
+    path = _fit(tmp_path / "ck", 10, None)
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")})
+    edge = MemoryEdge()
+    worker = Worker(settings, edge=edge)
+    worker.restore()
+    rng = np.random.default_rng(0)
+    worker.process(_batch([rng.normal(size=10).tolist(), *rng.normal(size=(49, 20)).tolist()]))
     worker.process(_batch(rng.normal(size=(50, 20)).tolist(), start=50))
     dead = _dead_letters(edge, settings)
-    assert sorted(dead) == list(range(100))
+    assert sorted(dead) == list(range(1, 100))
     assert set(dead.values()) == {"x has 20 features, the model has 10"}
     assert _warnings(caplog) == [
-        "in[0]@0 went to the dead-letter topic: x has 20 features, the model has 10; so will every"
+        "in[0]@1 went to the dead-letter topic: x has 20 features, the model has 10; so will every"
         " record that does not fit the model's 10 features (said once): that width is checkpoint"
         f" {path}'s, adopted with SP_MODEL__N_FEATURES unset; to learn records of another width,"
         " point SP_CHECKPOINT__DIR at a directory of their own"
     ]
+
+
+def test_a_set_n_features_equal_to_the_checkpoints_dead_letters_records_of_another(tmp_path):
+    # the way out the stopping line names: keep the model, refuse the records that do not fit it
+    _fit(tmp_path / "ck", 10, None)
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")},
+                        model={"n_features": 10})
+    edge = MemoryEdge()
+    worker = Worker(settings, edge=edge)
+    worker.restore()
+    worker.process(_batch(np.random.default_rng(0).normal(size=(5, 20)).tolist()))
+    assert sorted(_dead_letters(edge, settings)) == [0, 1, 2, 3, 4]
 
 
 def test_a_set_n_features_the_checkpoint_cannot_match_stops_the_worker_at_start(tmp_path):
