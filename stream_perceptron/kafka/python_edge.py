@@ -53,9 +53,11 @@ from stream_perceptron.kafka.edge import (
     Partition,
     Unsent,
 )
+from stream_perceptron.kafka.fastpath import described
 from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
 from stream_perceptron.kafka.fastpath import wake as kafka_wake
-from stream_perceptron.kafka.fastpath.append import append_many, supports
+from stream_perceptron.kafka.fastpath.append import append_many
+from stream_perceptron.kafka.fastpath.append import refusal as append_refusal
 from stream_perceptron.logs import report_held
 
 log = logging.getLogger(__name__)
@@ -97,7 +99,9 @@ class KafkaEdge(EdgeBase):
     _client_errors = (KafkaError,)
 
     def _init_client_state(self) -> None:
-        self._appends = False  # whether kafka_append.append_many takes the producer's records
+        self._appends = False  # whether fastpath.append.append_many takes the producer's records
+        # Each fast path's refusal (None: installed), for the start line (fastpath/README.md).
+        self._fast_paths: dict[str, str | None] = {}
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -129,8 +133,7 @@ class KafkaEdge(EdgeBase):
                 **consumer_fetch_config(self._kafka),
                 allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
-            kafka_fetch.install(consumer)  # each fetched batch decoded in one loop, where it can
-            kafka_wake.install(consumer)  # a response landing mid-poll is read, not slept on
+            self._install_fast_paths(consumer)
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
         except (KafkaError, KafkaEdgeError) as exc:
@@ -143,11 +146,19 @@ class KafkaEdge(EdgeBase):
             ) from None
         self._consumer, self._producer = consumer, producer
         log.info(
-            "kafka edge started: group %s, input topic %s, brokers %s",
+            "kafka edge started: group %s, input topic %s, brokers %s; %s",
             self._kafka.group_id,
             self._input_topic,
             servers_text(self._kafka),
+            described(self._fast_paths),
         )
+
+    def _install_fast_paths(self, consumer: Any) -> None:
+        """Each fetched batch decoded in one loop; a response landing mid-poll read, not slept on:
+        where they fit this kafka-python, else its own path, and why (for the start line)."""
+        for name, module in (("fetch", kafka_fetch), ("wake", kafka_wake)):
+            installed = module.install(consumer)
+            self._fast_paths[name] = None if installed else module.refusal(consumer) or "refused"
 
     def _with_timeout(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "bootstrap_timeout_ms": self._timeout_ms}
@@ -164,7 +175,8 @@ class KafkaEdge(EdgeBase):
             # a topic silently recreated with the broker's defaults
             allow_auto_create_topics=False,
         )
-        self._appends = supports(producer)
+        refusal = append_refusal(producer)
+        self._appends, self._fast_paths["append"] = refusal is None, refusal
         return producer
 
     def log_held(self) -> None:

@@ -60,33 +60,43 @@ _NO_HEADERS: list[tuple[str, bytes]] = []
 def supports(producer: Any) -> bool:
     """True if ``producer`` has every internal :func:`append_many` uses, called as it calls them
     (as in kafka-python 3.0), and no serialiser."""
+    return refusal(producer) is None
+
+
+def refusal(producer: Any) -> str | None:
+    """Why ``producer``'s records go through ``send`` one by one (a shape check that failed, or
+    the live probe of :mod:`.encode`), or None where :func:`append_many` may take them."""
     for path in _NEEDED:
         obj = producer
         for name in path:
             if not hasattr(obj, name):
-                return False
+                return f"shape: the producer has no {'.'.join(path)}"
             obj = getattr(obj, name)
     try:
         from kafka.producer.record_accumulator import ProducerBatch
 
         opens = inspect.signature(producer._accumulator.append).parameters
         appends = inspect.signature(ProducerBatch.try_append).parameters
-    except (ImportError, AttributeError, TypeError, ValueError):  # another kafka-python
-        return False
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:  # another kafka-python
+        return f"shape: {type(exc).__name__}: {exc}"
     config = getattr(producer, "config", {})
-    return (
-        "max_request_size" in config
-        # send passes keys and values through these; append_many takes them as bytes
-        and config.get("key_serializer") is None
-        and config.get("value_serializer") is None
-        and hasattr(producer._accumulator._batches, "default_factory")
-        # RecordAccumulator.append(tp, timestamp_ms, key, value, headers, now, ...) of 3.0, which
-        # gives (future, batch_is_full, new_batch_created, ...); try_append(..., headers, now)
-        and list(opens)[:6] == ["tp", "timestamp_ms", "key", "value", "headers", "now"]
-        and "abort_on_new_batch" in opens
-        and list(appends)[:6] == ["self", "timestamp_ms", "key", "value", "headers", "now"]
-        and kafka_encode.supports(producer)
-    )
+    if "max_request_size" not in config:
+        return "shape: the producer has no max_request_size"
+    # send passes keys and values through these; append_many takes them as bytes
+    if config.get("key_serializer") is not None or config.get("value_serializer") is not None:
+        return "the producer has a serialiser"
+    if not hasattr(producer._accumulator._batches, "default_factory"):
+        return "shape: the accumulator's batches are not a defaultdict"
+    # RecordAccumulator.append(tp, timestamp_ms, key, value, headers, now, ...) of 3.0, which
+    # gives (future, batch_is_full, new_batch_created, ...); try_append(..., headers, now)
+    if list(opens)[:6] != ["tp", "timestamp_ms", "key", "value", "headers", "now"] or (
+        "abort_on_new_batch" not in opens
+    ):
+        return "shape: RecordAccumulator.append takes other arguments"
+    if list(appends)[:6] != ["self", "timestamp_ms", "key", "value", "headers", "now"]:
+        return "shape: ProducerBatch.try_append takes other arguments"
+    encoding = kafka_encode.refusal(producer)
+    return None if encoding is None else f"encode: {encoding}"
 
 
 def append_many(

@@ -159,23 +159,30 @@ def supports(producer: Any) -> bool:
     """True if ``producer`` makes v2 batches whose builders and futures have the fields
     :func:`append_run` writes, and :func:`append_run` writes on a probe batch the bytes, counters
     and futures that ``try_append`` writes."""
+    return refusal(producer) is None
+
+
+def refusal(producer: Any) -> str | None:
+    """Why ``producer``'s records are left to ``try_append`` (a shape check that failed, or the
+    live probe's finding), or None where :func:`append_run` may write them."""
     try:
         from kafka.future import Future
         from kafka.producer.producer_batch import ProducerBatch
         from kafka.record.default_records import DefaultRecordBatchBuilder
         from kafka.record.memory_records import MemoryRecordsBuilder
-    except ImportError:
-        return False
+    except ImportError as exc:
+        return f"shape: {exc}"
     if producer._accumulator.config.get("message_version") != 2:
-        return False
+        return "the producer writes an older message format than v2"
     if Future.__slots__ != _FUTURE_SLOTS or FutureRecordMetadata.__slots__ != _RECORD_FUTURE_SLOTS:
-        return False
+        return "shape: kafka-python's record futures have other fields"
     if not _BUILDER_SLOTS <= set(DefaultRecordBatchBuilder.__slots__):
-        return False
+        return "shape: DefaultRecordBatchBuilder has other fields"
     try:
-        return _same_as_try_append(ProducerBatch, MemoryRecordsBuilder)
-    except Exception:  # another kafka-python: whatever broke, try_append stays the way
-        return False
+        same = _same_as_try_append(ProducerBatch, MemoryRecordsBuilder)
+    except Exception as exc:  # another kafka-python: whatever broke, try_append stays the way
+        return f"probe: appending to the probe batch failed ({type(exc).__name__}: {exc})"
+    return None if same else "probe: append_run wrote the probe batch otherwise than try_append"
 
 
 def _same_as_try_append(batch_class: Any, builder_class: Any) -> bool:
