@@ -18,13 +18,14 @@ per-record errors) are those of ``send``, and the sender is woken whenever a bat
 opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against ``send``.
 
 This reaches into kafka-python's producer internals (``_accumulator``, ``_metadata``,
-``_sender``, ``_transaction_manager``). :func:`supports` checks that each one this uses is there
-and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes (the
-edge asks once per producer). Where one does not (another
-kafka-python), or where the batch is
-not one it can take exactly as ``send`` would (an unknown topic, records that would be too large,
-a partition to be chosen by the sticky partitioner, a transactional producer),
-:func:`append_many` returns None and the caller sends the records one by one.
+``_sender``, ``_transaction_manager``). :func:`refusal` checks that each one used here is there
+and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes. The
+edge asks once per producer. Where a check fails (another kafka-python), the edge sends every
+record with ``send``. Where a batch is not one it can take exactly as ``send`` would (an unknown
+topic, records that would be too large, a partition to be chosen by the sticky partitioner, a
+transactional producer), :func:`append_many` returns None and the caller sends the records one by
+one. ``README.md`` beside this file says which kafka-python versions were checked and what to
+re-run on an upgrade.
 """
 
 from __future__ import annotations

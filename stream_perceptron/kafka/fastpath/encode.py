@@ -16,10 +16,11 @@ record's timestamp is read from the clock as it is appended, as ``try_append(Non
 it. A record is written only once its future is made, and counted as soon as it is written.
 
 It reaches into kafka-python 3.0's producer batch, record builders and futures.
-:func:`supports` checks their fields and, on a probe batch, that :func:`append_run` writes the
-same bytes and futures as ``try_append``; where it does not, the caller appends through
+:func:`refusal` checks their fields and, on a probe batch, that :func:`append_run` writes the
+same bytes and futures as ``try_append``. Where it does not, the caller appends through
 ``try_append``. The caller holds the partition's lock, as ``RecordAccumulator.append`` does
-around ``try_append``.
+around ``try_append``. ``README.md`` beside this file says which kafka-python versions were
+checked and what to re-run on an upgrade.
 """
 
 from __future__ import annotations

@@ -16,11 +16,10 @@ else about fetching, positions and the records a poll returns stays kafka-python
 
 It reaches into kafka-python's internals: the fetcher's ``PartitionRecords`` class and its
 ``_unpack_records`` generator, and the batch's ``_buffer``, ``_pos`` and ``_header_data``.
-:func:`supports` checks that each is there, in the shape this module reads (kafka-python 3.0),
-that the consumer has no deserialiser and reads uncommitted records, and, on probe batches, that
-both ways take the same records with the same positions and counters; the edge asks once per
-consumer. A batch of an older message format (magic 0 or 1) is left to kafka-python, with every
-batch after it in that fetch.
+:func:`refusal` checks them and runs a live probe, once per consumer; where either fails, the
+consumer keeps kafka-python's reading. A batch of an older message format (magic 0 or 1) is left
+to kafka-python, with every batch after it in that fetch. ``README.md`` beside this file says what
+is checked, which kafka-python versions were checked, and what to re-run on an upgrade.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ wait for it (up to ``fetch_max_wait_ms``) instead of sleeping: that case is not 
 :func:`install` corrects the answer on one consumer's fetcher: *idle* with a response in its
 buffer becomes *not idle*, so ``poll`` asks again at once and takes it. Nothing else changes:
 the next ask drains the buffer (records, or a paused partition's response set aside), so the
-correction cannot repeat without a new response.
+correction cannot repeat without a new response. :func:`refusal` checks the two internals this
+reads. Where they differ, the consumer keeps kafka-python's sleep. ``README.md`` beside this
+file says which kafka-python versions were checked and what to re-run on an upgrade.
 """
 
 from __future__ import annotations
