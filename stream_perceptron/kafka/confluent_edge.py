@@ -1,4 +1,4 @@
-"""The Kafka edge on confluent-kafka (librdkafka): same interface and contract as :mod:`.kafka_io`.
+"""The Kafka edge on confluent-kafka (librdkafka): the contract of :mod:`.edge`, as the kafka-python edge.
 
 :class:`ConfluentEdge` is a drop-in for :class:`stream_perceptron.kafka.python_edge.KafkaEdge`
 (``SP_KAFKA__BACKEND=confluent-kafka``): one consumer in a group (eager ``range``
@@ -44,7 +44,7 @@ Differences from the kafka-python edge (same contract otherwise):
   for 2 × ``request_timeout_ms``: with a commit in flight and the broker frozen it would wait
   until the broker is back (D58). kafka-python's close has no commit in flight to wait for.
 * :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
-  :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
+  :data:`~.edge.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
   for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
   re-sends it (transient), as kafka-python's retried send would.
 * :meth:`~ConfluentEdge.highwater` is librdkafka's cached high-water mark from the last
@@ -397,7 +397,7 @@ class ConfluentEdge(EdgeBase):
                 "linger.ms": self._kafka.linger_ms,
                 "batch.size": self._kafka.batch_size,
                 "request.timeout.ms": self._timeout_ms,
-                "allow.auto.create.topics": False,  # as kafka-python's producer (kafka_io.py)
+                "allow.auto.create.topics": False,  # as kafka-python's producer (python_edge.py)
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
                 "logger": _LogBridge(self._throttle),

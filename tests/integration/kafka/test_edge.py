@@ -1,4 +1,4 @@
-"""The edge contract (the ``Edge`` protocol of ``kafka_io``) against a real broker, once per backend:
+"""The edge contract (the ``Edge`` protocol of ``kafka/edge.py``) against a real broker, once per backend:
 order, keys, commits, seeks and commits in the rebalance callbacks, high-water marks, groups,
 outages. Every test runs as ``[kafka-python]`` (``KafkaEdge``) and ``[confluent-kafka]``
 (``ConfluentEdge``); where the two differ by design, the expectation names the backend.
@@ -40,13 +40,13 @@ Settings = Callable[..., KafkaSettings]
 
 # What committed() returns inside on_assigned, for a partition committed earlier in the same
 # callback: librdkafka commits there at once; kafka-python runs the callback on its I/O thread,
-# so the edge defers the commit until the callback returns (kafka_io's module docstring).
+# so the edge defers the commit until the callback returns (python_edge's module docstring).
 COMMITTED_IN_THE_SAME_CALLBACK = {"kafka-python": None, "confluent-kafka": 2}
 
 # highwater() in on_assigned for a partition the member held before the rebalance and holds
 # again, fetched to 10: kafka-python keeps that partition's fetch state; the confluent edge
 # reports no mark after an assignment until a record of the partition came, or 1.5 s passed
-# (librdkafka's cached mark may be stale; kafka_confluent's module docstring).
+# (librdkafka's cached mark may be stale; confluent_edge's module docstring).
 HIGHWATER_KEPT = {"kafka-python": 10, "confluent-kafka": None}
 
 # How each edge words a seek on a partition it does not hold.
