@@ -1,4 +1,4 @@
-"""kafka-python's ``ProducerBatch.try_append`` per record against ``kafka_encode.append_run``.
+"""kafka-python's ``ProducerBatch.try_append`` per record against ``kafka.fastpath.encode.append_run``.
 
 Run from the repository root::
 

@@ -1,4 +1,4 @@
-"""kafka-python's record-by-record reading of fetched batches against ``kafka_fetch``'s one loop.
+"""kafka-python's record-by-record reading of fetched batches against ``kafka.fastpath.fetch``'s one loop.
 
 Run from the repository root::
 
@@ -57,7 +57,7 @@ def contenders() -> dict[str, Any]:
 
     return {
         "kafka-python, record by record": Fetcher.PartitionRecords,
-        "kafka_fetch, a batch at once": BatchDecodingRecords,
+        "fastpath.fetch, a batch at once": BatchDecodingRecords,
     }
 
 

@@ -40,8 +40,9 @@ everything the worker does per record:
 * ``--client confluent-kafka --codec``: the same client calls, with the worker's codec in
   between: each poll read into columns as the worker's edge reads it
   (``stream_perceptron.kafka.confluent_edge.batches_of``), decoded by the worker's
-  ``records.BatchDecoder``, scored by a fixed θ (one matrix product per poll, never updated), and
-  a prediction record per input encoded by the worker's ``records.encode_predictions``, sent with
+  ``stream_perceptron.codec.inputs.BatchDecoder``, scored by a fixed θ (one matrix product per
+  poll, never updated), and a prediction record per input encoded by the worker's
+  ``stream_perceptron.codec.outputs.encode_predictions``, sent with
   positional ``produce`` as its ``send_many`` does. What any worker that reads and writes these
   record formats with this codec costs at least, so the worker's learning, statistics,
   checkpoints and bookkeeping show against it alone.
@@ -99,7 +100,7 @@ def consumer_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
         "group_id": None,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
-        **consumer_fetch_config(kafka),  # as kafka_io.KafkaEdge passes them
+        **consumer_fetch_config(kafka),  # as python_edge.KafkaEdge passes them
     }
 
 

@@ -7,8 +7,9 @@ and exits 2.
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -16,11 +17,68 @@ import click
 import orjson
 
 from stream_perceptron import __version__
-from stream_perceptron.errors import CheckpointError, ProduceInterrupted, SettingsError, StreamPerceptronError
+from stream_perceptron.errors import (
+    CheckpointError,
+    CheckpointExistsError,
+    CheckpointUnreadableError,
+    KafkaAuthError,
+    ProduceInterrupted,
+    SettingsError,
+    StreamPerceptronError,
+)
 from stream_perceptron.logs import report_held, setup_logging
 from stream_perceptron.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ExitCodes = Mapping[type[StreamPerceptronError], int]
+
+EXIT_CODES: ExitCodes = {
+    StreamPerceptronError: 1,  # a failure: the same command may succeed later
+    ProduceInterrupted: 130,  # Ctrl+C, as a shell reports an interrupted command
+    CheckpointExistsError: 2,  # fit into a directory holding a model: an option to give
+}
+"""The exit code of an error that ends a command: the entry of its class, else of the nearest
+class it derives from (its MRO). Every command but ``run`` uses this table: what stops them (a
+source, a cluster, a file) is 1, a refused login included, as it always was."""
+
+RUN_EXIT_CODES: ExitCodes = {
+    **EXIT_CODES,
+    # what `run` refuses at start is a setting to fix: a restart alone would only fail again
+    SettingsError: 2,
+    KafkaAuthError: 2,
+    CheckpointError: 2,
+    CheckpointUnreadableError: 1,  # an I/O error: a restart may succeed
+}
+"""``run``'s table: a Kafka failure after the retries is 1 (the worker has shut down without
+checkpointing a batch that did not finish, so a restart replays it)."""
+
+
+def exit_code(exc: StreamPerceptronError, codes: ExitCodes = EXIT_CODES) -> int:
+    """The exit code ``codes`` gives ``exc``: its class's entry, else its nearest base class's.
+
+    >>> exit_code(ProduceInterrupted("stopped")), exit_code(KafkaAuthError("refused"))
+    (130, 1)
+    >>> exit_code(KafkaAuthError("refused"), RUN_EXIT_CODES)
+    2
+    """
+    return next(codes[cls] for cls in type(exc).__mro__ if cls in codes)
+
+
+def exits(codes: ExitCodes = EXIT_CODES) -> Callable[[F], F]:
+    """A command's errors as one line on stderr and the exit code ``codes`` gives them."""
+
+    def wrap(command: F) -> F:
+        @functools.wraps(command)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return command(*args, **kwargs)
+            except StreamPerceptronError as exc:
+                fail(str(exc), exit_code(exc, codes))
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -65,7 +123,7 @@ def cluster_settings_from(ctx: click.Context, **overrides: Any) -> Settings:
     """:func:`settings_from` for commands that talk to a cluster: one line and exit 2 without a bootstrap."""
     settings = settings_from(ctx, **overrides)
     if settings.kafka.bootstrap_servers is None:
-        fail("kafka.bootstrap_servers is not set (SP_KAFKA__BOOTSTRAP_SERVERS or [kafka] in --config)")
+        fail("SP_KAFKA__BOOTSTRAP_SERVERS is not set (nor bootstrap_servers under [kafka] in --config)")
     return settings
 
 
@@ -94,7 +152,11 @@ def main(ctx: click.Context, config: str | None) -> None:
               help="Where the model is written. Never the worker's directory unless named here:"
                    " a worker then starts from this model.")
 @click.option("--label", default="y", show_default=True, help="The label's CSV column or JSONL key.")
+@click.option("--replace", is_flag=True,
+              help="Move the checkpoints --checkpoint-dir already holds to a replaced-<time>"
+                   " subdirectory of it; without it, fit refuses a directory that holds a model.")
 @click.pass_context
+@exits()
 def fit(
     ctx: click.Context,
     source: str,
@@ -103,21 +165,20 @@ def fit(
     limit: int | None,
     checkpoint_dir: str | None,
     label: str,
+    replace: bool,
 ) -> None:
     """Train offline on SOURCE: a CSV/JSONL file, river:Phishing|Bananas|Shuttle, or a generator.
 
     Makes up to --epochs passes, stopping after a pass with no mistake; prints each pass's
-    mistakes, R, γ and the bound (R/γ)², and writes a checkpoint.
+    mistakes, R, γ and the bound (R/γ)², and writes a checkpoint into a directory that holds
+    none (or, with --replace, moves the ones there aside first).
     """
     from stream_perceptron.commands.fit import fit_source
 
     settings = settings_from(
         ctx, **{"model.fit_intercept": fit_intercept, "checkpoint.dir": checkpoint_dir}
     )
-    try:
-        report = fit_source(settings, source, epochs=epochs, limit=limit, label=label)
-    except StreamPerceptronError as exc:
-        fail(str(exc), 1)
+    report = fit_source(settings, source, epochs=epochs, limit=limit, label=label, replace=replace)
     for line in report.lines():
         click.echo(line)
 
@@ -126,34 +187,20 @@ def fit(
 @click.option("--until-caught-up", is_flag=True,
               help="Stop once every assigned partition is processed to its end.")
 @click.pass_context
+@exits(RUN_EXIT_CODES)
 def run(ctx: click.Context, until_caught_up: bool) -> None:
     """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
-    from stream_perceptron.errors import (
-        CheckpointError,
-        CheckpointUnreadableError,
-        KafkaAuthError,
-        KafkaEdgeError,
-    )
     from stream_perceptron.runtime import limit_malloc_arenas
     from stream_perceptron.worker.loop import Worker
 
     limit_malloc_arenas()  # before any thread: the Kafka clients' threads start in worker.run
     settings = cluster_settings_from(ctx)
+    # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded
+    worker = Worker(settings, owns_process=True)  # a backend not installed: SettingsError
     try:
-        # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded
-        worker = Worker(settings, owns_process=True)  # a backend not installed: SettingsError
-        try:
-            code = worker.run(until=Worker.caught_up if until_caught_up else None)
-        finally:
-            report_held()  # client lines held back in the last minute, before any last line
-    except CheckpointUnreadableError as exc:  # an I/O error: a restart may succeed
-        fail(str(exc), 1)
-    except (CheckpointError, SettingsError, KafkaAuthError) as exc:
-        fail(str(exc))
-    except KafkaEdgeError as exc:
-        # Kafka failed after its retries; the worker has shut down without checkpointing a batch
-        # that did not finish, so a restart replays it.
-        fail(str(exc), 1)
+        code = worker.run(until=Worker.caught_up if until_caught_up else None)
+    finally:
+        report_held()  # client lines held back in the last minute, before any last line
     sys.exit(code)
 
 
@@ -168,6 +215,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Records per second.")
 @click.option("--label", default="y", show_default=True, help="The label's CSV column or JSONL key.")
 @click.pass_context
+@exits()
 def produce(
     ctx: click.Context, source: str, topic: str | None, limit: int | None, partitions: int,
     unlabeled_every: int, rate: float | None, label: str,
@@ -183,30 +231,26 @@ def produce(
     settings = cluster_settings_from(ctx)
     name = topic or settings.topics.input
     limits = settings.limits.codec_limits()
-    try:
-        src = open_source(source, limit=limit, label=label, positive_class=limits.positive_class,
-                          negative_class=limits.negative_class)
-        # a file (or labels read by class name) is read through first: a bad row or an unmatched
-        # positive class then stops the run before anything is sent, so running it again once
-        # fixed sends no record twice
-        checked = src.from_file or limits.positive_class is not None
-        length = check_source(src, limits) if checked else src.length
-        ensure_topics(settings.kafka, {name: partitions})
-        with Progress(transient=False) as progress:
-            task = progress.add_task(f"{source} → {name}", total=length)
-            sent = produce_source(settings.kafka, src, name, limits=None if checked else limits,
-                                  unlabeled_every=unlabeled_every, rate=rate,
-                                  on_progress=lambda n: progress.advance(task, n))
-    except ProduceInterrupted as exc:
-        fail(str(exc), 130)
-    except StreamPerceptronError as exc:
-        fail(str(exc), 1)
+    src = open_source(source, limit=limit, label=label, positive_class=limits.positive_class,
+                      negative_class=limits.negative_class)
+    # a file (or labels read by class name) is read through first: a bad row or an unmatched
+    # positive class then stops the run before anything is sent, so running it again once
+    # fixed sends no record twice
+    checked = src.from_file or limits.positive_class is not None
+    length = check_source(src, limits) if checked else src.length
+    ensure_topics(settings.kafka, {name: partitions})
+    with Progress(transient=False) as progress:
+        task = progress.add_task(f"{source} → {name}", total=length)
+        sent = produce_source(settings.kafka, src, name, limits=None if checked else limits,
+                              unlabeled_every=unlabeled_every, rate=rate,
+                              on_progress=lambda n: progress.advance(task, n))
     click.echo(f"sent {sent} records to {name}")
 
 
 @main.command()
 @click.option("--port", default=9092, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True)
+@exits()
 def broker(port: int, host: str) -> None:
     """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
     import signal
@@ -219,10 +263,7 @@ def broker(port: int, host: str) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
     embedded = EmbeddedBroker(port=port, host=host)
-    try:
-        embedded.start()
-    except StreamPerceptronError as exc:
-        fail(str(exc), 1)
+    embedded.start()
     click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
     try:
         while embedded.running and not stopping.wait(0.2):
@@ -240,6 +281,7 @@ def broker(port: int, host: str) -> None:
               type=click.Path(file_okay=False, path_type=Path))
 @click.option("--verbose", is_flag=True, help="Show the worker's log lines too.")
 @click.pass_context
+@exits()
 def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose: bool) -> None:
     """Stream river's Shuttle (49,097 records, in order) through a worker and plot its mistake rate.
 
@@ -265,10 +307,7 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
         bootstrap = base.kafka.bootstrap_servers
         if bootstrap is None:
             embedded = EmbeddedBroker()
-            try:
-                embedded.start()
-            except StreamPerceptronError as exc:
-                fail(str(exc), 1)
+            embedded.start()
             stack.callback(embedded.stop)
             bootstrap = embedded.bootstrap
             click.echo(f"started the embedded broker on {bootstrap}", err=True)
@@ -288,10 +327,7 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
             "stats.every_examples": 500,
             "log_level": None if verbose else "WARNING",
         })
-        try:
-            summary = run_demo(settings, run_dir, source_spec=source, limit=limit)
-        except StreamPerceptronError as exc:
-            fail(str(exc), 1)
+        summary = run_demo(settings, run_dir, source_spec=source, limit=limit)
     for line in summary.lines():
         click.echo(line)
 
@@ -324,16 +360,14 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
               help="Seconds between redraws.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after N seconds.")
 @click.pass_context
+@exits()
 def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None) -> None:
     """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
     from stream_perceptron.commands.watch import run_watch
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
-    try:
-        code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
-                         duration_s=duration)
-    except StreamPerceptronError as exc:
-        fail(str(exc), 1)
+    code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
+                     duration_s=duration)
     sys.exit(code)
 
 
@@ -344,15 +378,13 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @click.option("--client-id", help="The worker to plot when several publish to the topic: a client id "
               "(its most recent model), or a column of `watch` ('CLIENT_ID · MODEL').")
 @click.pass_context
+@exits()
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
     """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
     from stream_perceptron.commands.watch import run_plot
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
-    try:
-        path, used, of = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
-    except StreamPerceptronError as exc:
-        fail(str(exc), 1)
+    path, used, of = run_plot(settings.kafka, topic or settings.topics.stats, out, client_id=client_id)
     drawn = f"{used}" if used == of else f"{used} (evenly spaced) of {of}"
     click.echo(f"wrote {path} from {drawn} statistics records")
 
@@ -364,6 +396,7 @@ def checkpoint() -> None:
 
 @checkpoint.command("show")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@exits()
 def checkpoint_show(directory: Path) -> None:
     """Print the newest valid checkpoint in DIRECTORY as one JSON object."""
     from stream_perceptron.model.stats import RunningStats
@@ -372,10 +405,7 @@ def checkpoint_show(directory: Path) -> None:
     setup_logging("WARNING")
     if not directory.is_dir():
         fail(f"{directory} is not a directory", 1)
-    try:
-        ckpt = CheckpointStore(directory).load()
-    except CheckpointError as exc:
-        fail(str(exc), 1)
+    ckpt = CheckpointStore(directory).load()
     if ckpt is None:
         fail(f"no valid checkpoint in {directory}", 1)
     stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])

@@ -40,6 +40,10 @@ class CheckpointMismatchError(CheckpointError):
     """A checkpoint was written for a model of another configuration."""
 
 
+class CheckpointExistsError(CheckpointError):
+    """A directory that was to receive a new model already holds checkpoints of another."""
+
+
 class NoStatsError(StreamPerceptronError):
     """A statistics topic holds nothing to show (empty, missing, or not a statistics topic)."""
 

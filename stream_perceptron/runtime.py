@@ -1,6 +1,6 @@
 """Process-level tuning for the long-running loop: the C allocator's arenas and the cycle collector.
 
-Both are measured by ``bench/bench_worker.py`` (see ``docs/performance-log.md``, "Memory"):
+Both are measured by ``bench/bench_worker.py`` (see ``docs/performance.md``, "Decisions"):
 
 * **Allocator arenas.** glibc gives each thread that contends for the heap an arena of its own
   (up to 8 per core). The Kafka clients' I/O threads allocate network buffers that the main

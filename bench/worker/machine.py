@@ -104,7 +104,7 @@ def kafka_client_settings() -> dict[str, Any]:
         "linger_ms": k.linger_ms,
         "batch_size": k.batch_size,
         "acks": "all",
-        "source": "stream_perceptron.settings.KafkaSettings defaults; acks as kafka_io builds its producer",
+        "source": "stream_perceptron.settings.KafkaSettings defaults; acks as KafkaEdge builds its producer",
     }
     if confluent_available():
         from bench.pipe import confluent_configs, kafka_settings

@@ -66,14 +66,14 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
     """
     if key is not None and len(key) > limits.max_key_bytes:
         raise DecodeError(
-            f"key is {len(key)} bytes, over the limit of {limits.max_key_bytes} (limits.max_key_bytes)"
+            f"key is {len(key)} bytes, over the limit of {limits.max_key_bytes} (SP_LIMITS__MAX_KEY_BYTES)"
         )
     if value is None:
         raise DecodeError("record has no value")
     if len(value) > limits.max_record_bytes:
         raise DecodeError(
             f"record is {len(value)} bytes, over the limit of {limits.max_record_bytes}"
-            " (limits.max_record_bytes)"
+            " (SP_LIMITS__MAX_RECORD_BYTES)"
         )
     try:
         obj = orjson.loads(value)
@@ -90,7 +90,7 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
         raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
     if isinstance(rid, str) and len(rid) > limits.max_id_chars:
         raise DecodeError(
-            f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (limits.max_id_chars)"
+            f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (SP_LIMITS__MAX_ID_CHARS)"
         )
     return Example(x, y, rid)
 
@@ -117,14 +117,14 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
     if len(values) > limits.max_features:
         raise DecodeError(
             f"x has {len(values)} features, over the limit of {limits.max_features}"
-            " (limits.max_features)"
+            " (SP_LIMITS__MAX_FEATURES)"
         )
     if isinstance(x, dict):
         longest = max(map(len, x))
         if longest > limits.max_name_chars:
             raise DecodeError(
                 f"x has a feature name of {longest} characters, over the limit of"
-                f" {limits.max_name_chars} (limits.max_name_chars)"
+                f" {limits.max_name_chars} (SP_LIMITS__MAX_NAME_CHARS)"
             )
     if not set(map(type, values)) <= {int, float}:
         names = list(x) if isinstance(x, dict) else range(len(values))
@@ -140,7 +140,7 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
         bad = lo if not -bound <= lo else hi
         raise DecodeError(
             f"x has a value of magnitude {abs(bad):.6g}, over the limit of {bound:g}"
-            " (limits.max_abs_value)"
+            " (SP_LIMITS__MAX_ABS_VALUE)"
         )
     return x  # type: ignore[no-any-return]
 
@@ -193,7 +193,7 @@ class BatchDecoder:
     >>> d.xs, d.ys, d.ids, d.rows
     ([[1.0, 2.5]], [-1], [7], [0])
     >>> d.rejected[3]
-    'key is 3 bytes, over the limit of 2 (limits.max_key_bytes)'
+    'key is 3 bytes, over the limit of 2 (SP_LIMITS__MAX_KEY_BYTES)'
     >>> d.rejected[1], d.rejected[2]
     ('x is empty', 'record has no value')
     """
@@ -301,6 +301,10 @@ def decode_label(y: Any, limits: Limits) -> int:
 
     >>> [decode_label(v, Limits(positive_class="spam")) for v in (1, -1, 0, True, False, "spam")]
     [1, -1, -1, 1, -1, 1]
+    >>> decode_label("ham", Limits(positive_class="spam"))
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: unknown label 'ham': expected 'spam' (SP_LIMITS__POSITIVE_CLASS)
     """
     if y is None:
         return 0
@@ -317,8 +321,12 @@ def decode_label(y: Any, limits: Limits) -> int:
             return 1
         if limits.negative_class is not None and y == limits.negative_class:
             return -1
-        named = [c for c in (limits.positive_class, limits.negative_class) if c is not None]
-        expected = f"one of {named}" if named else "a number or boolean (no class names are set)"
+        named = [f"{c!r} ({setting})" for c, setting in ((limits.positive_class, "SP_LIMITS__POSITIVE_CLASS"),
+                 (limits.negative_class, "SP_LIMITS__NEGATIVE_CLASS")) if c is not None]
+        expected = " or ".join(named) if named else (
+            "a number or boolean (no class names are set: SP_LIMITS__POSITIVE_CLASS,"
+            " SP_LIMITS__NEGATIVE_CLASS)"
+        )
         raise DecodeError(f"unknown label {clip(y)!r}: expected {expected}")
     raise DecodeError(f"unknown label of type {_kind(y)}")
 

@@ -43,11 +43,12 @@ def check_output_bounds(limits: Limits) -> None:
     from stream_perceptron.codec.outputs import largest_dead_letter_bytes, largest_prediction_bytes
 
     room = OUTPUT_RECORD_BYTES - FRAMING_BYTES
-    key = f"limits.max_key_bytes ({limits.max_key_bytes:,})"
+    key = f"SP_LIMITS__MAX_KEY_BYTES ({limits.max_key_bytes:,})"
     for kind, size, other in (
-        ("prediction", largest_prediction_bytes(limits), f"limits.max_id_chars ({limits.max_id_chars:,})"),
+        ("prediction", largest_prediction_bytes(limits),
+         f"SP_LIMITS__MAX_ID_CHARS ({limits.max_id_chars:,})"),
         ("dead letter", largest_dead_letter_bytes(limits),
-         f"limits.dead_letter_value_bytes ({limits.dead_letter_value_bytes:,})"),
+         f"SP_LIMITS__DEAD_LETTER_VALUE_BYTES ({limits.dead_letter_value_bytes:,})"),
     ):
         if size > room:
             raise ValueError(

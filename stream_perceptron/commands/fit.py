@@ -11,7 +11,7 @@ import numpy as np
 
 from stream_perceptron.codec.inputs import check_features
 from stream_perceptron.codec.limits import Limits
-from stream_perceptron.errors import DecodeError, SourceError
+from stream_perceptron.errors import CheckpointExistsError, DecodeError, SourceError
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Features, FloatArray, Perceptron
 from stream_perceptron.model.stats import RunningStats, row_norms
@@ -39,6 +39,8 @@ class FitReport:
     weights: list[float]
     intercept: float
     checkpoint: Path
+    replaced: Path | None = None
+    """Where the checkpoints the directory held before went (``--replace``), if it held any."""
 
     def lines(self) -> list[str]:
         out = [f"{self.source}: {self.examples} examples"]
@@ -54,6 +56,8 @@ class FitReport:
                 f"gamma = {self.gamma:.6g}; bound (R/gamma)^2 = {self.bound:.6g};"
                 f" mistakes in all = {total}"
             )
+        if self.replaced is not None:
+            out.append(f"the checkpoints the directory held before: moved to {self.replaced}")
         out.append(f"checkpoint: {self.checkpoint}")
         return out
 
@@ -103,10 +107,32 @@ def _read(spec: str, source: Iterable[tuple[Features, int]], limits: Limits) -> 
     return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), ys
 
 
+def _refuse_a_model_there(store: CheckpointStore) -> None:
+    """Raise :class:`CheckpointExistsError` when ``store`` holds checkpoint files: a new model
+    saved beside them would make one directory hold two models (a worker restores the newest,
+    and falls back to the other's files when that one is damaged)."""
+    files = store.files()
+    if files:
+        raise CheckpointExistsError(
+            f"{store.directory} already holds a model ({len(files)} checkpoint files, the newest"
+            f" {files[-1].name}): name another --checkpoint-dir, or pass --replace to move them"
+            " aside first"
+        )
+
+
 def fit_source(
-    settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y"
+    settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y",
+    replace: bool = False,
 ) -> FitReport:
-    """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it."""
+    """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it.
+
+    A checkpoint directory that already holds checkpoints is refused
+    (:class:`CheckpointExistsError`, before the source is read) unless ``replace``: its files
+    are then moved aside (:meth:`CheckpointStore.set_aside`) just before the new one is written.
+    """
+    store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+    if not replace:
+        _refuse_a_model_there(store)
     limits = settings.limits.codec_limits()
     source = open_source(spec, limit=limit, label=label, positive_class=limits.positive_class,
                          negative_class=limits.negative_class)
@@ -135,9 +161,13 @@ def fit_source(
     r = float(row_norms(X, model.fit_intercept).max())
     gamma = gamma_all if gamma_all > 0 else None
     model_state, stats_state = learner.state()
-    store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
     store.lock()  # never into a running worker's directory
     try:
+        if replace:
+            replaced = store.set_aside()
+        else:
+            replaced = None
+            _refuse_a_model_there(store)  # again: one may have come while the source was read
         path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
                                      offsets={}, model_id=new_model_id()))
     finally:
@@ -153,4 +183,5 @@ def fit_source(
         weights=model.weights.tolist(),
         intercept=model.intercept,
         checkpoint=path,
+        replaced=replaced,
     )

@@ -1,4 +1,4 @@
-"""The Kafka edge on confluent-kafka (librdkafka): same interface and contract as :mod:`.kafka_io`.
+"""The Kafka edge on confluent-kafka (librdkafka): the contract of :mod:`.edge`, as the kafka-python edge.
 
 :class:`ConfluentEdge` is a drop-in for :class:`stream_perceptron.kafka.python_edge.KafkaEdge`
 (``SP_KAFKA__BACKEND=confluent-kafka``): one consumer in a group (eager ``range``
@@ -44,7 +44,7 @@ Differences from the kafka-python edge (same contract otherwise):
   for 2 × ``request_timeout_ms``: with a commit in flight and the broker frozen it would wait
   until the broker is back (D58). kafka-python's close has no commit in flight to wait for.
 * :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
-  :data:`~.kafka_io.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
+  :data:`~.edge.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
   for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
   re-sends it (transient), as kafka-python's retried send would.
 * :meth:`~ConfluentEdge.highwater` is librdkafka's cached high-water mark from the last
@@ -77,7 +77,7 @@ import operator
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_INVALID,
@@ -102,8 +102,6 @@ from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.throttle import Throttle, kind, suppressed
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 # librdkafka wants socket.timeout.ms >= fetch.wait.max.ms + 1000 (else it warns).
 _SOCKET_OVER_FETCH_WAIT_MS = 1_000
@@ -311,6 +309,7 @@ class ConfluentEdge(EdgeBase):
     """
 
     _log = log
+    _client_errors = (KafkaException, ValueError)
 
     def _init_client_state(self) -> None:
         self._consumer: Consumer | None = None
@@ -319,7 +318,6 @@ class ConfluentEdge(EdgeBase):
         self._sends = 0
         self._fatal: str | None = None  # a fatal consumer error, raised by the next poll
         self._producer_fatal: str | None = None
-        self._callback_lost = False  # while a rebalance callback runs (on the polling thread)
         self._assigning: list[Partition] | None = None  # the partitions being assigned
         # What this edge assigned last (librdkafka's assignment changes only through the
         # assign()/unassign() calls the rebalance callbacks make).
@@ -330,7 +328,6 @@ class ConfluentEdge(EdgeBase):
         self._highwater: dict[Partition, int] = {}
         self._seeks: dict[Partition, int] = {}
         self._callback_committed: dict[Partition, int | None] | None = None
-        self._callback_error: Exception | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -400,7 +397,7 @@ class ConfluentEdge(EdgeBase):
                 "linger.ms": self._kafka.linger_ms,
                 "batch.size": self._kafka.batch_size,
                 "request.timeout.ms": self._timeout_ms,
-                "allow.auto.create.topics": False,  # as kafka-python's producer (kafka_io.py)
+                "allow.auto.create.topics": False,  # as kafka-python's producer (python_edge.py)
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
                 "logger": _LogBridge(self._throttle),
@@ -410,48 +407,9 @@ class ConfluentEdge(EdgeBase):
         return config
 
     def _new_producer(self) -> Producer:
-        return Producer(self._producer_config())
-
-    def _replace_producer(self) -> None:
-        """Start a fresh producer: one that saw a permanent error may be unusable."""
-        try:
-            producer = self._new_producer()
-        except (KafkaException, ValueError) as exc:
-            log.warning("could not restart the producer, keeping the old one: %s", _describe(exc))
-            return
-        old, self._producer = self._producer, producer
-        self._producer_fatal = None
-        if old is not None:
-            self._close_producer(old)
-        log.warning("producer restarted after a permanent delivery error")
-
-    def close(self) -> None:
-        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
-
-        Nothing is committed here. Errors are logged, not raised. The consumer's close is left
-        behind if it outlasts its bound (:meth:`_close_consumer`).
-        """
-        self._refuse_in_callback("close")
-        consumer, producer = self._consumer, self._producer
-        flushed = producer is None or self._flush_quietly()
-        if consumer is not None:
-            self._closing = True
-            try:
-                self._close_consumer(consumer)
-            finally:
-                self._closing = False
-                self._consumer = None
-                self._assigned = []
-        if producer is not None:
-            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
-            producer = self._producer or producer  # on_revoked may have replaced it
-            self._producer = None
-            self._close_producer(producer, graceful=flushed)
-            if self._unsent:
-                log.error("closed with %d undelivered records", len(self._unsent))
-                self._unsent = []
-        self.log_held()
-        log.info("kafka edge closed")
+        producer = Producer(self._producer_config())
+        self._producer_fatal = None  # a fatal error was the producer's this one replaces
+        return producer
 
     def _close_consumer(self, consumer: Consumer) -> None:
         """``consumer.close()``, left behind once it outlasts its bound (D58).
@@ -466,35 +424,38 @@ class ConfluentEdge(EdgeBase):
         checkpoint, which stands, and the next owner of the partitions replays from the last
         commit.
         """
-        outcome: list[BaseException] = []
+        try:
+            outcome: list[BaseException] = []
 
-        def run() -> None:
-            try:
-                consumer.close()
-            except BaseException as exc:  # handed to the waiting thread
-                outcome.append(exc)
+            def run() -> None:
+                try:
+                    consumer.close()
+                except BaseException as exc:  # handed to the waiting thread
+                    outcome.append(exc)
 
-        closing = threading.Thread(target=run, name="sp-consumer-close", daemon=True)
-        closing.start()
-        bound_s = 2 * self._timeout_ms / 1000
-        quiet_since = time.monotonic()
-        while closing.is_alive():
-            closing.join(_CLOSE_WAIT_STEP_S)
-            if self._callback_thread is not None:  # on_revoked runs: it has bounds of its own
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since > bound_s and closing.is_alive():
-                log.error(
-                    "closing the Kafka consumer: not done %.1f s after its last callback"
-                    " (librdkafka waits for a broker that does not answer, e.g. for a commit"
-                    " in flight); left behind, the checkpoint stands", bound_s,
-                )
+            closing = threading.Thread(target=run, name="sp-consumer-close", daemon=True)
+            closing.start()
+            bound_s = 2 * self._timeout_ms / 1000
+            quiet_since = time.monotonic()
+            while closing.is_alive():
+                closing.join(_CLOSE_WAIT_STEP_S)
+                if self._callback_thread is not None:  # on_revoked runs: it has bounds of its own
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > bound_s and closing.is_alive():
+                    log.error(
+                        "closing the Kafka consumer: not done %.1f s after its last callback"
+                        " (librdkafka waits for a broker that does not answer, e.g. for a commit"
+                        " in flight); left behind, the checkpoint stands", bound_s,
+                    )
+                    return
+            if not outcome:
                 return
-        if not outcome:
-            return
-        if isinstance(outcome[0], KafkaException | RuntimeError):
-            log.warning("closing the Kafka consumer: %s", _describe(outcome[0]))
-            return
-        raise outcome[0]
+            if isinstance(outcome[0], KafkaException | RuntimeError):
+                log.warning("closing the Kafka consumer: %s", _describe(outcome[0]))
+                return
+            raise outcome[0]
+        finally:
+            self._assigned = []  # nothing is, once closed (or left behind)
 
     def _close_producer(self, producer: Producer, *, graceful: bool = True) -> None:
         """Close ``producer``; unless ``graceful``, drop its unacknowledged records at once."""
@@ -550,19 +511,10 @@ class ConfluentEdge(EdgeBase):
         Nothing propagates into librdkafka: an exception there would abandon the records
         the same ``consume()`` call had already taken from the queue.
         """
-        log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
-        self._callback_thread = threading.get_ident()
-        self._callback_lost = lost
-        try:
-            self._callbacks[name](keys)
-        except Exception as exc:
-            if self._closing:  # close() does not raise
-                log.exception("%s failed while closing", name)
-            elif self._callback_error is None:
-                self._callback_error = exc
-        finally:
-            self._callback_thread = None
-            self._callback_lost = False
+        self._announce(name, keys, lost=lost)
+        error = self._call_back(name, keys, lost=lost)
+        if self._callback_error is None:  # the first one of the poll
+            self._callback_error = error
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -738,14 +690,10 @@ class ConfluentEdge(EdgeBase):
         are being reassigned and the next poll rejoins.
         """
         consumer = self._require(self._consumer)
-        assigned = set(self.assignment())
         request = [
             TopicPartition(topic, partition, offset)
-            for (topic, partition), offset in offsets.items()
-            if (topic, partition) in assigned
+            for (topic, partition), offset in self._assigned_offsets(offsets).items()
         ]
-        if len(request) < len(offsets):
-            log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
         if not request:
             return
         if not self._in_callback():
@@ -754,7 +702,7 @@ class ConfluentEdge(EdgeBase):
             )
             return
         if self._callback_lost:
-            log.warning("not committing offsets of lost partitions %s", sorted(assigned))
+            log.warning("not committing offsets of lost partitions %s", self.assignment())
             return
 
         def attempt() -> None:
@@ -792,8 +740,8 @@ class ConfluentEdge(EdgeBase):
         waits and retries, only for a record that ``produce`` refuses).
 
         ``produce`` is called with positional arguments ``(topic, value, key)``: the binding
-        parses keywords more slowly, 1.00 against 0.77 µs a record (``bench/bench_produce.py``;
-        ``docs/performance-log.md``, "Positional arguments to `produce`")."""
+        parses keywords more slowly, 1.00 against 0.77 µs a record (``docs/performance.md``,
+        "Decisions")."""
         producer = self._require(self._producer)
         produce = producer.produce
         for key, value in zip(keys, values, strict=True):

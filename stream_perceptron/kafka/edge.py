@@ -1,6 +1,7 @@
 """The Kafka edge's contract, shared by both backends: what a poll returns, what the worker may
-call (:class:`Edge`), the retry policy, and :class:`EdgeBase`, the scaffolding both edges build
-on (the callbacks, retries with backoff, flush-and-resend, the rebalance-callback guard).
+call (:class:`Edge`), the retry policy, and :class:`EdgeBase`, the lifecycle both edges share
+(close, producer replacement, flush-and-resend, retries with backoff, the commit's choice of
+partitions, running the rebalance callbacks and guarding what may be called inside them).
 
 The backends are :class:`stream_perceptron.kafka.python_edge.KafkaEdge` (kafka-python, the default) and
 :class:`stream_perceptron.kafka.confluent_edge.ConfluentEdge` (confluent-kafka). This module knows no
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.settings import KafkaSettings
@@ -173,13 +174,18 @@ def _never() -> bool:
 
 
 class EdgeBase:
-    """What both edges share. A subclass sets its own state up in :meth:`_init_client_state`,
-    builds the clients and provides :meth:`send_many`, :meth:`_flush_once` (one flush round,
-    ending with :meth:`_settle_unsent`), :meth:`_replace_producer`, :meth:`_retriable` and
-    :meth:`_describe`.
+    """The lifecycle both edges share, with a hook per client. A subclass sets its own state up
+    in :meth:`_init_client_state`, builds the clients in ``start``, and provides the hooks:
+    :meth:`_new_producer`, :meth:`_close_producer` and :meth:`_close_consumer` (with
+    :attr:`_client_errors`, what its client raises), :meth:`send_many`, :meth:`_flush_once` (one
+    flush round, ending with :meth:`_settle_unsent`), :meth:`assignment`, :meth:`_retriable` and
+    :meth:`_describe`. Its rebalance callbacks go through :meth:`_announce` and
+    :meth:`_call_back`; its commits through :meth:`_assigned_offsets`.
     """
 
     _log = logging.getLogger(__name__)
+    # What the client raises when it refuses to make a producer (kept, logged, by a replacement).
+    _client_errors: tuple[type[Exception], ...] = ()
 
     def __init__(
         self,
@@ -200,8 +206,13 @@ class EdgeBase:
         self._timeout_ms = kafka.request_timeout_ms
         # Deliveries that failed, appended by the client's delivery report.
         self._unsent: list[Unsent] = []
-        # Set while a rebalance callback runs.
+        self._consumer: Any = None
+        self._producer: Any = None
+        # Set while a rebalance callback runs: its thread, and whether its partitions were lost.
         self._callback_thread: int | None = None
+        self._callback_lost = False
+        # What a callback raised, for the poll that ran it.
+        self._callback_error: Exception | None = None
         self._closing = False
         self.heartbeat: Callable[[], None] = _nothing
         self.stopping: Callable[[], bool] = _never
@@ -213,6 +224,61 @@ class EdgeBase:
     def log_held(self) -> None:
         """Write the client's log lines still held back, with their counts (each edge knows
         where its client's lines are held)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
+
+        Nothing is committed here. Errors are logged, not raised. The producer closed is the one
+        the edge holds at the end: a flush here that meets a permanent delivery failure replaces
+        it (:meth:`_settle_unsent`), and the one it replaced is closed by then.
+        """
+        self._refuse_in_callback("close")
+        flushed = self._producer is None or self._flush_quietly()
+        consumer = self._consumer
+        if consumer is not None:
+            self._closing = True
+            try:
+                self._close_consumer(consumer)
+            finally:
+                self._closing = False
+                self._consumer = None
+        if self._producer is not None:
+            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
+            producer, self._producer = self._producer, None
+            self._close_producer(producer, graceful=flushed)
+            if self._unsent:
+                self._log.error("closed with %d undelivered records", len(self._unsent))
+                self._unsent = []
+        self.log_held()
+        self._log.info("kafka edge closed")
+
+    def _close_consumer(self, consumer: Any) -> None:
+        """Leave the group and close ``consumer`` (``on_revoked`` runs inside); a client error
+        is logged."""
+        raise NotImplementedError
+
+    def _new_producer(self) -> Any:
+        """A producer, started (raising one of :attr:`_client_errors` if the client refuses)."""
+        raise NotImplementedError
+
+    def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
+        """Close ``producer``; unless ``graceful``, drop its unacknowledged records first."""
+        raise NotImplementedError
+
+    def _replace_producer(self) -> None:
+        """Start a fresh producer and close the old one: one that saw a permanent error may be
+        unusable. If no fresh one starts, the old one is kept."""
+        try:
+            producer = self._new_producer()
+        except self._client_errors as exc:
+            self._log.warning("could not restart the producer, keeping the old one: %s", self._describe(exc))
+            return
+        old, self._producer = self._producer, producer
+        if old is not None:
+            self._close_producer(old)
+        self._log.warning("producer restarted after a permanent delivery error")
 
     # -- producing -------------------------------------------------------------------------
 
@@ -292,9 +358,41 @@ class EdgeBase:
             self._log.error("closing with unacknowledged records: %s", problem)
         return problem is None
 
-    def _replace_producer(self) -> None:
-        """Start a fresh producer: one that saw a permanent error may be unusable."""
+    # -- consuming -------------------------------------------------------------------------
+
+    def assignment(self) -> list[Partition]:
+        """The partitions assigned to this member, sorted."""
         raise NotImplementedError
+
+    def _assigned_offsets(self, offsets: Mapping[Partition, int]) -> dict[Partition, int]:
+        """What a commit of ``offsets`` commits: those of the partitions assigned to this member
+        (the others are skipped, said at DEBUG)."""
+        assigned = set(self.assignment())
+        kept = {key: offset for key, offset in offsets.items() if key in assigned}
+        if len(kept) < len(offsets):
+            self._log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(kept))
+        return kept
+
+    def _announce(self, name: str, keys: list[Partition], *, lost: bool) -> None:
+        self._log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
+
+    def _call_back(self, name: str, keys: list[Partition], *, lost: bool) -> Exception | None:
+        """Run the worker's ``name`` callback with ``keys`` on this thread, known meanwhile as
+        the callback's (:meth:`_in_callback`, and ``_callback_lost``). Returns what it raised, or
+        None; while closing that is logged instead: close() raises nothing, and the client's
+        close would skip its cleanup."""
+        self._callback_thread = threading.get_ident()
+        self._callback_lost = lost
+        try:
+            self._callbacks[name](keys)
+        except Exception as exc:
+            if not self._closing:
+                return exc
+            self._log.exception("%s failed while closing", name)
+        finally:
+            self._callback_thread = None
+            self._callback_lost = False
+        return None
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -43,7 +43,9 @@ parent → child               child → parent              meaning
 ``["f", timeout_s]``         ``["f", ok, unsent]``       flush; ``unsent``: failed deliveries
 ``["r"]``                    ``["r"]``                   replace the producer (permanent error)
 ``["c", graceful]``          ``["c"]``                   close the producer and exit
-``["start", settings, …]``   ``["ready"]`` / ``["e", …]`` the child's producer started / did not
+``["start", settings, …]``   ``["ready", append]``       the child's producer started; ``append``
+                                                         is its fast path's refusal (or nil)
+``["start", settings, …]``   ``["e", …]``                the child's producer did not start
 —                            ``["x", description]``      a send failed after its retries
 ===========================  ==========================  ==========================================
 """
@@ -136,6 +138,7 @@ class SplitKafkaEdge(KafkaEdge):
             self._end_child(conn)
             error = KafkaAuthError if reply[1] == "auth" else KafkaEdgeError
             raise error(reply[2])
+        self._fast_paths["append"] = reply[1]  # the child's producer appends, or not
         log.info("producer process %d started", child.pid)
         return conn
 
@@ -291,7 +294,7 @@ class _Child:
             self.reply("e", kind, f"cannot start the producer: {KafkaEdge._describe(exc)}")
             return
         tune_gc()
-        self.reply("ready")
+        self.reply("ready", self.edge._fast_paths["append"])
         try:
             self.serve(parent)
         except Exception as exc:  # the worker raises it from its next call, as one line

@@ -26,10 +26,9 @@ An exception raised by a callback propagates out of the :meth:`~KafkaEdge.poll` 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
@@ -54,9 +53,11 @@ from stream_perceptron.kafka.edge import (
     Partition,
     Unsent,
 )
+from stream_perceptron.kafka.fastpath import described
 from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
 from stream_perceptron.kafka.fastpath import wake as kafka_wake
-from stream_perceptron.kafka.fastpath.append import append_many, supports
+from stream_perceptron.kafka.fastpath.append import append_many
+from stream_perceptron.kafka.fastpath.append import refusal as append_refusal
 from stream_perceptron.logs import report_held
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,6 @@ _MEMBERSHIP_ERRORS = (
     IllegalGenerationError,
     UnknownMemberIdError,
 )
-
-_T = TypeVar("_T")
-
 
 
 class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
@@ -98,15 +96,15 @@ class KafkaEdge(EdgeBase):
     """
 
     _log = log
+    _client_errors = (KafkaError,)
 
     def _init_client_state(self) -> None:
-        self._consumer: Any = None
-        self._producer: Any = None
-        self._appends = False  # whether kafka_append.append_many takes the producer's records
+        self._appends = False  # whether fastpath.append.append_many takes the producer's records
+        # Each fast path's refusal (None: installed), for the start line (fastpath/README.md).
+        self._fast_paths: dict[str, str | None] = {}
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._callback_error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -135,8 +133,7 @@ class KafkaEdge(EdgeBase):
                 **consumer_fetch_config(self._kafka),
                 allow_auto_create_topics=False,  # a missing input topic is an error, not a default
             )
-            kafka_fetch.install(consumer)  # each fetched batch decoded in one loop, where it can
-            kafka_wake.install(consumer)  # a response landing mid-poll is read, not slept on
+            self._install_fast_paths(consumer)
             consumer.subscribe([self._input_topic], listener=_Listener(self))
             producer = self._new_producer()
         except (KafkaError, KafkaEdgeError) as exc:
@@ -149,11 +146,19 @@ class KafkaEdge(EdgeBase):
             ) from None
         self._consumer, self._producer = consumer, producer
         log.info(
-            "kafka edge started: group %s, input topic %s, brokers %s",
+            "kafka edge started: group %s, input topic %s, brokers %s; %s",
             self._kafka.group_id,
             self._input_topic,
             servers_text(self._kafka),
+            described(self._fast_paths),
         )
+
+    def _install_fast_paths(self, consumer: Any) -> None:
+        """Each fetched batch decoded in one loop; a response landing mid-poll read, not slept on:
+        where they fit this kafka-python, else its own path, and why (for the start line)."""
+        for name, module in (("fetch", kafka_fetch), ("wake", kafka_wake)):
+            installed = module.install(consumer)
+            self._fast_paths[name] = None if installed else module.refusal(consumer) or "refused"
 
     def _with_timeout(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "bootstrap_timeout_ms": self._timeout_ms}
@@ -170,51 +175,20 @@ class KafkaEdge(EdgeBase):
             # a topic silently recreated with the broker's defaults
             allow_auto_create_topics=False,
         )
-        self._appends = supports(producer)
+        refusal = append_refusal(producer)
+        self._appends, self._fast_paths["append"] = refusal is None, refusal
         return producer
-
-    def _replace_producer(self) -> None:
-        """Start a fresh producer: one that saw a permanent error may be unusable."""
-        try:
-            producer = self._new_producer()
-        except KafkaError as exc:
-            log.warning("could not restart the producer, keeping the old one: %s", describe(exc))
-            return
-        old, self._producer = self._producer, producer
-        self._close_producer(old)
-        log.warning("producer restarted after a permanent delivery error")
-
-    def close(self) -> None:
-        """Flush the producer, leave the group (``on_revoked`` runs) and close both clients.
-
-        Nothing is committed here. Errors are logged, not raised.
-        """
-        self._refuse_in_callback("close")
-        consumer, producer = self._consumer, self._producer
-        flushed = producer is None or self._flush_quietly()
-        if consumer is not None:
-            self._closing = True
-            try:
-                consumer.close(autocommit=False, timeout_ms=self._timeout_ms)
-            except KafkaError as exc:
-                log.warning("closing the Kafka consumer: %s", describe(exc))
-            finally:
-                self._closing = False
-                self._consumer = None
-        if producer is not None:
-            flushed = flushed and self._flush_quietly()  # records sent by on_revoked
-            self._producer = None
-            self._close_producer(producer, graceful=flushed)
-            if self._unsent:
-                log.error("closed with %d undelivered records", len(self._unsent))
-                self._unsent = []
-        self.log_held()
-        log.info("kafka edge closed")
 
     def log_held(self) -> None:
         """kafka-python's lines still held back: its loggers' lines are held by the filter on
         the CLI's log handler (:class:`stream_perceptron.logs.RepeatedClientLines`)."""
         report_held()
+
+    def _close_consumer(self, consumer: Any) -> None:
+        try:
+            consumer.close(autocommit=False, timeout_ms=self._timeout_ms)
+        except KafkaError as exc:
+            log.warning("closing the Kafka consumer: %s", describe(exc))
 
     def _close_producer(self, producer: Any, *, graceful: bool = True) -> None:
         """Close ``producer``; unless ``graceful``, drop its unacknowledged records first."""
@@ -329,14 +303,10 @@ class KafkaEdge(EdgeBase):
         partitions are being reassigned and the next poll rejoins.
         """
         consumer = self._require(self._consumer)
-        assigned = consumer.assignment()
         request = {
             TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
-            for (topic, partition), offset in offsets.items()
-            if TopicPartition(topic, partition) in assigned
+            for (topic, partition), offset in self._assigned_offsets(offsets).items()
         }
-        if len(request) < len(offsets):
-            log.debug("commit: skipping %d unassigned partitions", len(offsets) - len(request))
         if not request:
             return
         if self._in_callback():
@@ -424,23 +394,18 @@ class KafkaEdge(EdgeBase):
         keys = [(tp.topic, tp.partition) for tp in tps]
         if not keys and name == "on_revoked":
             return  # kafka-python announces an empty revocation before every join
-        log.info("%s%s: %s", name, " (partitions lost)" if lost else "", keys)
+        self._announce(name, keys, lost=lost)
         if name == "on_assigned":
             self._callback_committed = await self._fetch_committed(tps)
-        self._callback_thread = threading.get_ident()
         try:
-            self._callbacks[name](keys)
-        except Exception as exc:
-            if self._closing:  # close() does not raise; kafka-python would skip cleanup
-                log.exception("%s failed while closing", name)
-            else:
-                self._callback_error = exc
-                raise
+            error = self._call_back(name, keys, lost=lost)
         finally:
-            self._callback_thread = None
             self._callback_committed = {}
             self._callback_fetch_error = None
             deferred, self._deferred_commit = self._deferred_commit, {}
+        if error is not None:  # kafka-python raises it from the poll that ran the callback
+            self._callback_error = error
+            raise error
         if deferred and lost:
             log.warning("not committing offsets of lost partitions %s", keys)
         elif deferred:

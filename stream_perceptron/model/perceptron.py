@@ -120,6 +120,7 @@ class Perceptron(base.Classifier):
         self._b = 0.0
         self._mistakes = 0
         self._index: dict[str, int] = {}
+        self._names_refused = 0
         if initial_weights is not None:
             w = np.array(initial_weights, dtype=np.float64).ravel()
             if n_features is not None and len(w) != n_features:
@@ -161,6 +162,22 @@ class Perceptron(base.Classifier):
         return sorted(self._index, key=self._index.__getitem__)
 
     @property
+    def n_names(self) -> int:
+        """How many feature names are indexed (``len(feature_names)``, without listing them)."""
+        return len(self._index)
+
+    @property
+    def name_limit(self) -> int | None:
+        """The most names this model indexes: ``n_features`` when set, else ``max_names``."""
+        return self.n_features if self.n_features is not None else self.max_names
+
+    @property
+    def names_refused(self) -> int:
+        """Rows refused so far because their new names would take the model past
+        :attr:`name_limit` (counted by this object; not part of the state)."""
+        return self._names_refused
+
+    @property
     def _supervised(self) -> bool:
         return True
 
@@ -198,9 +215,9 @@ class Perceptron(base.Classifier):
         if grow:
             new = [k for k in x if k not in index]
             if new:
-                limit = self._name_limit
+                limit = self.name_limit
                 if limit is not None and len(index) + len(new) > limit:
-                    raise DimensionError(self._too_many_names(len(new)))
+                    raise DimensionError(self._refuse_names(len(new)))
                 for name in new:
                     index[name] = len(index)
                 self._ensure_dim(max(len(index), self.n_features or 0))
@@ -263,12 +280,12 @@ class Perceptron(base.Classifier):
     def _index_new_names(self, xs: Sequence[Mapping[str, float]]) -> dict[int, str]:
         """Give the new names of each row, in order, the next indices; returns ``{row: reason}``
         for the rows whose new names would take the model past its bound on names (none indexed)."""
-        index, limit = self._index, self._name_limit
+        index, limit = self._index, self.name_limit
         rejected: dict[int, str] = {}
         for i, x in enumerate(xs):
             new = [k for k in x if k not in index]
             if limit is not None and len(index) + len(new) > limit:
-                rejected[i] = self._too_many_names(len(new))
+                rejected[i] = self._refuse_names(len(new))
                 continue
             for name in new:
                 index[name] = len(index)
@@ -457,14 +474,11 @@ class Perceptron(base.Classifier):
             raise DimensionError(f"row {row}: {reason}")
         return rows
 
-    @property
-    def _name_limit(self) -> int | None:
-        """The most names this model indexes: ``n_features`` when set, else ``max_names``."""
-        return self.n_features if self.n_features is not None else self.max_names
-
-    def _too_many_names(self, new: int) -> str:
-        bound = "model.n_features" if self.n_features is not None else "limits.max_names"
-        return f"x brings {new} new feature names; the model allows {self._name_limit} in all ({bound})"
+    def _refuse_names(self, new: int) -> str:
+        """Count a row refused for bringing ``new`` names past the bound; returns the reason."""
+        self._names_refused += 1
+        bound = "SP_MODEL__N_FEATURES" if self.n_features is not None else "SP_LIMITS__MAX_NAMES"
+        return f"x brings {new} new feature names; the model allows {self.name_limit} in all ({bound})"
 
     def _fixed_by_dense(self) -> bool:
         """Whether dense vectors fixed the dimension (named features are then refused). A model

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -94,18 +95,21 @@ class Checkpoint:
         if saved.get("fit_intercept") != config.get("fit_intercept"):
             problems.append(
                 f"fit_intercept={saved.get('fit_intercept')} there,"
-                f" {config.get('fit_intercept')} here"
+                f" {config.get('fit_intercept')} here (SP_MODEL__FIT_INTERCEPT)"
             )
         mine, theirs = config.get("n_features"), saved.get("n_features")
         dim = len(self.model.get("weights") or [])
         if mine is not None and ((theirs is not None and theirs != mine) or dim not in (0, mine)):
-            problems.append(f"n_features={theirs if theirs is not None else dim} there, {mine} here")
+            problems.append(
+                f"n_features={theirs if theirs is not None else dim} there, {mine} here"
+                " (SP_MODEL__N_FEATURES)"
+            )
         if problems:
             where = self.path or "the checkpoint"
             raise CheckpointMismatchError(
                 f"checkpoint {where} was written for another model configuration ("
                 + "; ".join(problems)
-                + "): point checkpoint.dir elsewhere or match the model settings"
+                + "): point SP_CHECKPOINT__DIR elsewhere or match the model settings"
             )
 
 
@@ -177,6 +181,38 @@ class CheckpointStore:
     def files(self) -> list[Path]:
         """The checkpoint files present, valid or not, oldest first."""
         return [path for _, path in self._files()]
+
+    def set_aside(self) -> Path | None:
+        """Move every checkpoint file into a new subdirectory ``replaced-<UTC time>`` (which
+        :meth:`load` does not look into), so the next :meth:`save` begins a new model; returns
+        that subdirectory, or None when there was no file to move.
+
+        The files are moved, not deleted: they may be a worker's months of learning, and the
+        rename within the directory is as cheap as a delete. Raises :class:`CheckpointError`
+        when they cannot be moved (those already moved stay moved).
+        """
+        files = self.files()
+        if not files:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        try:
+            for n in itertools.count(1):
+                aside = self.directory / (f"replaced-{stamp}" if n == 1 else f"replaced-{stamp}-{n}")
+                try:
+                    aside.mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            for path in files:
+                os.replace(path, aside / path.name)
+            _fsync_dir(aside)
+            _fsync_dir(self.directory)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot move the checkpoints in {self.directory} aside: {exc.strerror or exc}"
+            ) from None
+        self._held.clear()
+        return aside
 
     def save(self, ckpt: Checkpoint) -> Path:
         """Write ``ckpt`` durably and prune old files; returns its path.

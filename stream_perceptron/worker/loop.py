@@ -87,6 +87,14 @@ class Worker(Checkpointing, Progress):
         # (restore), so a worker's statistics stay one series across restarts and moves.
         self.model_id = new_model_id()
         self.dead_letters_total = 0
+        # Where the model's width comes from, for the line that says records of another width are
+        # dead letters (None: the first dense record learned); and the kinds of record the model
+        # refuses that have had that line (once each: "names", "width")
+        self._width_from: str | None = "SP_MODEL__N_FEATURES" if m.n_features is not None else None
+        self._refusals_told: set[str] = set()
+        # The width was taken from a checkpoint (SP_MODEL__N_FEATURES unset) and no record has fitted
+        # the model since: a first record of another width then stops the worker (see _refuse_width)
+        self._width_unconfirmed: str | None = None
         self.counters = Counters()
         self.checkpoint_ok = True
         self.last_checkpoint_path: str | None = None
@@ -164,6 +172,12 @@ class Worker(Checkpointing, Progress):
                 model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
             self.learner.restore(ckpt.model, ckpt.stats)
             dead_letters = int(ckpt.stats.get("dead_letters", 0))
+            if self.settings.model.n_features is None and model.dim:
+                self._width_unconfirmed = str(ckpt.path)
+                self._width_from = (
+                    f"checkpoint {ckpt.path}'s, adopted with SP_MODEL__N_FEATURES unset; to learn"
+                    " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"
+                )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # the checksum holds, so the file is intact: written by something else, not damaged
             raise CheckpointError(
@@ -179,8 +193,9 @@ class Worker(Checkpointing, Progress):
         if self.observer is not None:
             self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
         log.info(
-            "restored %s: model %s, %d updates, %d examples seen, offsets %s",
-            ckpt.path, self.model_id, self.learner.model.mistakes, self.learner.stats.seen, ckpt.offsets,
+            "restored %s: model %s (%d features), %d updates, %d examples seen, offsets %s",
+            ckpt.path, self.model_id, self.learner.model.dim or 0, self.learner.model.mistakes,
+            self.learner.stats.seen, ckpt.offsets,
         )
 
     def stop(self) -> None:
@@ -206,6 +221,8 @@ class Worker(Checkpointing, Progress):
         self._install_signals()
         if self.observer is not None:
             self.observer.model(self.model_id)
+            model = self.learner.model
+            self.observer.feature_names(model.n_names, model.name_limit)
             try:
                 self.observer.start()
             except OSError as exc:
@@ -232,7 +249,10 @@ class Worker(Checkpointing, Progress):
         (or ``until(self)``). A stop asked during a poll (a signal, or a revocation checkpoint
         the poll ran) ends the loop once the batches polled are processed: the shutdown's
         statistics record and checkpoint come next, and an interval checkpoint before them
-        would only add a round of flush retries against a broker that does not answer."""
+        would only add a round of flush retries against a broker that does not answer.
+
+        The ``consumer_lag`` gauge follows each poll's high-water marks (a statistics record sets
+        it too), so after a burst it does not wait up to ``SP_STATS__EVERY_SECONDS`` to show it."""
         poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
         chunk_records = self.settings.output.chunk_records
         while not self._stop.is_set():
@@ -246,6 +266,8 @@ class Worker(Checkpointing, Progress):
                 return
             if self._stats_policy.due():
                 self.publish_stats()
+            elif self.observer is not None:
+                self.observer.lag(self.lag())  # per poll, never per record: one mark per partition
             if self._ckpt_policy.due():
                 self.checkpoint("interval")
             if until is not None and until(self):
@@ -422,20 +444,28 @@ class Worker(Checkpointing, Progress):
         for i, reason in decoded.rejected.items():
             self._dead_letter(batch, i, reason)
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
+        model = self.learner.model
         start = 0
         while start < len(xs):
             end = self.learner.chunk_end(xs, start)
-            X, rejected = self.learner.model.vectorize_many(xs[start:end])
+            names_refused = model.names_refused
+            X, rejected = model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end
+            if rejected and self._width_unconfirmed is not None and 0 in rejected:
+                self._refuse_width(batch, chunk_rows[0], rejected[0])
             if rejected:
                 for k, reason in rejected.items():
                     self._dead_letter(batch, chunk_rows[k], reason)
+                k, reason = next(iter(rejected.items()))
+                # a chunk is all named or all dense rows: its refusals are all of one kind
+                self._tell_refusal(batch, chunk_rows[k], reason, names=model.names_refused > names_refused)
                 keep = [k for k in range(len(chunk_rows)) if k not in rejected]
                 chunk_rows = [chunk_rows[k] for k in keep]
                 chunk_ys = [chunk_ys[k] for k in keep]
                 chunk_ids = [chunk_ids[k] for k in keep]
             if chunk_rows:
+                self._width_unconfirmed = None  # the checkpoint's width fits the input
                 n_labeled, n_mistakes = self._learn_and_publish(X, batch, chunk_rows, chunk_ys, chunk_ids)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
         self.offsets.setdefault(batch.topic, {})[batch.partition] = batch.offsets[-1] + 1
@@ -447,6 +477,49 @@ class Worker(Checkpointing, Progress):
         if self.observer is not None:
             self.observer.batch(records=n, labeled=labeled, mistakes=mistakes,
                                 dead_letters=self.counters.dead_letters - dead_before)
+            self.observer.feature_names(model.n_names, model.name_limit)
+
+    def _refuse_width(self, batch: Batch, i: int, reason: str) -> None:
+        """The first record since the start does not fit the width the model took from a checkpoint
+        with ``SP_MODEL__N_FEATURES`` unset: every record would be a dead letter, so the worker stops
+        with one line (exit 2) instead. Nothing of the batch was learned and its offsets are not
+        advanced: a restart with the settings fixed processes it. Set ``SP_MODEL__N_FEATURES`` to the
+        checkpoint's width to keep the model and dead-letter the records that do not fit it."""
+        self._open_batch = None  # the state is the restored one: nothing of this batch was learned
+        width = self.learner.model.dim or 0
+        raise SettingsError(
+            f"{batch.topic}[{batch.partition}]@{batch.offsets[i]}, the first record since the start,"
+            f" does not fit the model of checkpoint {self._width_unconfirmed} ({reason}); with"
+            " SP_MODEL__N_FEATURES unset the width is the checkpoint's: point SP_CHECKPOINT__DIR at a"
+            f" directory of this input's own, or set SP_MODEL__N_FEATURES={width} to keep the model"
+            " and send the records that do not fit it to the dead-letter topic"
+        )
+
+    def _tell_refusal(self, batch: Batch, i: int, reason: str, *, names: bool) -> None:
+        """Say at WARNING, once per kind, that the model refused the ``i``-th record of ``batch``
+        (a dead letter now) and that the records like it will follow: those bringing new names
+        past the bound (``names``), or those that do not fit the model's width. Each dead letter
+        is logged at DEBUG only; without this line a stream of them would pass unremarked."""
+        kind = "names" if names else "width"
+        if kind in self._refusals_told:
+            return
+        self._refusals_told.add(kind)
+        where, model = f"{batch.topic}[{batch.partition}]@{batch.offsets[i]}", self.learner.model
+        if names:
+            setting = "SP_MODEL__N_FEATURES" if model.n_features is not None else "SP_LIMITS__MAX_NAMES"
+            log.warning(
+                "%s went to the dead-letter topic: %s; so will every later record whose new feature"
+                " names would pass %s=%s (%d names in use; said once, the count is"
+                " stream_perceptron_feature_names on /metrics)",
+                where, reason, setting, model.name_limit, model.n_names,
+            )
+        else:
+            origin = "" if self._width_from is None else f": that width is {self._width_from}"
+            log.warning(
+                "%s went to the dead-letter topic: %s; so will every record that does not fit the"
+                " model's %d features (said once)%s",
+                where, reason, model.dim or 0, origin,
+            )
 
     def _learn_and_publish(
         self, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any]

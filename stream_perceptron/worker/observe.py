@@ -165,6 +165,17 @@ class Observer:
         Gauge(PREFIX + "ready", "1 when /readyz answers 200, else 0.", registry=reg).set_function(
             lambda: 1.0 if self.readiness()[0] else 0.0
         )
+        self._names = Gauge(
+            PREFIX + "feature_names", "Feature names the model indexes (0 while its input is dense).",
+            registry=reg,
+        )
+        self._names_limit = Gauge(
+            PREFIX + "feature_names_limit",
+            "The most feature names the model indexes: SP_LIMITS__MAX_NAMES (SP_MODEL__N_FEATURES when"
+            " set); records bringing names past it are dead-lettered. NaN when unbounded.",
+            registry=reg,
+        )
+        self._names_limit.set(math.nan)
         self._model_info = Gauge(  # an info metric: 1, its label the information; none until named
             PREFIX + "model_info", "The model this worker learns: 1, labelled with its model_id.",
             ["model_id"], registry=reg,
@@ -231,6 +242,11 @@ class Observer:
         """Name the model, once it is restored or begun: ``model_info{model_id="…"} 1``."""
         self._model_info.clear()
         self._model_info.labels(model_id).set(1)
+
+    def feature_names(self, in_use: int, limit: int | None) -> None:
+        """The feature names the model indexes, and the most it may (None: no bound)."""
+        self._names.set(in_use)
+        self._names_limit.set(math.nan if limit is None else limit)
 
     def stats(self, snapshot: Mapping[str, Any]) -> None:
         """Set the gauges from a statistics record and raise the counters to its totals."""

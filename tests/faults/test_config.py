@@ -7,12 +7,19 @@ import signal
 import time
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.commands.broker import free_port
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings
-from tests.integration.helpers import encode_stream, noisy_stream, send_all, topics_for, worker_env
+from tests.integration.helpers import (
+    encode_stream,
+    noisy_stream,
+    predictions_by_offset,
+    send_all,
+    topics_for,
+    worker_env,
+)
 
 from .support import LogTail, fault_settings, reap, run_cli, start_worker, trouble_lines
 
@@ -115,6 +122,44 @@ def test_checkpoint_from_another_configuration(mistake, fast_kafka, new_topic, t
     assert "Traceback" not in done.stderr
     assert {p.name: p.read_bytes() for p in ckpt_dir.iterdir()} == before
     print(f"\nexit {done.returncode}: {lines[0]}")
+
+
+@pytest.mark.timeout(90)
+def test_input_of_another_width_than_the_checkpoint_stops_the_worker_and_loses_nothing(
+        fast_kafka, new_topic, tmp_path):
+    """A checkpoint learned on 8 features, and a worker with SP_MODEL__N_FEATURES unset pointed at
+    an input of 12: one line naming both ways out, exit 2, no dead letter, no offset committed and
+    the checkpoint untouched; with SP_MODEL__N_FEATURES=8 the same input is dead letters."""
+    kafka = fast_kafka()
+    old, new = topics_for(new_topic), topics_for(new_topic)
+    send_all(kafka, old["input"], encode_stream(noisy_stream(300, d=8)))
+    send_all(kafka, new["input"], encode_stream(noisy_stream(200, d=12)))
+    ckpt_dir = tmp_path / "ckpt"
+    first = start_worker(fault_settings(kafka, old, ckpt_dir), "--until-caught-up",
+                         log=tmp_path / "first.log")
+    try:
+        assert first.wait(timeout=30) == 0, (tmp_path / "first.log").read_text()[-2000:]
+    finally:
+        reap(first)
+    before = {p.name: p.read_bytes() for p in ckpt_dir.iterdir()}
+    done = run_cli(["run"], worker_env(fault_settings(kafka, new, ckpt_dir)), timeout_s=45)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = _prefixed(done.stderr)
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "the first record since the start, does not fit the model of checkpoint" in lines[0]
+    assert "SP_MODEL__N_FEATURES=8" in lines[0] and "SP_CHECKPOINT__DIR" in lines[0], lines[0]
+    assert {p.name: p.read_bytes() for p in ckpt_dir.iterdir()} == before
+    consumer = KafkaConsumer(**client_config(kafka), group_id=kafka.group_id, enable_auto_commit=False)
+    try:  # a restart with the settings fixed reads the whole input
+        assert consumer.committed(TopicPartition(new["input"], 0)) is None
+    finally:
+        consumer.close()
+    assert predictions_by_offset(kafka, new["dead_letter"]) == {}
+    done = run_cli(["run", "--until-caught-up"],
+                   worker_env(fault_settings(kafka, new, ckpt_dir, model={"n_features": 8})), timeout_s=45)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(predictions_by_offset(kafka, new["dead_letter"])) == 200
+    print(f"\nexit 2: {lines[0]}")
 
 
 INVALID = {

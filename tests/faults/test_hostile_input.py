@@ -359,9 +359,9 @@ def test_catalogue_of_hostile_records(fast_kafka, new_topic, tmp_path):
     assert "over the limit of 1e+06" in errors["huge integer"]
     assert "over the limit of 16" in errors["far too many features"]
     assert "over the limit of 4096" in errors["oversized"]
-    assert errors["id too long"] == "id is 11 characters, over the limit of 10 (limits.max_id_chars)"
+    assert errors["id too long"] == "id is 11 characters, over the limit of 10 (SP_LIMITS__MAX_ID_CHARS)"
     assert errors["key too long " + "k" * 12] == (
-        "key is 25 bytes, over the limit of 24 (limits.max_key_bytes)")
+        "key is 25 bytes, over the limit of 24 (SP_LIMITS__MAX_KEY_BYTES)")
     assert errors["tombstone"] == "record has no value"
     assert "unknown label" in errors["unknown label"] and "unknown label" in errors["label 2"]
 
@@ -427,9 +427,9 @@ def test_a_huge_key_or_id_with_the_default_limits_does_not_stop_the_worker(
     assert sorted(preds) == [(0, 0), (0, 3)]
     assert sorted(dead) == [1, 2]
     key, letter = dead[1]
-    assert letter["error"] == "id is 900000 characters, over the limit of 1024 (limits.max_id_chars)"
+    assert letter["error"] == "id is 900000 characters, over the limit of 1024 (SP_LIMITS__MAX_ID_CHARS)"
     assert key == b"long-id" and letter["key"] == "long-id" and not letter["key_truncated"]
     key, letter = dead[2]
-    assert letter["error"] == "key is 600000 bytes, over the limit of 4096 (limits.max_key_bytes)"
+    assert letter["error"] == "key is 600000 bytes, over the limit of 4096 (SP_LIMITS__MAX_KEY_BYTES)"
     assert key is None, "a key too long to send is left off the dead letter"
     assert letter["key"] == "\x01" * 4096 and letter["key_bytes"] == 600_000 and letter["key_truncated"]

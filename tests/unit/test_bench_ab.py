@@ -45,7 +45,7 @@ def test_the_defaults():
 def test_a_process_started_in_the_base_worktree_imports_the_base_code(tmp_path: Path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     with worktree("HEAD") as (root, commit):
-        assert commit == head.strip() and (root / "stream_perceptron" / "worker.py").is_file()
+        assert commit == head.strip() and (root / "stream_perceptron" / "worker" / "loop.py").is_file()
         log = tmp_path / "probe.log"
         probe = "import bench, stream_perceptron; print(bench.__file__); print(stream_perceptron.__file__)"
         proc = popen_logged([sys.executable, "-c", probe], clean_env(root), log, root)

@@ -19,7 +19,7 @@ def test_a_tiny_run_times_both_contenders(tmp_path: Path, capsys: pytest.Capture
     assert set(report["seconds"]) == set(bench_fetch_decode.contenders())
     assert all(len(v) == 2 and min(v) > 0 for v in report["seconds"].values())
     assert (tmp_path / "decode.json").read_text().startswith("{")
-    assert "kafka_fetch, a batch at once" in capsys.readouterr().out
+    assert "fastpath.fetch, a batch at once" in capsys.readouterr().out
 
 
 def test_the_input_is_several_batches_of_the_records_in_order() -> None:

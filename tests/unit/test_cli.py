@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from stream_perceptron.cli import main
@@ -51,7 +52,7 @@ def test_fit_csv(tmp_path):
 
 
 def test_fit_refuses_what_the_worker_would_refuse(tmp_path):
-    # a value past limits.max_abs_value would give an infinite R, and a checkpoint the worker
+    # a value past SP_LIMITS__MAX_ABS_VALUE would give an infinite R, and a checkpoint the worker
     # cannot start from; fit says which example, as the worker would
     csv = tmp_path / "big.csv"
     csv.write_text("a,b,y\n1,2,1\n1e200,2,-1\n")
@@ -59,7 +60,7 @@ def test_fit_refuses_what_the_worker_would_refuse(tmp_path):
     assert res.exit_code == 1
     assert res.output.strip() == (
         f"stream-perceptron: {csv}: example 2: x has a value of magnitude 1e+200, over the limit"
-        " of 1e+12 (limits.max_abs_value)"
+        " of 1e+12 (SP_LIMITS__MAX_ABS_VALUE)"
     )
     assert not (tmp_path / "ck").exists()
 
@@ -93,6 +94,34 @@ def test_fit_writes_its_own_directory_not_the_workers(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "checkpoint: fit-checkpoints/ckpt-000000000001.json" in res.output
     assert (tmp_path / "fit-checkpoints").is_dir() and not (tmp_path / "worker").exists()
+
+
+def test_a_second_fit_into_a_directory_is_refused_unless_asked_to_replace(tmp_path):
+    ck = tmp_path / "ck"
+    first = run("fit", "separable:d=3,n=50,seed=1", "--checkpoint-dir", str(ck))
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    old_id = json.loads(run("checkpoint", "show", str(ck)).stdout)["model_id"]
+
+    # refused before the source is read (this one does not exist): one line, exit 2
+    again = run("fit", str(tmp_path / "no-such.csv"), "--checkpoint-dir", str(ck))
+    assert again.exit_code == 2
+    assert again.output == (
+        f"stream-perceptron: {ck} already holds a model (1 checkpoint files, the newest"
+        " ckpt-000000000001.json): name another --checkpoint-dir, or pass --replace to move them"
+        " aside first\n")
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before
+
+    replaced = run("fit", "separable:d=4,n=50,seed=2", "--checkpoint-dir", str(ck), "--replace")
+    assert replaced.exit_code == 0, replaced.output
+    [aside] = [p for p in ck.iterdir() if p.is_dir()]
+    assert aside.name.startswith("replaced-")
+    assert f"the checkpoints the directory held before: moved to {aside}" in replaced.output
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == {
+        name: data for name, data in before.items() if name.startswith("ckpt-")}
+    assert sorted(p.name for p in ck.glob("ckpt-*.json")) == ["ckpt-000000000001.json"]
+    shown = json.loads(run("checkpoint", "show", str(ck)).stdout)
+    assert len(shown["weights"]) == 4 and shown["model_id"] != old_id  # the new model only
 
 
 def test_bad_setting_is_one_line_and_exit_2():
@@ -269,3 +298,75 @@ def test_run_on_a_checkpoint_directory_another_worker_holds_is_one_line(tmp_path
         " (SP_CHECKPOINT__DIR): give each worker a directory of its own"
     )
     assert "Traceback" not in res.output
+
+
+_CLUSTER = {"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1", "SP_OBSERVE__ENABLED": "false"}
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    ("SettingsError", 2),  # a setting to fix: a restart alone fails again
+    ("KafkaAuthError", 2),
+    ("CheckpointError", 2),
+    ("CheckpointMismatchError", 2),
+    ("CheckpointUnreadableError", 1),  # an I/O error: a restart may succeed
+    ("KafkaEdgeError", 1),  # Kafka failed after its retries: a restart replays the batch
+    ("UndeliveredError", 1),
+    ("StreamPerceptronError", 1),
+])
+def test_run_exits_with_the_code_of_its_error_kind(tmp_path, monkeypatch, error, code):
+    from stream_perceptron import errors
+    from stream_perceptron.worker.loop import Worker
+
+    def failing_run(self, until=None):
+        raise getattr(errors, error)(f"a {error}")
+
+    monkeypatch.setattr(Worker, "run", failing_run)
+    res = CliRunner().invoke(main, ["run"], env={**_CLUSTER, "SP_CHECKPOINT__DIR": str(tmp_path)})
+    assert res.exit_code == code
+    assert res.stderr.strip().splitlines()[-1] == f"stream-perceptron: a {error}"
+
+
+@pytest.mark.parametrize(("command", "target", "error", "code"), [
+    # every command but run: any error of the package is a failure of the moment (1), an
+    # interrupted produce is 130
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "CheckpointError", 1),
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "SettingsError", 1),
+    (["fit", "separable:d=2,n=10"], "stream_perceptron.commands.fit.fit_source", "CheckpointExistsError", 2),
+    (["produce", "separable:d=2,n=10"], "stream_perceptron.kafka.admin.ensure_topics", "KafkaAuthError", 1),
+    (["produce", "separable:d=2,n=10"], "stream_perceptron.commands.produce.produce_source",
+     "ProduceInterrupted", 130),
+    (["watch"], "stream_perceptron.commands.watch.run_watch", "NoStatsError", 1),
+    (["watch"], "stream_perceptron.commands.watch.run_watch", "KafkaAuthError", 1),
+    (["plot"], "stream_perceptron.commands.watch.run_plot", "KafkaAuthError", 1),
+    (["demo"], "stream_perceptron.commands.demo.run_demo", "SettingsError", 1),
+    (["broker", "--port", "1"], "stream_perceptron.commands.broker.EmbeddedBroker.start", "BrokerError", 1),
+    (["checkpoint", "show", "."], "stream_perceptron.state.checkpoint.CheckpointStore.load",
+     "CheckpointError", 1),
+])
+def test_the_other_commands_exit_with_the_code_of_their_error_kind(
+        tmp_path, monkeypatch, command, target, error, code):
+    import signal
+
+    from stream_perceptron import errors
+
+    def failing(*args, **kwargs):
+        raise getattr(errors, error)(f"a {error}")
+
+    monkeypatch.setattr("stream_perceptron.kafka.admin.ensure_topics", lambda *a, **k: None)  # no broker
+    monkeypatch.setattr(target, failing)
+    monkeypatch.chdir(tmp_path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # broker sets them
+    try:
+        res = CliRunner().invoke(main, command, env={**_CLUSTER, "SP_CHECKPOINT__DIR": str(tmp_path)})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert res.exit_code == code, res.output
+    assert res.stderr.strip().splitlines()[-1] == f"stream-perceptron: a {error}"
+
+
+def test_a_cluster_command_without_a_bootstrap_names_the_variable_to_set():
+    res = run("watch")
+    assert res.exit_code == 2
+    assert res.output == ("stream-perceptron: SP_KAFKA__BOOTSTRAP_SERVERS is not set"
+                          " (nor bootstrap_servers under [kafka] in --config)\n")

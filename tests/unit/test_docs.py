@@ -21,11 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+_TEST_REF = re.compile(r"(?<![:\w/.-])`?((?:tests|bench)/[\w/.-]+\.py)(?:::(\w+)(…)?)?")
 _NAMED = re.compile(r"`((?:[\w.-]+/)*[\w.-]+\.md)`(?:,|\s+under)?\s*\(?\"([^\"]+)\"")
 
 
 def _documents() -> list[Path]:
-    """The tracked Markdown files, unedited benchmark reports (``docs/runs``) included."""
+    """The tracked Markdown files."""
     try:
         out = subprocess.run(
             ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
@@ -104,6 +105,13 @@ def _problems(doc: Path, root: Path = ROOT) -> list[str]:
             wanted = section.replace("`", "")
             if not any(text.startswith(wanted) for text in headings(file)[0]):
                 out.append(f'{where}: {named} has no section "{section}"')
+        for named, test, cut in _TEST_REF.findall(line):
+            file = root / named
+            if not file.exists():
+                out.append(f"{where}: no such file: {named}")
+            elif test and not re.search(rf"^\s*(async )?def {test}" + ("" if cut else r"\b"),
+                                        file.read_text(), re.M):
+                out.append(f"{where}: {named} has no test {test}{cut}")
     return out
 
 
@@ -127,10 +135,15 @@ def test_a_broken_link_and_a_missing_section_are_reported(tmp_path: Path) -> Non
     doc.write_text(
         "[ok](other.md#real-heading-abc) [gone](missing.md) [bad](other.md#not-a-heading)\n"
         'See `other.md`, "Real heading", `other.md` under "Real" and `other.md` ("No such part").\n'
+        "`tests/t.py::test_real`, `tests/t.py::test_rea…`, tests/t.py::test_gone, `tests/gone.py`\n"
         "```\n[in code](nowhere.md)\n```\n"
     )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text("def test_real():\n    pass\n")
     assert _problems(doc, tmp_path) == [
         "doc.md: link to a missing file: missing.md",
         "doc.md: no heading for the anchor: other.md#not-a-heading",
         'doc.md: other.md has no section "No such part"',
+        "doc.md: tests/t.py has no test test_gone",
+        "doc.md: no such file: tests/gone.py",
     ]

@@ -18,13 +18,14 @@ per-record errors) are those of ``send``, and the sender is woken whenever a bat
 opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against ``send``.
 
 This reaches into kafka-python's producer internals (``_accumulator``, ``_metadata``,
-``_sender``, ``_transaction_manager``). :func:`supports` checks that each one this uses is there
-and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes (the
-edge asks once per producer). Where one does not (another
-kafka-python), or where the batch is
-not one it can take exactly as ``send`` would (an unknown topic, records that would be too large,
-a partition to be chosen by the sticky partitioner, a transactional producer),
-:func:`append_many` returns None and the caller sends the records one by one.
+``_sender``, ``_transaction_manager``). :func:`refusal` checks that each one used here is there
+and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes. The
+edge asks once per producer. Where a check fails (another kafka-python), the edge sends every
+record with ``send``. Where a batch is not one it can take exactly as ``send`` would (an unknown
+topic, records that would be too large, a partition to be chosen by the sticky partitioner, a
+transactional producer), :func:`append_many` returns None and the caller sends the records one by
+one. ``README.md`` beside this file says which kafka-python versions were checked and what to
+re-run on an upgrade.
 """
 
 from __future__ import annotations
@@ -60,33 +61,43 @@ _NO_HEADERS: list[tuple[str, bytes]] = []
 def supports(producer: Any) -> bool:
     """True if ``producer`` has every internal :func:`append_many` uses, called as it calls them
     (as in kafka-python 3.0), and no serialiser."""
+    return refusal(producer) is None
+
+
+def refusal(producer: Any) -> str | None:
+    """Why ``producer``'s records go through ``send`` one by one (a shape check that failed, or
+    the live probe of :mod:`.encode`), or None where :func:`append_many` may take them."""
     for path in _NEEDED:
         obj = producer
         for name in path:
             if not hasattr(obj, name):
-                return False
+                return f"shape: the producer has no {'.'.join(path)}"
             obj = getattr(obj, name)
     try:
         from kafka.producer.record_accumulator import ProducerBatch
 
         opens = inspect.signature(producer._accumulator.append).parameters
         appends = inspect.signature(ProducerBatch.try_append).parameters
-    except (ImportError, AttributeError, TypeError, ValueError):  # another kafka-python
-        return False
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:  # another kafka-python
+        return f"shape: {type(exc).__name__}: {exc}"
     config = getattr(producer, "config", {})
-    return (
-        "max_request_size" in config
-        # send passes keys and values through these; append_many takes them as bytes
-        and config.get("key_serializer") is None
-        and config.get("value_serializer") is None
-        and hasattr(producer._accumulator._batches, "default_factory")
-        # RecordAccumulator.append(tp, timestamp_ms, key, value, headers, now, ...) of 3.0, which
-        # gives (future, batch_is_full, new_batch_created, ...); try_append(..., headers, now)
-        and list(opens)[:6] == ["tp", "timestamp_ms", "key", "value", "headers", "now"]
-        and "abort_on_new_batch" in opens
-        and list(appends)[:6] == ["self", "timestamp_ms", "key", "value", "headers", "now"]
-        and kafka_encode.supports(producer)
-    )
+    if "max_request_size" not in config:
+        return "shape: the producer has no max_request_size"
+    # send passes keys and values through these; append_many takes them as bytes
+    if config.get("key_serializer") is not None or config.get("value_serializer") is not None:
+        return "the producer has a serialiser"
+    if not hasattr(producer._accumulator._batches, "default_factory"):
+        return "shape: the accumulator's batches are not a defaultdict"
+    # RecordAccumulator.append(tp, timestamp_ms, key, value, headers, now, ...) of 3.0, which
+    # gives (future, batch_is_full, new_batch_created, ...); try_append(..., headers, now)
+    if list(opens)[:6] != ["tp", "timestamp_ms", "key", "value", "headers", "now"] or (
+        "abort_on_new_batch" not in opens
+    ):
+        return "shape: RecordAccumulator.append takes other arguments"
+    if list(appends)[:6] != ["self", "timestamp_ms", "key", "value", "headers", "now"]:
+        return "shape: ProducerBatch.try_append takes other arguments"
+    encoding = kafka_encode.refusal(producer)
+    return None if encoding is None else f"encode: {encoding}"
 
 
 def append_many(

@@ -16,10 +16,11 @@ record's timestamp is read from the clock as it is appended, as ``try_append(Non
 it. A record is written only once its future is made, and counted as soon as it is written.
 
 It reaches into kafka-python 3.0's producer batch, record builders and futures.
-:func:`supports` checks their fields and, on a probe batch, that :func:`append_run` writes the
-same bytes and futures as ``try_append``; where it does not, the caller appends through
+:func:`refusal` checks their fields and, on a probe batch, that :func:`append_run` writes the
+same bytes and futures as ``try_append``. Where it does not, the caller appends through
 ``try_append``. The caller holds the partition's lock, as ``RecordAccumulator.append`` does
-around ``try_append``.
+around ``try_append``. ``README.md`` beside this file says which kafka-python versions were
+checked and what to re-run on an upgrade.
 """
 
 from __future__ import annotations
@@ -159,23 +160,30 @@ def supports(producer: Any) -> bool:
     """True if ``producer`` makes v2 batches whose builders and futures have the fields
     :func:`append_run` writes, and :func:`append_run` writes on a probe batch the bytes, counters
     and futures that ``try_append`` writes."""
+    return refusal(producer) is None
+
+
+def refusal(producer: Any) -> str | None:
+    """Why ``producer``'s records are left to ``try_append`` (a shape check that failed, or the
+    live probe's finding), or None where :func:`append_run` may write them."""
     try:
         from kafka.future import Future
         from kafka.producer.producer_batch import ProducerBatch
         from kafka.record.default_records import DefaultRecordBatchBuilder
         from kafka.record.memory_records import MemoryRecordsBuilder
-    except ImportError:
-        return False
+    except ImportError as exc:
+        return f"shape: {exc}"
     if producer._accumulator.config.get("message_version") != 2:
-        return False
+        return "the producer writes an older message format than v2"
     if Future.__slots__ != _FUTURE_SLOTS or FutureRecordMetadata.__slots__ != _RECORD_FUTURE_SLOTS:
-        return False
+        return "shape: kafka-python's record futures have other fields"
     if not _BUILDER_SLOTS <= set(DefaultRecordBatchBuilder.__slots__):
-        return False
+        return "shape: DefaultRecordBatchBuilder has other fields"
     try:
-        return _same_as_try_append(ProducerBatch, MemoryRecordsBuilder)
-    except Exception:  # another kafka-python: whatever broke, try_append stays the way
-        return False
+        same = _same_as_try_append(ProducerBatch, MemoryRecordsBuilder)
+    except Exception as exc:  # another kafka-python: whatever broke, try_append stays the way
+        return f"probe: appending to the probe batch failed ({type(exc).__name__}: {exc})"
+    return None if same else "probe: append_run wrote the probe batch otherwise than try_append"
 
 
 def _same_as_try_append(batch_class: Any, builder_class: Any) -> bool:

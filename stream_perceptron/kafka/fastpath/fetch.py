@@ -16,11 +16,10 @@ else about fetching, positions and the records a poll returns stays kafka-python
 
 It reaches into kafka-python's internals: the fetcher's ``PartitionRecords`` class and its
 ``_unpack_records`` generator, and the batch's ``_buffer``, ``_pos`` and ``_header_data``.
-:func:`supports` checks that each is there, in the shape this module reads (kafka-python 3.0),
-that the consumer has no deserialiser and reads uncommitted records, and, on probe batches, that
-both ways take the same records with the same positions and counters; the edge asks once per
-consumer. A batch of an older message format (magic 0 or 1) is left to kafka-python, with every
-batch after it in that fetch.
+:func:`refusal` checks them and runs a live probe, once per consumer; where either fails, the
+consumer keeps kafka-python's reading. A batch of an older message format (magic 0 or 1) is left
+to kafka-python, with every batch after it in that fetch. ``README.md`` beside this file says what
+is checked, which kafka-python versions were checked, and what to re-run on an upgrade.
 """
 
 from __future__ import annotations
@@ -49,36 +48,43 @@ _new = tuple.__new__
 def supports(consumer: Any) -> bool:
     """True if ``consumer``'s fetcher and record batches have every internal this module uses (as
     in kafka-python 3.0), it has no deserialiser and it reads uncommitted records."""
+    return refusal(consumer) is None
+
+
+def refusal(consumer: Any) -> str | None:
+    """Why :func:`install` leaves ``consumer`` to kafka-python's own reading (a shape check that
+    failed, or the live probe's finding), or None where it installs."""
     fetcher = getattr(consumer, "_fetcher", None)
     config = getattr(consumer, "config", None)
     if fetcher is None or not isinstance(config, dict):
-        return False
+        return "shape: the consumer has no _fetcher or config"
     if config.get("key_deserializer") is not None or config.get("value_deserializer") is not None:
-        return False
+        return "the consumer has a deserialiser"
     if config.get("isolation_level") != "read_uncommitted":
-        return False
+        return "the consumer reads committed records only"
     if _STOCK_RECORDS is object:
-        return False
+        return "shape: kafka-python's Fetcher has no PartitionRecords"
     if getattr(fetcher, "PartitionRecords", None) not in (_STOCK_RECORDS, BatchDecodingRecords):
-        return False
+        return "shape: the fetcher's PartitionRecords is another class"
     if ConsumerRecord._fields != _FIELDS:
-        return False
+        return "shape: ConsumerRecord has other fields"
     if DefaultRecordBatch.HEADER_STRUCT.format != _HEADER_FORMAT:
-        return False
+        return "shape: DefaultRecordBatch has another header"
     if not {"_buffer", "_pos", "_header_data", "_next_record_index"} <= set(
         DefaultRecordBatch.__slots__
     ) or not callable(getattr(DefaultRecordBatch, "_maybe_uncompress", None)):
-        return False
+        return "shape: DefaultRecordBatch has other internals"
     if parameter_names(_STOCK_RECORDS._unpack_records) != [
         "self", "tp", "records", "key_deserializer", "value_deserializer",
     ] or not {"check_crcs", "on_drain", "metric_aggregator"} <= set(  # fmt: skip
         parameter_names(_STOCK_RECORDS.__init__)
     ):
-        return False
+        return "shape: PartitionRecords takes other arguments"
     try:
-        return _same_as_kafka_python()
-    except Exception:  # another kafka-python: whatever broke, its own reading stays the way
-        return False
+        same = _same_as_kafka_python()
+    except Exception as exc:  # another kafka-python: whatever broke, its own reading stays the way
+        return f"probe: reading the probe batches failed ({type(exc).__name__}: {exc})"
+    return None if same else "probe: the probe batches read otherwise than by kafka-python"
 
 
 def _same_as_kafka_python() -> bool:

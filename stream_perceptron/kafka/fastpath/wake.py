@@ -15,14 +15,16 @@ partition and forgets its request: step 3 finds nothing in flight and says idle,
 wait in the buffer. The consumer then sleeps 100 ms on them. Under a steady input it happens
 now and then: at 63,532 records/s the producer-process worker stalled so three to seven times
 in a 20 s run, each time holding about 6,000 records back by 100 ms, and those stalls set its
-p99 latency at half load (``docs/performance-log.md``, "A fetch response that lands mid-poll").
+p99 latency at half load (``docs/performance.md``, "Decisions").
 With partitions on several brokers, a fetch still in flight to another broker makes step 3
 wait for it (up to ``fetch_max_wait_ms``) instead of sleeping: that case is not changed here.
 
 :func:`install` corrects the answer on one consumer's fetcher: *idle* with a response in its
 buffer becomes *not idle*, so ``poll`` asks again at once and takes it. Nothing else changes:
 the next ask drains the buffer (records, or a paused partition's response set aside), so the
-correction cannot repeat without a new response.
+correction cannot repeat without a new response. :func:`refusal` checks the two internals this
+reads. Where they differ, the consumer keeps kafka-python's sleep. ``README.md`` beside this
+file says which kafka-python versions were checked and what to re-run on an upgrade.
 """
 
 from __future__ import annotations
@@ -39,11 +41,21 @@ def supports(consumer: Any) -> bool:
     """True if ``consumer``'s fetcher has the two internals this module uses, as in
     kafka-python 3.0: ``fetch_records(max_records, update_offsets, timeout_ms)`` answering
     ``(records, idle)``, and its buffer of responses ``_completed_fetches``."""
+    return refusal(consumer) is None
+
+
+def refusal(consumer: Any) -> str | None:
+    """Why :func:`install` leaves ``consumer``'s polls as kafka-python has them (a shape check
+    that failed), or None where it installs."""
     fetcher = getattr(consumer, "_fetcher", None)
     stock = getattr(type(fetcher), "fetch_records", None)
-    if not callable(stock) or not isinstance(getattr(fetcher, "_completed_fetches", None), collections.deque):
-        return False
-    return parameter_names(stock) == _STOCK_PARAMETERS
+    if not callable(stock):
+        return "shape: the consumer's fetcher has no fetch_records"
+    if not isinstance(getattr(fetcher, "_completed_fetches", None), collections.deque):
+        return "shape: the consumer's fetcher has no _completed_fetches deque"
+    if parameter_names(stock) != _STOCK_PARAMETERS:
+        return "shape: Fetcher.fetch_records takes other arguments"
+    return None
 
 
 def install(consumer: Any) -> bool:

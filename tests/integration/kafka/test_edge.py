@@ -1,4 +1,4 @@
-"""The edge contract (the ``Edge`` protocol of ``kafka_io``) against a real broker, once per backend:
+"""The edge contract (the ``Edge`` protocol of ``kafka/edge.py``) against a real broker, once per backend:
 order, keys, commits, seeks and commits in the rebalance callbacks, high-water marks, groups,
 outages. Every test runs as ``[kafka-python]`` (``KafkaEdge``) and ``[confluent-kafka]``
 (``ConfluentEdge``); where the two differ by design, the expectation names the backend.
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -38,13 +40,13 @@ Settings = Callable[..., KafkaSettings]
 
 # What committed() returns inside on_assigned, for a partition committed earlier in the same
 # callback: librdkafka commits there at once; kafka-python runs the callback on its I/O thread,
-# so the edge defers the commit until the callback returns (kafka_io's module docstring).
+# so the edge defers the commit until the callback returns (python_edge's module docstring).
 COMMITTED_IN_THE_SAME_CALLBACK = {"kafka-python": None, "confluent-kafka": 2}
 
 # highwater() in on_assigned for a partition the member held before the rebalance and holds
 # again, fetched to 10: kafka-python keeps that partition's fetch state; the confluent edge
 # reports no mark after an assignment until a record of the partition came, or 1.5 s passed
-# (librdkafka's cached mark may be stale; kafka_confluent's module docstring).
+# (librdkafka's cached mark may be stale; confluent_edge's module docstring).
 HIGHWATER_KEPT = {"kafka-python": 10, "confluent-kafka": None}
 
 # How each edge words a seek on a partition it does not hold.
@@ -240,6 +242,69 @@ def test_two_members_split_the_partitions_then_one_takes_all(
         poll_until([a], lambda _: [a.highwater(topic, p) for p in (0, 1)] == [10, 10])
     assert ("revoked", [(topic, 0), (topic, 1)]) in first.events
     assert second.events[-1][0] == "revoked" and len(second.events[-1][1]) == 1
+
+
+def _refuse_one(backend: str, edge: Any, topic: str) -> None:
+    """Report one record as refused for good, as the backend's client reports a record the broker
+    refuses for its size (the embedded broker refuses none: it takes a record over the topic's
+    max.message.bytes, one to __consumer_offsets, one to a partition the topic does not have)."""
+    if backend == "confluent-kafka":
+        from confluent_kafka import KafkaError, Message
+
+        refused = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+        edge._on_delivery(refused, Message(topic=topic, key=b"big", value=b"refused"))
+    else:
+        from kafka.errors import MessageSizeTooLargeError
+
+        edge._record_unsent(topic, b"big", b"refused", MessageSizeTooLargeError("too large for the topic"))
+
+
+def _closed(producer: Any) -> bool:
+    """Whether a kafka-python or confluent-kafka producer is closed."""
+    if hasattr(producer, "_closed"):  # kafka-python
+        return bool(producer._closed)
+    try:
+        producer.flush(0)  # confluent-kafka refuses it once closed
+    except RuntimeError:
+        return True
+    return False
+
+
+def _producer_threads(before: set[threading.Thread]) -> list[str]:
+    """kafka-python producers' I/O threads started since ``before`` and still running."""
+    return [t.name for t in threading.enumerate() if t not in before and t.name.endswith("-network-thread")]
+
+
+def test_a_producer_replaced_by_the_flush_in_close_is_the_one_closed(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # close()'s first flush meets a permanent delivery failure and replaces the producer: close()
+    # must then close the new one, else it runs on with its I/O thread in a process that goes on
+    # (the demo, the tests)
+    caplog.set_level(logging.INFO, logger="stream_perceptron")
+    kafka, topic = kafka_settings(backend=backend), new_topic(1)
+    before = set(threading.enumerate())
+    edge: Any = new_edge(kafka, topic)
+    made: list[Any] = []
+    new_producer = edge._new_producer
+
+    def recorded() -> Any:
+        made.append(new_producer())
+        return made[-1]
+
+    edge._new_producer = recorded
+    edge.start()
+    try:
+        produce(edge, topic, 3)
+        _refuse_one(backend, edge, topic)
+        edge.close()
+        assert "producer restarted after a permanent delivery error" in caplog.text
+        wait_for(lambda: not _producer_threads(before), 10, "the producers' I/O threads to end")
+        assert len(made) == 2 and [_closed(p) for p in made] == [True, True]
+    finally:
+        for producer in made:
+            if not _closed(producer):
+                producer.close()
 
 
 @pytest.fixture

@@ -120,3 +120,34 @@ def test_readyz_follows_checkpoint_storage(kafka_settings, new_topic, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "stream_perceptron.cli", "health", "--url",
                            f"http://127.0.0.1:{port}/readyz"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1 and proc.stdout.startswith("not ok")
+
+
+def test_the_lag_gauge_follows_a_burst_before_the_next_statistics_record(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(3000)))  # the burst, waiting
+    small_polls = kafka.model_copy(update={"max_poll_records": 10})  # hundreds of polls to go through it
+    tw = ThreadedWorker(worker_settings(small_polls, topics, tmp_path,
+                                        stats={"every_examples": 10**9, "every_seconds": 3600})).start()
+    try:
+        wait_for(lambda: tw.assignment() == [(topics["input"], 0)], 60, "the assignment")
+        port = tw.worker.observer.port
+        gauge = tw.worker.observer.registry.get_sample_value
+        seen: list[float] = []  # the gauge while the burst goes through (read in-process)
+
+        def done() -> bool:
+            lag = gauge("stream_perceptron_consumer_lag", {"topic": topics["input"], "partition": "0"})
+            if lag is not None:
+                seen.append(lag)
+            return tw.worker.counters.records == 3000
+
+        wait_for(done, 60, "the burst to be processed", every_s=0.005)
+        wait_for(lambda: _lag_gauge(port) == {(topics["input"], "0"): 0}, 10,
+                 "the lag gauge to show the burst processed")
+        assert [v for _, _, _, v in read_topic(kafka, topics["stats"], idle_s=0.5)] == [], (
+            "a statistics record was published: the gauge may come from it")
+        assert any(0 < lag < 3000 for lag in seen), seen  # it showed the burst going down
+        print(f"\nthe lag gauge during the burst: {len(seen)} readings,"
+              f" from {max(seen):.0f} to {min(seen):.0f}")
+    finally:
+        assert tw.stop() == 0

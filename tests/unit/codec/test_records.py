@@ -82,8 +82,17 @@ def test_deep_nesting_is_refused():
 
 
 def test_string_labels_without_class_names_are_refused():
-    with pytest.raises(DecodeError, match="no class names are set"):
+    with pytest.raises(DecodeError,
+                       match="no class names are set: SP_LIMITS__POSITIVE_CLASS, SP_LIMITS__NEGATIVE_CLASS"):
         decode_example(b'{"x": [1], "y": "spam"}', Limits())
+
+
+def test_an_unknown_class_name_is_refused_naming_the_settings_of_the_classes():
+    with pytest.raises(DecodeError) as err:
+        decode_example(b'{"x": [1], "y": "eggs"}', Limits(positive_class="spam", negative_class="ham"))
+    assert err.value.reason == (
+        "unknown label 'eggs': expected 'spam' (SP_LIMITS__POSITIVE_CLASS)"
+        " or 'ham' (SP_LIMITS__NEGATIVE_CLASS)")
 
 
 @settings(max_examples=300, deadline=None)
@@ -335,10 +344,10 @@ def test_a_key_or_id_at_its_limit_is_taken_and_one_more_is_refused():
     assert decode_example('{"x": [1], "id": "ééé"}'.encode(), SMALL).id == "ééé"  # characters, not bytes
     with pytest.raises(DecodeError) as err:
         decode_example(b'{"x": [1]}', SMALL, b"keys")
-    assert err.value.reason == "key is 4 bytes, over the limit of 3 (limits.max_key_bytes)"
+    assert err.value.reason == "key is 4 bytes, over the limit of 3 (SP_LIMITS__MAX_KEY_BYTES)"
     with pytest.raises(DecodeError) as err:
         decode_example(b'{"x": [1], "id": "abcd"}', SMALL)
-    assert err.value.reason == "id is 4 characters, over the limit of 3 (limits.max_id_chars)"
+    assert err.value.reason == "id is 4 characters, over the limit of 3 (SP_LIMITS__MAX_ID_CHARS)"
     assert decode_example(b'{"x": [1], "id": 123456789}', SMALL).id == 123456789  # numbers are bounded
 
 
@@ -426,10 +435,10 @@ def test_the_default_limits_leave_every_output_within_a_request():
     ("limits", "named"),
     [
         (Limits(max_key_bytes=200_000),
-         r"limits.max_key_bytes \(200,000\) and limits.max_id_chars \(1,024\) allow a prediction"),
-        (Limits(max_id_chars=170_000), r"limits.max_id_chars \(170,000\) allow a prediction"),
+         r"SP_LIMITS__MAX_KEY_BYTES \(200,000\) and SP_LIMITS__MAX_ID_CHARS \(1,024\) allow a prediction"),
+        (Limits(max_id_chars=170_000), r"SP_LIMITS__MAX_ID_CHARS \(170,000\) allow a prediction"),
         (Limits(max_key_bytes=20_000, dead_letter_value_bytes=700_000),
-         r"limits.dead_letter_value_bytes \(700,000\) allow a dead letter"),
+         r"SP_LIMITS__DEAD_LETTER_VALUE_BYTES \(700,000\) allow a dead letter"),
     ],
 )
 def test_limits_that_allow_an_output_too_large_to_send_are_refused(limits, named):

@@ -12,10 +12,30 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from bench.bench_columns import message_by_message
 from stream_perceptron.kafka.confluent_edge import ConfluentEdge, batches_of
-from stream_perceptron.kafka.edge import Batch
+from stream_perceptron.kafka.edge import Batch, Partition
 from stream_perceptron.settings import KafkaSettings
+
+
+def message_by_message(messages: list[Any]) -> tuple[list[Batch], list[Any]]:
+    """The loop ``batches_of`` replaced, the reference it is held to: a batch per partition,
+    built message by message."""
+    batches: dict[Partition, Batch] = {}
+    errors = []
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            errors.append(err)
+            continue
+        topic, partition = m.topic(), m.partition()
+        batch = batches.get((topic, partition))
+        if batch is None:
+            batch = batches[(topic, partition)] = Batch(topic, partition, [], [], [], [])
+        batch.offsets.append(m.offset())
+        batch.keys.append(m.key())
+        batch.values.append(m.value())
+        batch.timestamps_ms.append(m.timestamp()[1])
+    return [batches[tp] for tp in sorted(batches)], errors
 
 
 def message(topic: str, partition: int, offset: int, key: bytes | None = None) -> Message:

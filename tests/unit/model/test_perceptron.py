@@ -250,7 +250,7 @@ _NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
 def test_named_rows_index_new_names_in_order_and_refuse_those_over_the_limit(batches, limit, bound):
     # n_features fixes the width; max_names (with n_features unset) only bounds the names
     model = Perceptron(**{bound: limit})
-    setting = {"n_features": "model.n_features", "max_names": "limits.max_names"}[bound]
+    setting = {"n_features": "SP_MODEL__N_FEATURES", "max_names": "SP_LIMITS__MAX_NAMES"}[bound]
     width = limit if bound == "n_features" else None
     index: dict[str, int] = {}  # the reference: rows in order, each row's new names in its keys' order
     for batch in batches:
@@ -308,3 +308,14 @@ def test_mistakes_until_a_clean_pass_never_exceed_the_bound(d, gamma, seed):
     assert per_pass[-1] == 0  # converged: a clean pass
     assert sum(per_pass) <= (R / gamma) ** 2
     assert (y * (X @ model.weights) > 0).all()
+
+
+def test_the_names_in_use_their_limit_and_the_rows_refused_for_them_are_counted():
+    model = Perceptron(max_names=2)
+    assert (model.n_names, model.name_limit, model.names_refused) == (0, 2, 0)
+    _, rejected = model.vectorize_many([{"a": 1.0}, {"b": 1.0, "c": 1.0}, {"b": 2.0}, {"a": 1.0}])
+    assert list(rejected) == [1]
+    with pytest.raises(DimensionError):
+        model.learn_one({"c": 1.0}, 1)
+    assert (model.n_names, model.names_refused) == (2, 2)
+    assert Perceptron(n_features=7, max_names=2).name_limit == 7  # a set width bounds the names

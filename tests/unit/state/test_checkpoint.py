@@ -136,9 +136,11 @@ def test_mismatched_configuration_fails_clearly(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save(_ckpt(_trained(d=6)))
     loaded = store.load()
-    with pytest.raises(CheckpointMismatchError, match="fit_intercept=True there, False here"):
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"fit_intercept=True there, False here \(SP_MODEL__FIT_INTERCEPT\)"):
         loaded.check_config({"n_features": None, "fit_intercept": False})
-    with pytest.raises(CheckpointMismatchError, match="n_features=6 there, 4 here"):
+    with pytest.raises(CheckpointMismatchError, match=r"n_features=6 there, 4 here \(SP_MODEL__N_FEATURES\)"
+                                                      r".*point SP_CHECKPOINT__DIR elsewhere"):
         loaded.check_config({"n_features": 4, "fit_intercept": True})
     loaded.check_config({"n_features": 6, "fit_intercept": True})
     loaded.check_config({"n_features": None, "fit_intercept": True})
@@ -317,3 +319,19 @@ def test_a_lock_file_of_another_user_is_locked_read_only(tmp_path, monkeypatch):
     store.lock()
     assert held and store._lock_fd == held[0]
     assert os.fstat(held[0]).st_size == 0  # the lock file, opened read-only
+
+
+def test_set_aside_moves_every_checkpoint_file_into_a_subdirectory_load_does_not_read(tmp_path):
+    store = CheckpointStore(tmp_path, keep=3)
+    assert store.set_aside() is None  # nothing to move
+    for _ in range(2):
+        store.save(_ckpt(_trained(d=3)))
+    (tmp_path / "ckpt-000000000003.json").write_text("damaged")  # moved too: not a model to keep
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("ckpt-*.json")}
+    aside = store.set_aside()
+    assert aside is not None and aside.parent == tmp_path and aside.name.startswith("replaced-")
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == before
+    assert list(tmp_path.glob("ckpt-*.json")) == [] and CheckpointStore(tmp_path).load() is None
+    newest = store.save(_ckpt(_trained(d=3)))
+    second = store.set_aside()  # the same second: a directory of its own
+    assert second is not None and second != aside and [p.name for p in second.iterdir()] == [newest.name]

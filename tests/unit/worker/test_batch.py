@@ -85,9 +85,9 @@ def test_names_past_the_bound_and_overlong_names_are_dead_letters_and_index_noth
     dead = {v["offset"]: v["error"] for t, _, v in edge.sent if t == settings.topics.dead_letter}
     assert predicted == [0, 2, 4]
     assert dead == {
-        1: "x brings 4 new feature names; the model allows 5 in all (limits.max_names)",
-        3: "x has a feature name of 9 characters, over the limit of 8 (limits.max_name_chars)",
-        5: "x brings 1 new feature names; the model allows 5 in all (limits.max_names)",
+        1: "x brings 4 new feature names; the model allows 5 in all (SP_LIMITS__MAX_NAMES)",
+        3: "x has a feature name of 9 characters, over the limit of 8 (SP_LIMITS__MAX_NAME_CHARS)",
+        5: "x brings 1 new feature names; the model allows 5 in all (SP_LIMITS__MAX_NAMES)",
     }
     assert w.learner.model.feature_names == ["a", "b", "c", "d", "e"]
     assert w.learner.model.dim == 5  # the bound is not a width: nothing allocated ahead

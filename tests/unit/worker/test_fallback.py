@@ -165,4 +165,4 @@ def test_a_worker_with_n_features_unset_adopts_the_checkpoint_s(tmp_path):
     assert worker.checkpoint("shutdown")
     restarted = _worker(tmp_path, GroupEdge({}))  # n_features unset
     assert restarted.learner.model.config()["n_features"] == 8
-    assert restarted.learner.model._name_limit == 8  # named rows as the trained model took them
+    assert restarted.learner.model.name_limit == 8  # named rows as the trained model took them

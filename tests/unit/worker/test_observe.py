@@ -141,7 +141,19 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
         "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min", "margin_mean", "radius",
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
         "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
+        "feature_names", "feature_names_limit",
         "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
+
+
+def test_feature_names_in_use_and_their_limit_are_gauges(make):
+    obs = make()
+    s = scrape(obs)
+    assert value(s, "feature_names") == 0 and math.isnan(value(s, "feature_names_limit"))
+    obs.feature_names(3, 5)
+    s = scrape(obs)
+    assert value(s, "feature_names") == 3 and value(s, "feature_names_limit") == 5
+    obs.feature_names(3, None)  # no bound
+    assert math.isnan(value(scrape(obs), "feature_names_limit"))
 
 
 def test_none_statistics_become_nan(make):

@@ -247,3 +247,21 @@ def test_a_batch_whose_future_is_done_takes_nothing() -> None:
     futures: list[Any] = [None]
     assert append_run(batch, [0], 0, [b"k"], [b"v"], futures, "out", None, 2.0) == 0
     assert futures == [None] and batch.record_count == 0
+
+
+def test_refusal_names_the_check_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the edge's start line says (under append) when try_append is kept
+    assert kafka_encode.refusal(_producer()) is None
+    older = "the producer writes an older message format than v2"
+    assert kafka_encode.refusal(_producer(message_version=1)) == older
+    with monkeypatch.context() as patched:
+        patched.setattr(Future, "__slots__", (*Future.__slots__, "extra"))
+        assert kafka_encode.refusal(_producer()) == "shape: kafka-python's record futures have other fields"
+    with monkeypatch.context() as patched:
+        patched.setattr(kafka_encode, "_ZERO", b"\x02")
+        assert kafka_encode.refusal(_producer()) == (
+            "probe: append_run wrote the probe batch otherwise than try_append")
+    with monkeypatch.context() as patched:
+        patched.setattr(ProducerBatch, "try_append", lambda *a, **k: 1 / 0)
+        assert (kafka_encode.refusal(_producer()) or "").startswith(
+            "probe: appending to the probe batch failed (ZeroDivisionError: ")

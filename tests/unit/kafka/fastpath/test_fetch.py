@@ -280,3 +280,24 @@ def test_declines_a_fetcher_of_another_shape(monkeypatch: pytest.MonkeyPatch) ->
 def test_declines_where_the_probe_reads_other_records(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_fetch, "_headers", lambda buf, pos: ([], -1, pos + 7))  # headers lost
     assert not kafka_fetch.supports(_consumer())
+
+
+def test_refusal_names_the_check_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the edge's start line says when kafka-python's own reading is kept
+    assert kafka_fetch.refusal(_consumer()) is None
+    deserialiser = _consumer(value_deserializer=bytes.decode)
+    assert kafka_fetch.refusal(deserialiser) == "the consumer has a deserialiser"
+    assert kafka_fetch.refusal(_consumer(isolation_level="read_committed")) == (
+        "the consumer reads committed records only")
+    assert kafka_fetch.refusal(SimpleNamespace(config={})) == "shape: the consumer has no _fetcher or config"
+    other = _consumer()
+    other._fetcher.PartitionRecords = type("Other", (), {})
+    assert kafka_fetch.refusal(other) == "shape: the fetcher's PartitionRecords is another class"
+    keys_lost = lambda cls, fields: tuple.__new__(cls, (*fields[:6], None, *fields[7:]))  # noqa: E731
+    with monkeypatch.context() as patched:
+        patched.setattr(kafka_fetch, "_new", keys_lost)
+        assert kafka_fetch.refusal(_consumer()) == (
+            "probe: the probe batches read otherwise than by kafka-python")
+    monkeypatch.setattr(kafka_fetch, "_headers", lambda buf, pos: ([], -1, pos + 7))  # headers lost
+    assert (kafka_fetch.refusal(_consumer()) or "").startswith(
+        "probe: reading the probe batches failed (CorruptRecordError: ")

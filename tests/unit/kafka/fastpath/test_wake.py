@@ -146,3 +146,16 @@ def test_declines_a_buffer_that_is_not_a_deque() -> None:
     fetcher = ScriptedFetcher(({}, True), 0)
     fetcher._completed_fetches = []
     assert not kafka_wake.supports(SimpleNamespace(_fetcher=fetcher))
+
+
+def test_refusal_names_the_check_that_failed() -> None:
+    # what the edge's start line says when kafka-python's sleep is kept
+    fetcher = ScriptedFetcher(({}, True), 0)
+    fetcher._completed_fetches = EMPTY()
+    assert kafka_wake.refusal(SimpleNamespace(_fetcher=fetcher)) is None
+    assert kafka_wake.refusal(SimpleNamespace()) == "shape: the consumer's fetcher has no fetch_records"
+    other = SimpleNamespace(_fetcher=OtherSignature(({}, True), 0))
+    assert kafka_wake.refusal(other) == "shape: Fetcher.fetch_records takes other arguments"
+    fetcher._completed_fetches = []
+    assert kafka_wake.refusal(SimpleNamespace(_fetcher=fetcher)) == (
+        "shape: the consumer's fetcher has no _completed_fetches deque")

@@ -1,5 +1,5 @@
-"""bench/bench_fetch.py: its options, and the pipe override it relies on (the runs need a broker;
-the benchmark itself is not a test)."""
+"""bench/pipe.py: its doctests, and the options that override the worker's client settings (the
+pipes themselves run against a broker in tests/integration/test_bench_pipe.py)."""
 
 from __future__ import annotations
 
@@ -7,26 +7,12 @@ import doctest
 
 import pytest
 
-from bench import bench_fetch, pipe
-from bench.bench_fetch import parse_args
-
-
-def test_the_module_doctests_pass():
-    result = doctest.testmod(bench_fetch)
-    assert result.attempted >= 2 and result.failed == 0
+from bench import pipe
 
 
 def test_the_pipes_doctests_pass():
     result = doctest.testmod(pipe)
     assert result.attempted >= 2 and result.failed == 0
-
-
-def test_bounds_below_librdkafkas_floor_are_refused(capsys):
-    with pytest.raises(SystemExit):
-        parse_args(["--bounds", "1048576,65536"])
-    assert "at least 1,000,000" in capsys.readouterr().err
-    args = parse_args(["--bounds", "1048576,8388608", "--backends", "kafka-python"])
-    assert args.bounds == [1_048_576, 8_388_608] and args.backends == ["kafka-python"]
 
 
 def test_the_pipes_options_override_the_workers_settings():
