@@ -16,11 +16,12 @@ removed at the end. Each node has the listeners
   time) and PLAIN (user ``plain-user``, from the listener's JAAS configuration); the passwords
   are random per cluster (``passwords``).
 
-The brokers allow 1 s group sessions (``group.min.session.timeout.ms``) and join groups at once
-(``group.initial.rebalance.delay.ms=0``), as the embedded broker does; the log cleaner looks for
-work every 200 ms. Each node's log is kept in its directory and :meth:`ApacheKafka.log_tail`
-returns its end, for a failed test's report. A node can be killed (SIGKILL) and restarted on the
-same ports and storage (:meth:`ApacheKafka.kill`, :meth:`ApacheKafka.restart`).
+The brokers allow 1 s group sessions (``group.min.session.timeout.ms``), as the embedded broker
+does, hold a new group's first join for 0.5 s (``group.initial.rebalance.delay.ms``; 3 s by
+default), take records up to 8 MiB, and their log cleaner looks for work every 200 ms. Each
+node's log is kept in its directory and :meth:`ApacheKafka.log_tail` returns its end, for a
+failed test's report. A node can be killed (SIGKILL) and restarted on the same ports and storage
+(:meth:`ApacheKafka.kill`, :meth:`ApacheKafka.restart`).
 """
 
 from __future__ import annotations
@@ -311,11 +312,18 @@ class ApacheKafka:
             f"transaction.state.log.min.isr={min(replicas, 2)}",
             "transaction.state.log.num.partitions=10",
             f"default.replication.factor={replicas}",
-            "group.initial.rebalance.delay.ms=0",
+            # a new group's first join waits 0.5 s (Apache Kafka's default: 3 s). With 0, a
+            # kafka-python member may join before its metadata names the topic: it is assigned
+            # nothing, then rebalances once the metadata arrives
+            "group.initial.rebalance.delay.ms=500",
             "group.min.session.timeout.ms=1000",
             "log.cleaner.backoff.ms=200",
             "log.retention.check.interval.ms=1000",
             "num.partitions=1",
+            # records up to 8 MiB (default 1 MiB), as the embedded broker takes: the tests of the
+            # worker's own record limits send 1.5 MB records
+            "message.max.bytes=8388608",
+            "replica.fetch.max.bytes=8388608",
             "num.network.threads=2",
             "num.io.threads=4",
             "auto.create.topics.enable=true",

@@ -12,9 +12,13 @@ re-emitted prediction is identical, and the final checkpoint equals the core ove
 
 from __future__ import annotations
 
+import gc
+import re
 import signal
 import time
 import uuid
+import warnings
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient
@@ -29,6 +33,23 @@ from .support import LogTail, fault_settings, reap, start_worker, wait_until
 from .test_broker import PacedProducer, assert_exact_against_input
 
 pytestmark = pytest.mark.faults
+
+# kafka-python 3.0.12 leaks the socket of a connect that fails (``KafkaNetSocket.sock_connect`` in
+# ``kafka/net/inet.py`` raises on ECONNREFUSED without closing it): every client here tries the
+# killed node. Such a socket, never connected, is let through; any other unclosed resource fails.
+_REFUSED_SOCKET = re.compile(r"unclosed <socket\.socket [^>]*laddr=\('0\.0\.0\.0', \d+\)>$")
+
+
+@pytest.fixture(autouse=True)
+def _refused_sockets_finalized() -> Iterator[None]:
+    yield
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        gc.collect()
+    for w in seen:
+        if not (issubclass(w.category, ResourceWarning) and _REFUSED_SOCKET.match(str(w.message))):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
 
 RECORDS = 16_000
 RATE = 2_000  # records/s: 8 s of input, the kill and the restart in between

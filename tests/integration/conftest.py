@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.commands.broker import EmbeddedBroker, free_port
-from stream_perceptron.kafka.admin import ensure_topics
+from stream_perceptron.kafka.admin import client_config, ensure_topics
 from stream_perceptron.settings import KafkaSettings
 from tests import apache_kafka as jars
 
@@ -359,6 +359,31 @@ def fast_kafka(kafka_settings: Callable[..., KafkaSettings], kafka_bootstrap: st
     return make
 
 
+def wait_for_leaders(kafka: KafkaSettings, topic: str, partitions: int, timeout_s: float = 30) -> None:
+    """Until the metadata of ``topic`` names a leader for each of its ``partitions``.
+
+    Apache Kafka answers CreateTopics once its controller has the topic; the broker learns it a
+    moment later. A consumer group that joins in between gets no partition of it at first (its
+    leader assigns only topics with metadata), then rebalances; tansu knows a topic at once.
+    """
+    consumer = KafkaConsumer(**client_config(kafka))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            consumer._client.cluster.request_update()
+            consumer.topics()  # a metadata request for every topic
+            cluster = consumer._client.cluster
+            known = cluster.partitions_for_topic(topic) or set()
+            if len(known) == partitions and all(cluster.leader_for_partition(TopicPartition(topic, p))
+                                                not in (None, -1) for p in known):
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{topic}: no leader for every partition within {timeout_s:g} s")
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+
+
 @pytest.fixture
 def new_topic(kafka_settings: Callable[..., KafkaSettings]) -> Callable[..., str]:
     """Create a topic with a unique name: ``new_topic(partitions=1) -> name``."""
@@ -366,6 +391,7 @@ def new_topic(kafka_settings: Callable[..., KafkaSettings]) -> Callable[..., str
     def make(partitions: int = 1) -> str:
         name = _unique("test-topic")
         ensure_topics(kafka_settings(), {name: partitions})
+        wait_for_leaders(kafka_settings(), name, partitions)
         return name
 
     return make
