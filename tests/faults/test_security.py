@@ -51,7 +51,8 @@ def test_worker_over_tls(backend, apache_kafka, tmp_path, group_id):
     _round_trip(kafka, tmp_path, secrets=())
     other = make_tls(tmp_path / "other", name="another CA")
     wrong = kafka.model_copy(update={"ssl_cafile": other.ca_file})
-    _fails_with_one_line(wrong, tmp_path / "wrong-ca", ("certificate", "ssl", "tls"), secrets=())
+    said = _fails_with_one_line(wrong, tmp_path / "wrong-ca", ("certificate", "ssl", "tls"), secrets=())
+    print(f"\n{backend}, wrong CA: {said}")
 
 
 @pytest.mark.timeout(180)
@@ -75,6 +76,7 @@ def test_worker_with_sasl_ssl_credentials(mechanism, backend, apache_kafka, tmp_
     said = _fails_with_one_line(wrong, tmp_path / "wrong", ("sasl", "authentication"),
                                 secrets=(secret, wrong_password))
     assert f"mechanism {mechanism}, user {user}" in said, said
+    print(f"\n{backend}, {mechanism}, wrong password: {said}")
 
 
 def _round_trip(kafka: KafkaSettings, tmp_path: Path, secrets: tuple[str, ...]) -> None:
