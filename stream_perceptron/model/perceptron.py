@@ -181,6 +181,9 @@ class Perceptron(base.Classifier):
         self._w: FloatArray | None = None
         self._b = 0.0
         self._mistakes = 0
+        # ‖θ‖², kept up to date by sparse updates (a mistake then costs the row's features, not
+        # the model's width); None: the full sum over θ, as after a dense update
+        self._sq: float | None = None
         self._index: dict[str, int] = {}
         self._names_refused = 0
         self._labels = LabelSpace(None if classes is None else (classes[0], classes[1]))
@@ -506,9 +509,13 @@ class Perceptron(base.Classifier):
 
     def norms(self) -> tuple[float, float]:
         """‖θ‖ and ‖[θ, θ0]‖ (the augmented weights of seed 001's reduction)."""
+        sq = self._sq if self._sq is not None else self._full_sq()
+        return math.sqrt(sq), math.sqrt(sq + self._b * self._b)
+
+    def _full_sq(self) -> float:
+        """‖θ‖² summed over all of θ."""
         w = self._w
-        sq = float((w * w).sum()) if w is not None else 0.0
-        return float(np.sqrt(sq)), float(np.sqrt(sq + self._b * self._b))
+        return float((w * w).sum()) if w is not None else 0.0
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: Features, y: Any) -> bool:  # type: ignore[override]  # returns the flag
@@ -525,6 +532,7 @@ class Perceptron(base.Classifier):
         w = self._ensure_dim(len(v))
         if label * ((v * w).sum() + self._b) <= 0:
             w += label * v
+            self._sq = None
             if self.fit_intercept:
                 self._b += label
             self._mistakes += 1
@@ -557,8 +565,6 @@ class Perceptron(base.Classifier):
         signs = self._labels.signs(y, n, labeled)
         scores = np.empty(n, dtype=np.float64)
         flags = np.zeros(n, dtype=np.bool_)
-        norm = np.empty(n, dtype=np.float64)
-        norm_aug = np.empty(n, dtype=np.float64)
         if isinstance(m, SparseRows):
             w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
         else:
@@ -572,38 +578,52 @@ class Perceptron(base.Classifier):
             served = scores
         # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
         lab_f = np.where(signs != 0, signs, np.nan)
-        cur_norm, cur_norm_aug = self.norms()
         max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
+        score = _Scorer(m, max_block)
+        # ‖θ‖ of the rows from each start on: filled in once at the end, not per block
+        starts, norms = [0], [self.norms()]
         i, block = 0, _MIN_BLOCK
         while i < n:
             end = min(n, i + block)
-            s = _block(m, w, self._b, i, end)
+            s = score(w, self._b, i, end)
             wrong = lab_f[i:end] * s <= 0
             k = int(wrong.argmax())
-            if not wrong[k]:
-                k = -1
-            stop = end if k < 0 else i + k + 1
-            scores[i:stop] = s[: stop - i]
-            if average:
-                t = steps[i:stop]
-                c = _block(m, u, self._ub, i, stop)
-                served[i:stop] = np.where(t > 0, scores[i:stop] - c / np.maximum(t, 1), scores[i:stop])
-            norm[i:stop] = cur_norm
-            norm_aug[i:stop] = cur_norm_aug
-            if k < 0:
+            if not wrong[k]:  # no mistake in the block
+                scores[i:end] = s
+                if average:
+                    self._serve(m, served, scores, steps, i, end)
                 block = min(block * 2, max_block)
-            else:
-                r = i + k
-                self._update(m, r, lab_f[r], steps[r] if average else 0)
-                flags[r] = True
-                cur_norm, cur_norm_aug = self.norms()
-                block = max(_MIN_BLOCK, min(2 * (k + 1), max_block))
+                i = end
+                continue
+            stop = i + k + 1
+            scores[i:stop] = s[: k + 1]
+            if average:
+                self._serve(m, served, scores, steps, i, stop)
+            r = i + k
+            self._update(m, r, lab_f[r], steps[r] if average else 0)
+            flags[r] = True
+            starts.append(stop)
+            norms.append(self.norms())
+            block = max(_MIN_BLOCK, min(2 * (k + 1), max_block))
             i = stop
+        edges = np.array([*starts, n], dtype=np.intp)
+        lengths: npt.NDArray[np.intp] = edges[1:] - edges[:-1]
+        norm = np.repeat(np.array([v for v, _ in norms], dtype=np.float64), lengths)
+        norm_aug = np.repeat(np.array([v for _, v in norms], dtype=np.float64), lengths)
         if average:
             self._steps += int((signs != 0).sum())
         predictions: npt.NDArray[np.int8] = np.where(served > 0, 1, -1).astype(np.int8)
         served_mistakes = (signs != 0) & (signs * served <= 0)
         return BatchResult(scores, predictions, flags, signs, norm, norm_aug, served, served_mistakes)
+
+    def _serve(self, m: Rows, served: FloatArray, scores: FloatArray, steps: npt.NDArray[np.int64],
+               i: int, stop: int) -> None:
+        """The averaged model's scores of rows ``i`` to ``stop``: θ·x+θ0 − (u·x+u0)/T, or θ·x+θ0
+        while T = 0 (the same operations as :meth:`score_one`'s)."""
+        assert self._u is not None
+        t = steps[i:stop]
+        c = _block(m, self._u, self._ub, i, stop)
+        served[i:stop] = np.where(t > 0, scores[i:stop] - c / np.maximum(t, 1), scores[i:stop])
 
     def _update(self, m: Rows, r: int, y: float, step: int) -> None:
         """The seeds' update for row ``r`` of ``m`` with sign ``y``: θ += y·x, θ0 += y; averaging,
@@ -613,12 +633,18 @@ class Perceptron(base.Classifier):
         x: FloatArray
         if isinstance(m, SparseRows):
             columns, x = m.row(r)
+            touched = np.unique(columns) if self._hasher is not None else columns  # each column once
+            before = w[touched]
+            sq = self._sq if self._sq is not None else self._full_sq()
             add(w, columns, y * x)
+            after = w[touched]
+            self._sq = max(0.0, sq + float(np.add.reduce(after * after) - np.add.reduce(before * before)))
             if self.average:
                 assert self._u is not None
                 add(self._u, columns, (step * y) * x)
         else:
             w += y * m[r]
+            self._sq = None  # a dense row costs the width anyway: the full sum, when asked
             if self.average:
                 assert self._u is not None
                 self._u += (step * y) * m[r]
@@ -694,6 +720,7 @@ class Perceptron(base.Classifier):
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """Learned state as plain data: weights, intercept, mistakes, feature names in index order;
+        ‖θ‖² as sparse updates kept it (``theta_sq``, when it is not simply the sum over θ);
         the labels taught (``classes``, once one is); with ``average=True`` the averaging sums
         (``average``: the labeled examples learned, u and u0)."""
         state: dict[str, Any] = {
@@ -702,6 +729,8 @@ class Perceptron(base.Classifier):
             "mistakes": self._mistakes,
             "features": self.feature_names,
         }
+        if self._sq is not None:
+            state["theta_sq"] = self._sq
         classes = self._labels.get_state()
         if classes is not None:
             state["classes"] = classes
@@ -726,6 +755,8 @@ class Perceptron(base.Classifier):
         else:
             self._w = None if width is None else np.zeros(width)
         self._b = float(state["intercept"])
+        sq = state.get("theta_sq")  # absent: the full sum (as in files written before it)
+        self._sq = None if sq is None else float(sq)
         self._mistakes = int(state["mistakes"])
         self._index = {name: i for i, name in enumerate(state.get("features") or [])}
         self._labels.set_state(state.get("classes"))
@@ -755,6 +786,24 @@ def _grown(a: FloatArray | None, d: int) -> FloatArray:
     if d > len(a):
         return np.concatenate([a, np.zeros(d - len(a))])
     return a
+
+
+class _Scorer:
+    """:func:`_block` for learn_many's loop: a dense block's products go to one buffer, reused
+    (the same operations, so the same floats, without a new temporary per block)."""
+
+    def __init__(self, m: Rows, max_block: int) -> None:
+        self.sparse = m if isinstance(m, SparseRows) else None
+        self.dense = m if not isinstance(m, SparseRows) else np.zeros((0, 0))
+        self.products = np.empty((min(max_block, len(self.dense)), self.dense.shape[1]), dtype=np.float64)
+
+    def __call__(self, w: FloatArray, b: float, start: int, end: int) -> FloatArray:
+        if self.sparse is not None:
+            return _block(self.sparse, w, b, start, end)
+        products = np.multiply(self.dense[start:end], w, out=self.products[: end - start])
+        out: FloatArray = np.add.reduce(products, axis=1)
+        out += b
+        return out
 
 
 def _block(m: Rows, w: FloatArray, b: float, start: int, end: int) -> FloatArray:
