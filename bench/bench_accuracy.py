@@ -87,7 +87,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=None,
-                        help="examples of each stream (default: the bundled datasets whole, 20,000 generated)")
+                        help="examples of each stream (default: bundled datasets whole, 20,000 generated)")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)

@@ -571,7 +571,7 @@ class Perceptron(base.Classifier):
             w, width = self._ensure_dim(m.shape[1]), m.shape[1]
         average = self.average
         if average:
-            u = self._ensure_u(len(w))
+            self._ensure_u(len(w))  # u as wide as θ
             served = np.empty(n, dtype=np.float64)
             steps = self._steps + np.cumsum(signs != 0) - (signs != 0)  # labeled rows before each
         else:
