@@ -138,9 +138,10 @@ def fit_source(
                          negative_class=limits.negative_class)
     xs, ys = _read(spec, source, limits)
     no_positive_class(spec, limits.positive_class, len(ys), sum(y_i > 0 for y_i in ys))
+    m = settings.model
     model = Perceptron(
-        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept,
-        max_names=settings.limits.max_names,
+        n_features=m.n_features, fit_intercept=m.fit_intercept, max_names=settings.limits.max_names,
+        average=m.average, hash_bits=m.hash_bits, hash_sign=m.hash_sign,
     )
     X, rejected = model.vectorize_many(xs)
     del xs
