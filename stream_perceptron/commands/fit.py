@@ -156,7 +156,7 @@ def fit_source(
         per_pass.append(int(result.mistakes.sum()))
         if per_pass[-1] == 0:
             break
-    functional = y * model.score_many(X)
+    functional = y * model.score_many(X, served=False)  # the learning θ's, as the seeds' γ and E_n
     norm_aug = model.norms()[1]
     gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
     r = float(row_norms(X, model.fit_intercept).max())

@@ -489,17 +489,19 @@ class Perceptron(base.Classifier):
         p = 1.0 / (1.0 + math.exp(-s)) if s >= 0 else math.exp(s) / (1.0 + math.exp(s))
         return {self._labels.label(-1): 1.0 - p, self._labels.label(1): p}
 
-    def score_many(self, X: Sequence[Features] | Rows) -> FloatArray:
-        """:meth:`score_one` of each row (same summation order, so the same floats)."""
+    def score_many(self, X: Sequence[Features] | Rows, *, served: bool = True) -> FloatArray:
+        """:meth:`score_one` of each row (same summation order, so the same floats); with
+        ``served=False``, θ·x+θ0 of the learning weights even when averaging (the seeds'
+        quantities: margins, training error)."""
         m = self._matrix(X)
         width = m.n_cols if isinstance(m, SparseRows) else m.shape[1]
         w = self._ensure_dim(width)
         scores = _block(m, w, self._b, 0, len(m))
-        if not self._averaging():
+        if not served or not self._averaging():
             return scores
         u = self._ensure_u(width)
-        served: FloatArray = scores - _block(m, u, self._ub, 0, len(m)) / self._steps
-        return served
+        averaged: FloatArray = scores - _block(m, u, self._ub, 0, len(m)) / self._steps
+        return averaged
 
     def predict_many(self, X: Sequence[Features] | Rows) -> npt.NDArray[Any]:
         """:meth:`predict_one` of each row, as an array of the labels taught."""

@@ -121,3 +121,14 @@ def test_averaging_serves_better_on_noisy_streams():
             model.learn_many(X, y)
             accuracy[average] = float((model.predict_many(X_test) == y_test).mean())
         assert accuracy[True] > accuracy[False], (noise, accuracy)
+
+
+def test_score_many_serves_the_average_unless_asked_for_theta():
+    X, y = _noisy(seed=9)
+    model = Perceptron(average=True)
+    model.learn_many(X, y)
+    served = model.score_many(X)
+    assert served.tolist() == [model.score_one(x) for x in X]
+    theta = model.score_many(X, served=False)
+    np.testing.assert_allclose(theta, X @ model.weights + model.intercept, rtol=1e-12, atol=1e-9)
+    assert not np.array_equal(served, theta)
