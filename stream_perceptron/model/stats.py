@@ -48,7 +48,8 @@ def margins(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Functional, geometric and augmented margins of each row (NaN where undefined).
 
-    Unlabeled rows (label 0) and rows scored while θ = 0 get NaN geometric margins.
+    ``labels`` are signs as :class:`~stream_perceptron.model.perceptron.BatchResult` gives them:
+    unlabeled rows (sign 0) and rows scored while θ = 0 get NaN geometric margins.
 
     >>> import numpy as np
     >>> f, g, a = margins(np.array([1, -1, 0], dtype=np.int8), np.array([3.0, 1.0, 2.0]),
