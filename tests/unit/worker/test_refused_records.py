@@ -159,7 +159,8 @@ def test_reaching_the_names_bound_is_one_warning_and_the_names_are_metrics(tmp_p
         "in[0]@1 went to the dead-letter topic: x brings 3 new feature names; the model allows 5 in"
         " all (SP_LIMITS__MAX_NAMES); so will every later record whose new feature names would pass"
         " SP_LIMITS__MAX_NAMES=5 (5 names in use; said once, the count is"
-        " stream_perceptron_feature_names on /metrics)"
+        " stream_perceptron_feature_names on /metrics; SP_MODEL__HASH_BITS hashes names into a fixed"
+        " width instead)"
     ]
     assert registry.get_sample_value("stream_perceptron_feature_names") == 5
     assert registry.get_sample_value("stream_perceptron_feature_names_limit") == 5
