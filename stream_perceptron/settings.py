@@ -180,6 +180,26 @@ class ModelSettings(_Section):
 
     n_features: int | None = Field(None, ge=1)
     fit_intercept: bool = True
+    # serve the averaged weights (the seeds' update still drives learning and E_n)
+    average: bool = False
+    # named features hashed into 2**hash_bits columns: constant memory however many names arrive
+    hash_bits: int | None = Field(None, ge=1, le=30)  # model.hashing.MAX_HASH_BITS
+    hash_sign: bool = False
+
+    @model_validator(mode="after")
+    def _hashing_fits(self) -> ModelSettings:
+        if self.hash_bits is None:
+            if self.hash_sign:
+                raise ValueError(
+                    "SP_MODEL__HASH_SIGN=true needs SP_MODEL__HASH_BITS (sign hashing hashes names)"
+                )
+            return self
+        if self.n_features is not None and self.n_features != 1 << self.hash_bits:
+            raise ValueError(
+                f"SP_MODEL__N_FEATURES={self.n_features} but SP_MODEL__HASH_BITS={self.hash_bits} makes"
+                f" {1 << self.hash_bits} columns: leave SP_MODEL__N_FEATURES unset with hashing"
+            )
+        return self
 
 
 _DEFAULT_LIMITS = Limits()

@@ -138,9 +138,10 @@ def fit_source(
                          negative_class=limits.negative_class)
     xs, ys = _read(spec, source, limits)
     no_positive_class(spec, limits.positive_class, len(ys), sum(y_i > 0 for y_i in ys))
+    m = settings.model
     model = Perceptron(
-        n_features=settings.model.n_features, fit_intercept=settings.model.fit_intercept,
-        max_names=settings.limits.max_names,
+        n_features=m.n_features, fit_intercept=m.fit_intercept, max_names=settings.limits.max_names,
+        average=m.average, hash_bits=m.hash_bits, hash_sign=m.hash_sign,
     )
     X, rejected = model.vectorize_many(xs)
     del xs
@@ -155,7 +156,7 @@ def fit_source(
         per_pass.append(int(result.mistakes.sum()))
         if per_pass[-1] == 0:
             break
-    functional = y * model.score_many(X)
+    functional = y * model.score_many(X, served=False)  # the learning θ's, as the seeds' γ and E_n
     norm_aug = model.norms()[1]
     gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
     r = float(row_norms(X, model.fit_intercept).max())

@@ -34,18 +34,22 @@ class Learner:
         self.stats = stats
 
     def step(
-        self, X: Sequence[Features] | Rows, y: Sequence[int] | np.ndarray
+        self, X: Sequence[Features] | Rows, y: Sequence[Any] | np.ndarray,
+        labeled: Sequence[bool] | np.ndarray | None = None,
     ) -> tuple[BatchResult, FloatArray]:
         """Score, learn (labeled rows) and account for a batch; returns each row's result and
-        geometric margin (NaN where unlabeled or θ = 0)."""
+        geometric margin (NaN where unlabeled or θ = 0). ``y`` and ``labeled`` are as
+        :meth:`Perceptron.learn_many` takes them (0 is the negative class; the mask marks the
+        labeled rows)."""
         m = X if isinstance(X, np.ndarray | SparseRows) else self.model.vectorize_many(list(X))[0]
-        result = self.model.learn_many(m, y)
+        result = self.model.learn_many(m, y, labeled)
         _, geometric, augmented = margins(
             result.labels, result.scores, result.theta_norm, result.theta_norm_aug
         )
         self.stats.update_many(
             labels=result.labels,
             mistakes=result.mistakes,
+            served_mistakes=result.served_mistakes,
             geometric=geometric,
             augmented=augmented,
             x_norms=row_norms(m, self.model.fit_intercept),

@@ -12,6 +12,8 @@ For each labeled example :math:`(x, y)`, scored by the model *before* its update
 
 Over the stream: ``seen``, ``labeled``, ``mistakes`` and the cumulative mistake rate
 :math:`E_n = \text{mistakes} / \text{labeled}` (seed 004's training error, measured online);
+the served model's own online error rate beside it (``served_mistake_rate``: an averaged
+model's errors :math:`y\,\bar s \le 0`, or :math:`E_n` itself when the model serves θ);
 an exponentially weighted rate :math:`e \leftarrow (1-\alpha)e + \alpha[\text{mistake}]`;
 ``R_all``, the largest norm seen.
 
@@ -46,7 +48,8 @@ def margins(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Functional, geometric and augmented margins of each row (NaN where undefined).
 
-    Unlabeled rows (label 0) and rows scored while θ = 0 get NaN geometric margins.
+    ``labels`` are signs as :class:`~stream_perceptron.model.perceptron.BatchResult` gives them:
+    unlabeled rows (sign 0) and rows scored while θ = 0 get NaN geometric margins.
 
     >>> import numpy as np
     >>> f, g, a = margins(np.array([1, -1, 0], dtype=np.int8), np.array([3.0, 1.0, 2.0]),
@@ -108,6 +111,7 @@ class RunningStats:
         self.seen = 0
         self.labeled = 0
         self.mistakes = 0
+        self.served_mistakes = 0
         self.ewma: float | None = None
         self.r_all = 0.0
         self.theta_norm = 0.0
@@ -127,11 +131,13 @@ class RunningStats:
         augmented: FloatArray,
         x_norms: FloatArray,
         theta_norm: float,
+        served_mistakes: npt.NDArray[np.bool_] | None = None,
     ) -> None:
         """Account for a batch of scored rows (unlabeled rows count in ``seen`` only).
 
         ``x_norms`` are the rows' norms as :func:`row_norms` gives them; ``theta_norm`` is ‖θ‖
-        after the batch.
+        after the batch. ``served_mistakes`` are the served model's errors (an averaged model's;
+        by default the seeds' ``mistakes``).
         """
         self.seen += len(labels)
         self.theta_norm = theta_norm
@@ -142,6 +148,7 @@ class RunningStats:
         flags = mistakes[lab]
         self.labeled += k
         self.mistakes += int(flags.sum())
+        self.served_mistakes += int((flags if served_mistakes is None else served_mistakes[lab]).sum())
         norms = x_norms[lab]
         self.r_all = max(self.r_all, float(norms.max()))
         self._update_ewma(flags)
@@ -199,6 +206,7 @@ class RunningStats:
             "labeled": self.labeled,
             "mistakes": self.mistakes,
             "mistake_rate": self.mistakes / self.labeled if self.labeled else None,
+            "served_mistake_rate": self.served_mistakes / self.labeled if self.labeled else None,
             "ewma_mistake_rate": self.ewma,
             "window": self.window,
             "window_labeled": n,
@@ -226,6 +234,7 @@ class RunningStats:
             "seen": self.seen,
             "labeled": self.labeled,
             "mistakes": self.mistakes,
+            "served_mistakes": self.served_mistakes,
             "ewma": self.ewma,
             "R_all": self.r_all,
             "theta_norm": self.theta_norm,
@@ -240,6 +249,8 @@ class RunningStats:
         self.seen = int(state["seen"])
         self.labeled = int(state["labeled"])
         self.mistakes = int(state["mistakes"])
+        # a state written before the served model had a rate of its own: the served model was θ
+        self.served_mistakes = int(state.get("served_mistakes", self.mistakes))
         self.ewma = None if state["ewma"] is None else float(state["ewma"])
         self.r_all = float(state["R_all"])
         self.theta_norm = float(state["theta_norm"])

@@ -88,7 +88,8 @@ class Checkpoint:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
 
         ``n_features`` None on either side adopts the other's (the worker takes the checkpoint's
-        when its own setting is unset); ``fit_intercept`` must be equal.
+        when its own setting is unset); ``fit_intercept``, ``average``, ``hash_bits`` and
+        ``hash_sign`` must be equal (an absent one is its default).
         """
         saved = self.config
         problems = []
@@ -97,6 +98,13 @@ class Checkpoint:
                 f"fit_intercept={saved.get('fit_intercept')} there,"
                 f" {config.get('fit_intercept')} here (SP_MODEL__FIT_INTERCEPT)"
             )
+        # absent from a checkpoint of a default model (and from every one written before them)
+        for key, default, setting in (("average", False, "SP_MODEL__AVERAGE"),
+                                      ("hash_bits", None, "SP_MODEL__HASH_BITS"),
+                                      ("hash_sign", False, "SP_MODEL__HASH_SIGN")):
+            there, here = saved.get(key, default), config.get(key, default)
+            if there != here:
+                problems.append(f"{key}={there} there, {here} here ({setting})")
         mine, theirs = config.get("n_features"), saved.get("n_features")
         dim = len(self.model.get("weights") or [])
         if mine is not None and ((theirs is not None and theirs != mine) or dim not in (0, mine)):

@@ -76,7 +76,8 @@ class Worker(Checkpointing, Progress):
         m, s = settings.model, settings.stats
         self.learner = Learner(
             Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
-                       max_names=settings.limits.max_names),
+                       max_names=settings.limits.max_names, average=m.average,
+                       hash_bits=m.hash_bits, hash_sign=m.hash_sign),
             RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
         )
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
@@ -510,7 +511,8 @@ class Worker(Checkpointing, Progress):
             log.warning(
                 "%s went to the dead-letter topic: %s; so will every later record whose new feature"
                 " names would pass %s=%s (%d names in use; said once, the count is"
-                " stream_perceptron_feature_names on /metrics)",
+                " stream_perceptron_feature_names on /metrics; SP_MODEL__HASH_BITS hashes names"
+                " into a fixed width instead)",
                 where, reason, setting, model.name_limit, model.n_names,
             )
         else:
@@ -529,12 +531,14 @@ class Worker(Checkpointing, Progress):
         y = np.array(ys, dtype=np.int8)
         model = self.learner.model
         before = model.mistakes
-        result, margin = self.learner.step(X, y)
+        result, margin = self.learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
         counts = int((y != 0).sum()), int(result.mistakes.sum())
         if not (self._publish_labeled or self._publish_unlabeled):
             return counts
         updates = (before + np.cumsum(result.mistakes)).tolist()
-        scores, preds = result.scores.tolist(), result.predictions.tolist()
+        # the served model answers (averaged weights with SP_MODEL__AVERAGE); `mistake` and the
+        # margin stay the learning θ's, as the update and E_n are
+        scores, preds = result.served_scores.tolist(), result.predictions.tolist()
         flags, margins = result.mistakes.tolist(), margin.tolist()
         if not (self._publish_labeled and self._publish_unlabeled):
             wanted = (self._publish_unlabeled, self._publish_labeled)

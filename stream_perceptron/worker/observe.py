@@ -67,6 +67,8 @@ _FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
 # statistics-record key → gauge (prefix added) and help; None or a missing key sets NaN
 _STAT_GAUGES: dict[str, tuple[str, str]] = {
     "mistake_rate": ("mistake_rate", "Cumulative training error E_n = mistakes / labeled (0-1)."),
+    "served_mistake_rate": ("served_mistake_rate", "The served model's online error rate (0-1): the"
+                            " averaged weights' with SP_MODEL__AVERAGE, else E_n."),
     "window_mistake_rate": ("window_mistake_rate", "Mistake rate over the last W labeled examples (0-1)."),
     "ewma_mistake_rate": ("ewma_mistake_rate", "Exponentially weighted mistake rate (0-1)."),
     "margin_min": ("margin_min", "Minimum geometric margin over the window."),

@@ -95,6 +95,16 @@ def test_missing_input_topic_is_reported_and_not_created(fast_kafka, new_topic, 
     assert topics["input"] not in existing, "the worker created the missing input topic"
 
 
+def _learned(settings, log) -> dict[str, bytes]:
+    """Run a worker until it has caught up with its input; the checkpoint files it left."""
+    first = start_worker(settings, "--until-caught-up", log=log)
+    try:
+        assert first.wait(timeout=30) == 0, log.read_text()[-2000:]
+    finally:
+        reap(first)
+    return {p.name: p.read_bytes() for p in settings.checkpoint.dir.iterdir()}
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("mistake", ["fit_intercept", "n_features"])
 def test_checkpoint_from_another_configuration(mistake, fast_kafka, new_topic, tmp_path):
@@ -105,13 +115,7 @@ def test_checkpoint_from_another_configuration(mistake, fast_kafka, new_topic, t
     topics = topics_for(new_topic)
     send_all(kafka, topics["input"], encode_stream(noisy_stream(500, d=8)))
     ckpt_dir = tmp_path / "ckpt"
-    first = start_worker(fault_settings(kafka, topics, ckpt_dir), "--until-caught-up",
-                         log=tmp_path / "first.log")
-    try:
-        assert first.wait(timeout=30) == 0, (tmp_path / "first.log").read_text()[-2000:]
-    finally:
-        reap(first)
-    before = {p.name: p.read_bytes() for p in ckpt_dir.iterdir()}
+    before = _learned(fault_settings(kafka, topics, ckpt_dir), tmp_path / "first.log")
     model = {"fit_intercept": False} if mistake == "fit_intercept" else {"n_features": 3}
     env = worker_env(fault_settings(kafka, topics, ckpt_dir, model=model))
     done = run_cli(["run"], env, timeout_s=30)
@@ -135,13 +139,7 @@ def test_input_of_another_width_than_the_checkpoint_stops_the_worker_and_loses_n
     send_all(kafka, old["input"], encode_stream(noisy_stream(300, d=8)))
     send_all(kafka, new["input"], encode_stream(noisy_stream(200, d=12)))
     ckpt_dir = tmp_path / "ckpt"
-    first = start_worker(fault_settings(kafka, old, ckpt_dir), "--until-caught-up",
-                         log=tmp_path / "first.log")
-    try:
-        assert first.wait(timeout=30) == 0, (tmp_path / "first.log").read_text()[-2000:]
-    finally:
-        reap(first)
-    before = {p.name: p.read_bytes() for p in ckpt_dir.iterdir()}
+    before = _learned(fault_settings(kafka, old, ckpt_dir), tmp_path / "first.log")
     done = run_cli(["run"], worker_env(fault_settings(kafka, new, ckpt_dir)), timeout_s=45)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = _prefixed(done.stderr)

@@ -75,6 +75,37 @@ def assert_exact(kafka: KafkaSettings, topics: dict[str, str], ckpt_dir: Path,
             "mistakes": model.mistakes}
 
 
+def _kill_at_random(settings: Any, tmp_path: Path, ckpt_dir: Path, topic: str, n: int,
+                    n_kills: int) -> tuple[list[dict[str, Any]], set[int]]:
+    """Start a worker and ``kill -9`` it, ``n_kills`` times: some during start-up, the others at
+    a random point of the stream. Returns each kill's record and which were at start-up."""
+    rng = random.Random(20261121)
+    startup_kills = set(rng.sample(range(n_kills), k=max(1, n_kills // 7)))
+    targets = iter(sorted(rng.sample(range(n // 50, n - n // 20), n_kills - len(startup_kills))))
+    kills: list[dict[str, Any]] = []
+    for k in range(n_kills):
+        log = tmp_path / f"run-{k:02d}.log"
+        proc = start_worker(settings, log=log)
+        tail = LogTail(log)
+        try:
+            if k in startup_kills:
+                time.sleep(rng.uniform(0.05, 1.2))  # deliberate fault timing: during start-up
+                where = "start-up"
+            else:
+                target = next(targets)
+                wait_until(lambda t=target, lt=tail: lt.poll().seen >= t, 60,
+                           f"kill {k}: progress to {target}", every_s=0.01, alive=proc, log=log)
+                time.sleep(rng.uniform(0.0, 0.15))  # deliberate fault timing
+                where = f"after {target}"
+        finally:
+            reap(proc)  # SIGKILL (the fault itself), or cleanup if the wait failed
+        assert proc.returncode == -9, log.read_text()[-2000:]
+        kills.append({"k": k, "where": where, "seen": tail.poll().seen,
+                      "ckpt": checkpoint_offset(ckpt_dir, topic)})
+        assert kills[-1]["ckpt"] < n, "killed after the end: not a mid-stream kill"
+    return kills, startup_kills
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
@@ -94,31 +125,8 @@ def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
     ckpt_dir = tmp_path / "ckpt"
     settings = fault_settings(kafka, topics, ckpt_dir,
                               checkpoint={"every_examples": 3000, "every_seconds": 60})
-    rng = random.Random(20261121)
-    startup_kills = set(rng.sample(range(KILLS), k=max(1, KILLS // 7)))
-    targets = iter(sorted(rng.sample(range(n // 50, n - n // 20), KILLS - len(startup_kills))))
-    kills: list[dict[str, Any]] = []
     started = time.monotonic()
-    for k in range(KILLS):
-        log = tmp_path / f"run-{k:02d}.log"
-        proc = start_worker(settings, log=log)
-        tail = LogTail(log)
-        try:
-            if k in startup_kills:
-                time.sleep(rng.uniform(0.05, 1.2))  # deliberate fault timing: during start-up
-                where = "start-up"
-            else:
-                target = next(targets)
-                wait_until(lambda t=target, lt=tail: lt.poll().seen >= t, 60,
-                           f"kill {k}: progress to {target}", every_s=0.01, alive=proc, log=log)
-                time.sleep(rng.uniform(0.0, 0.15))  # deliberate fault timing
-                where = f"after {target}"
-        finally:
-            reap(proc)  # SIGKILL (the fault itself), or cleanup if the wait failed
-        assert proc.returncode == -9, log.read_text()[-2000:]
-        kills.append({"k": k, "where": where, "seen": tail.poll().seen,
-                      "ckpt": checkpoint_offset(ckpt_dir, topics["input"])})
-        assert kills[-1]["ckpt"] < n, "killed after the end: not a mid-stream kill"
+    kills, startup_kills = _kill_at_random(settings, tmp_path, ckpt_dir, topics["input"], n, KILLS)
     killed_for = time.monotonic() - started
     run_until_caught_up(settings, tmp_path / "final.log", timeout_s=120)
     assert len(kills) == KILLS
@@ -128,6 +136,36 @@ def test_kill_9_at_20_random_moments_ends_exactly_like_an_uninterrupted_run(
     figures = assert_exact(kafka, topics, ckpt_dir, stream, n)
     assert figures["duplicated_offsets"] > 0  # the kills really made the worker reprocess
     print(f"\n{backend}: {KILLS} kills over {n} records in {killed_for:.1f} s; {figures}; kills: {kills}")
+
+
+@pytest.mark.timeout(600)
+def test_an_averaged_model_killed_at_random_moments_ends_exactly_like_an_uninterrupted_run(
+    fast_kafka, new_topic, tmp_path
+):
+    """SP_MODEL__AVERAGE=true: θ, the averaging sums and the served scores replay bit for bit."""
+    n, n_kills = KILL_RECORDS // 4, max(3, KILLS // 4)
+    kafka = fast_kafka(max_poll_records=500)
+    topics = topics_for(new_topic)
+    stream = noisy_stream(n, d=8, noise=0.1, seed=12)
+    send_all(kafka, topics["input"], encode_stream(stream))
+    ckpt_dir = tmp_path / "ckpt"
+    settings = fault_settings(kafka, topics, ckpt_dir, model={"average": True},
+                              checkpoint={"every_examples": 2000, "every_seconds": 60})
+    kills, _ = _kill_at_random(settings, tmp_path, ckpt_dir, topics["input"], n, n_kills)
+    run_until_caught_up(settings, tmp_path / "final.log", timeout_s=120)
+    model, ref = core_reference(stream, [y for _, y in stream], average=True)
+    ckpt = CheckpointStore(ckpt_dir).load()
+    assert ckpt is not None and ckpt.offsets == {topics["input"]: {0: n}}
+    assert ckpt.model == model.get_state()  # θ, θ0, u, u0 and T, bit-identical
+    assert ckpt.config["average"] is True
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(0, o) for o in range(n)], "an offset has no prediction"
+    for (_, offset), copies in preds.items():
+        assert all(c == copies[0] for c in copies), f"re-emissions differ at offset {offset}"
+        assert copies[0]["score"] == ref.served_scores[offset]  # the averaged model's score
+        assert copies[0]["mistake"] == bool(ref.mistakes[offset])  # the learning θ's mistake
+    assert sum(len(c) > 1 for c in preds.values()) > 0  # the kills made the worker reprocess
+    print(f"\naveraged: {n_kills} kills over {n} records; kills: {kills}")
 
 
 @pytest.mark.timeout(180)

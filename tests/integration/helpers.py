@@ -160,11 +160,13 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s
     return time.monotonic() - started
 
 
-def core_reference(stream: list[tuple[Any, int]], labels: list[int]) -> tuple[Perceptron, Any]:
-    """The core's result on the same rows (label 0 = unlabeled)."""
-    model = Perceptron()
+def core_reference(stream: list[tuple[Any, int]], labels: list[int], **params: Any) -> tuple[Perceptron, Any]:
+    """The core's result on the same rows (label 0 here = unlabeled, as the decoder gives an
+    absent ``y``), with the model built from ``params``."""
+    model = Perceptron(**params)
     X = np.array([x for x, _ in stream], dtype=np.float64)
-    return model, model.learn_many(X, np.array(labels, dtype=np.int8))
+    y = np.array(labels, dtype=np.int8)
+    return model, model.learn_many(X, y, labeled=y != 0)
 
 
 # -- either backend's edge (SP_KAFKA__BACKEND), driven directly --------------------------------

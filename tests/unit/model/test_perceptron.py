@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from river import datasets, evaluate, metrics
+from river import datasets
 from river import linear_model as river_lm
 from sklearn.linear_model import Perceptron as SkPerceptron
 
 from stream_perceptron import Perceptron
 from stream_perceptron.errors import DimensionError
+from tests.unit.model.exactness import assert_learn_many_is_learn_one
 
 
 def test_worked_example_of_seed_001_ends_at_1_1_after_two_updates():
@@ -49,8 +50,8 @@ def test_labels_accept_bools_and_reject_others():
     model = Perceptron()
     assert model.learn_one([1.0], True)
     assert model.learn_one([-2.0], False) is False  # score -2 + 1 < 0
-    with pytest.raises(ValueError, match="labels are -1/\\+1"):
-        model.learn_one([1.0], 0)
+    with pytest.raises(ValueError, match="labels are True/False, -1/\\+1 or 0/1"):
+        model.learn_one([1.0], 2)
     with pytest.raises(ValueError):
         model.learn_one([1.0], "yes")
 
@@ -132,12 +133,6 @@ def test_learn_many_on_phishing_equals_learn_one():
     assert np.array_equal(a.weights, b.weights) and a.intercept == b.intercept
 
 
-def test_progressive_val_score_accepts_it():
-    dataset = ((x, 1 if y else -1) for x, y in datasets.Phishing())
-    metric = evaluate.progressive_val_score(dataset, Perceptron(), metrics.Accuracy())
-    assert 0.6 < metric.get() < 1.0
-
-
 def test_fit_stops_after_a_clean_pass_and_returns_per_pass_mistakes():
     X = np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 1.0], [-1.0, 0.0]])
     y = [1, -1, 1, -1]
@@ -146,12 +141,75 @@ def test_fit_stops_after_a_clean_pass_and_returns_per_pass_mistakes():
     assert Perceptron(fit_intercept=False).fit(X, y, epochs=1) == [2]
 
 
-def test_learn_many_marks_unlabeled_rows_with_zero():
+def test_learn_many_takes_unlabeled_rows_from_a_mask_or_none_never_from_zero():
+    X = np.array([[1.0], [2.0], [3.0]])
+    for y, labeled in (([0, 1, 0], [False, True, False]), ([None, 1, None], None),
+                       ([np.nan, 1.0, np.nan], None)):
+        model = Perceptron()
+        out = model.learn_many(X, y, labeled=labeled)
+        assert out.mistakes.tolist() == [False, True, False]
+        assert out.labels.tolist() == [0, 1, 0]
+        assert model.mistakes == 1
+        assert out.scores.tolist() == [0.0, 0.0, 2.0 * 3.0 + 1.0]  # θ = [2], θ0 = 1 after row 1
+
+
+def test_zero_is_the_negative_class_in_learn_one_learn_many_and_fit():
+    """The issue's case: [1, 0, 1, 0] is two updates, as [1, -1, 1, -1] is."""
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
+    reference = Perceptron(fit_intercept=False)
+    reference.learn_many(X, [1, -1, 1, -1])
+    many = Perceptron(fit_intercept=False)
+    out = many.learn_many(X, [1, 0, 1, 0])
+    one = Perceptron(fit_intercept=False)
+    flags = [one.learn_one(x, y) for x, y in zip(X, [1, 0, 1, 0], strict=True)]
+    fitted = Perceptron(fit_intercept=False)
+    fitted.fit(X, np.array([1, 0, 1, 0]))
+    assert out.mistakes.tolist() == flags == [True, False, False, False]
+    for model in (many, one, fitted):
+        assert model.weights.tolist() == reference.weights.tolist() == [1.0, 0.0]
+    assert Perceptron().learn_many(X, [1, 0, 1, 0]).mistakes.sum() == 2
+    with pytest.raises(ValueError, match="row 1 has none"):
+        Perceptron().fit(X, [1, None, 1, 0])
+
+
+@pytest.mark.parametrize(
+    ("taught", "answers"),
+    [
+        ((True, False), (True, False)),
+        ((np.True_, np.False_), (True, False)),
+        ((1, -1), (1, -1)),
+        ((1, 0), (1, 0)),
+        ((np.int64(1), np.int64(0)), (1, 0)),
+        (("spam", "ham"), ("spam", "ham")),
+    ],
+)
+def test_predictions_answer_in_the_label_space_taught(taught, answers):
+    positive, negative = taught
+    model = Perceptron(classes=("ham", "spam") if isinstance(positive, str) else None)
+    model.learn_one([1.0, 0.0], positive)
+    model.learn_one([-1.0, 0.0], negative)
+    got = model.predict_one([5.0, 0.0]), model.predict_one([-5.0, 0.0])
+    assert got == answers and [type(g) for g in got] == [type(a) for a in answers]
+    assert set(model.predict_proba_one([1.0, 0.0])) == set(answers)
+
+
+def test_a_class_not_yet_taught_is_inferred_from_the_other():
+    for label, other in ((True, False), (1, -1), (0, 1), (-1, 1), (False, True)):
+        model = Perceptron()
+        model.learn_one([1.0], label)
+        assert set(model.predict_proba_one([1.0])) == {label, other}
+    assert set(Perceptron().predict_proba_one([1.0])) == {False, True}  # nothing taught: river's
+
+
+def test_predict_proba_one_is_the_logistic_of_the_score():
     model = Perceptron()
-    out = model.learn_many(np.array([[1.0], [2.0], [3.0]]), [0, 1, 0])
-    assert out.mistakes.tolist() == [False, True, False]
-    assert model.mistakes == 1
-    assert out.scores.tolist() == [0.0, 0.0, 2.0 * 3.0 + 1.0]  # θ = [2], θ0 = 1 after row 1
+    model.learn_one([1.0, 2.0], 1)  # θ = [1, 2], θ0 = 1
+    for x in ([1.0, 1.0], [-3.0, -1.0], [0.0, -0.5], [400.0, 0.0], [-400.0, 0.0]):
+        s = model.score_one(x)
+        proba = model.predict_proba_one(x)
+        assert proba[1] == pytest.approx(1 / (1 + np.exp(-s)))
+        assert proba[-1] + proba[1] == pytest.approx(1.0)
+        assert (proba[1] > 0.5) == (model.predict_one(x) == 1)
 
 
 # ---------------------------------------------------------------- properties
@@ -171,24 +229,11 @@ def streams(draw):
 
 
 def _assert_learn_many_is_learn_one(rows, y, fit_intercept, cuts):
-    """Row by row with learn_one, then the batch path cut into ``cuts`` batches: the same
-    flags, bit-identical scores and weights (decisions must not depend on the cuts)."""
-    one, many = Perceptron(fit_intercept=fit_intercept), Perceptron(fit_intercept=fit_intercept)
-    flags, scores = [], []
-    for i in range(len(rows)):
-        scores.append(one.score_one(rows[i]))
-        flags.append(one.learn_one(rows[i], int(y[i])))
-    edges = sorted({0, len(rows), *np.linspace(0, len(rows), cuts + 1).astype(int).tolist()})
-    got_flags, got_scores = [], []
-    for a, b in zip(edges, edges[1:], strict=False):
-        out = many.learn_many(rows[a:b], y[a:b])  # a matrix, or named rows held sparse
-        got_flags += out.mistakes.tolist()
-        got_scores += out.scores.tolist()
-    assert got_flags == flags
-    assert got_scores == scores  # bit-identical: one summation order on every path
+    """learn_one and learn_many in ``cuts`` batches agree bit for bit (see exactness.py)."""
+    one, many = assert_learn_many_is_learn_one(lambda: Perceptron(fit_intercept=fit_intercept), rows, y, cuts)
     assert np.array_equal(one.weights, many.weights)
     assert one.feature_names == many.feature_names
-    assert one.intercept == many.intercept and one.mistakes == many.mistakes == sum(flags)
+    assert one.intercept == many.intercept and one.mistakes == many.mistakes
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,7 +13,7 @@ from stream_perceptron.model.learner import Learner
 def _run(X, y, window, alpha=0.1, cuts=1):
     learner = Learner(Perceptron(), RunningStats(window=window, ewma_alpha=alpha))
     for part in np.array_split(np.arange(len(X)), cuts):
-        learner.step(X[part], y[part])
+        learner.step(X[part], y[part], labeled=y[part] != 0)
     return learner
 
 

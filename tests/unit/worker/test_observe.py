@@ -138,7 +138,8 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     # the text format carries counters' creation times as separate "_created" gauge families
     gauges = {name for name, f in families.items() if f.type == "gauge" and not name.endswith("_created")}
     assert gauges == {P + n for n in [
-        "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min", "margin_mean", "radius",
+        "mistake_rate", "served_mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min",
+        "margin_mean", "radius",
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
         "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
         "feature_names", "feature_names_limit",

@@ -39,6 +39,15 @@ def _fit(ck, d: int, n_features: int | None):
     return fit_source(settings, f"separable:d={d},n=200,seed=1", epochs=1).checkpoint
 
 
+def _restored(ck, **model) -> tuple[Worker, MemoryEdge, Settings]:
+    """A worker on an in-memory edge, restored from the checkpoint in ``ck``."""
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(ck)}, model=model)
+    edge = MemoryEdge()
+    worker = Worker(settings, edge=edge)
+    worker.restore()
+    return worker, edge, settings
+
+
 @pytest.mark.parametrize("written_with", [None, 10], ids=["written-unset", "written-10"])
 def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_one_line(
         tmp_path, caplog, written_with):
@@ -47,10 +56,7 @@ def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_on
     # batch's offsets stay where they were, so a restart with the settings fixed processes it.
     caplog.set_level(logging.DEBUG, logger="stream_perceptron")
     path = _fit(tmp_path / "ck", 10, written_with)
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")})
-    edge = MemoryEdge()
-    worker = Worker(settings, edge=edge)
-    worker.restore()
+    worker, edge, settings = _restored(tmp_path / "ck")
     offsets = {t: dict(p) for t, p in worker.offsets.items()}
     rng = np.random.default_rng(0)
     with pytest.raises(SettingsError) as caught:
@@ -71,10 +77,7 @@ def test_the_checkpoints_width_once_confirmed_dead_letters_records_of_another(tm
     # a record of the checkpoint's width came first: later ones of another width are bad input
     caplog.set_level(logging.DEBUG, logger="stream_perceptron")
     path = _fit(tmp_path / "ck", 10, None)
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")})
-    edge = MemoryEdge()
-    worker = Worker(settings, edge=edge)
-    worker.restore()
+    worker, edge, settings = _restored(tmp_path / "ck")
     rng = np.random.default_rng(0)
     worker.process(_batch([rng.normal(size=10).tolist(), *rng.normal(size=(49, 20)).tolist()]))
     worker.process(_batch(rng.normal(size=(50, 20)).tolist(), start=50))
@@ -92,11 +95,7 @@ def test_the_checkpoints_width_once_confirmed_dead_letters_records_of_another(tm
 def test_a_set_n_features_equal_to_the_checkpoints_dead_letters_records_of_another(tmp_path):
     # the way out the stopping line names: keep the model, refuse the records that do not fit it
     _fit(tmp_path / "ck", 10, None)
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "ck")},
-                        model={"n_features": 10})
-    edge = MemoryEdge()
-    worker = Worker(settings, edge=edge)
-    worker.restore()
+    worker, edge, settings = _restored(tmp_path / "ck", n_features=10)
     worker.process(_batch(np.random.default_rng(0).normal(size=(5, 20)).tolist()))
     assert sorted(_dead_letters(edge, settings)) == [0, 1, 2, 3, 4]
 
@@ -160,7 +159,8 @@ def test_reaching_the_names_bound_is_one_warning_and_the_names_are_metrics(tmp_p
         "in[0]@1 went to the dead-letter topic: x brings 3 new feature names; the model allows 5 in"
         " all (SP_LIMITS__MAX_NAMES); so will every later record whose new feature names would pass"
         " SP_LIMITS__MAX_NAMES=5 (5 names in use; said once, the count is"
-        " stream_perceptron_feature_names on /metrics)"
+        " stream_perceptron_feature_names on /metrics; SP_MODEL__HASH_BITS hashes names into a fixed"
+        " width instead)"
     ]
     assert registry.get_sample_value("stream_perceptron_feature_names") == 5
     assert registry.get_sample_value("stream_perceptron_feature_names_limit") == 5
