@@ -27,7 +27,7 @@ demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded
 test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
-test-tansu: $(STAMP)  ## the whole suite on the embedded tansu broker (the apache_kafka tests skip)
+test-tansu: $(STAMP)  ## the whole suite with tansu as the broker (apache_kafka tests: Apache Kafka)
 	SP_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 unit: $(STAMP)  ## the fast tests only (no broker)
