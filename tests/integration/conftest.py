@@ -48,7 +48,7 @@ BACKENDS = ("kafka-python", "confluent-kafka")
 PRODUCER_PROCESS = "kafka-python+process"
 EDGES = (*BACKENDS, PRODUCER_PROCESS)
 
-APACHE_KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "apache/kafka:3.9.0")
+APACHE_KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", f"apache/kafka:{jars.KAFKA_VERSION}")
 KAFKA_START_TIMEOUT_S = 90.0
 
 _HERE = Path(__file__).parent
@@ -154,7 +154,7 @@ def _apache_kafka() -> Iterator[str]:
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
         "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",  # as the jars' broker: see tests/apache_kafka
     }
     container.with_envs(**env)
     with container:
