@@ -3,6 +3,7 @@ differently is caught (the benchmark itself is not a test)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,23 @@ def test_batches_are_as_large_as_the_workers_producer_makes_them() -> None:
     assert BATCH_BYTES == KafkaSettings.model_fields["batch_size"].default
 
 
-def test_both_fill_the_same_batches_with_the_same_records() -> None:
+def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways read the wall clock per record (a default argument bound to ``time.time``), and a
+    record's timestamp delta is a varint whose length grows with the milliseconds since the batch
+    began: how many records fit a batch then depends on how fast each way runs. One instant for
+    both makes the batches comparable byte for byte."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from stream_perceptron.kafka.fastpath import encode
+
+    for fn in (DefaultRecordBatchBuilder.append, encode.append_run):
+        frozen = tuple((lambda: 1_700_000_000.0) if d is time.time else d for d in fn.__defaults__)
+        assert frozen != fn.__defaults__, f"{fn.__qualname__} no longer reads time.time by default"
+        monkeypatch.setattr(fn, "__defaults__", frozen)
+
+
+def test_both_fill_the_same_batches_with_the_same_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    _frozen_clock(monkeypatch)
     keys, values = [b"%d" % i for i in range(30_000)], [b"v" * (i % 200) for i in range(30_000)]
     theirs, ours = per_record(keys, values), per_run(keys, values)
     for batch in theirs + ours:
