@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apache-kafka: {exc}", file=sys.stderr)
         return 1
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where a shell ignored it
+        signal.signal(signum, lambda *_: stop.set())
     try:
         print(f"Apache Kafka {KAFKA_VERSION}, {args.nodes} node(s), ready in "
               f"{time.monotonic() - started:.1f} s (storage and logs in {cluster.root})")
@@ -53,8 +54,6 @@ def main(argv: list[str] | None = None) -> int:
         print("Ctrl-C stops it and removes its storage.", flush=True)
         while not stop.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
         cluster.stop()
     return 0
