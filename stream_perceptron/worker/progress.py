@@ -4,7 +4,6 @@ and the statistics record published every ``SP_STATS__EVERY_*`` (README, "Record
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -39,7 +38,6 @@ class Progress:
     _stats_seen: int
     _stats_time: float
     _stats_unflushed: bool
-    _stop: threading.Event
 
     def caught_up(self) -> bool:
         """Every assigned partition processed up to its high-water mark (from fetch responses)."""
