@@ -75,3 +75,8 @@ class UndeliveredError(KafkaEdgeError):
 
 class KafkaAuthError(KafkaEdgeError):
     """Kafka refused the login (SASL) or the TLS handshake: a setting to fix, not a fault to retry."""
+
+
+class FencedError(CheckpointError):
+    """A partition's state was not stored: another worker has claimed the partition since this
+    one did (it lost the partition, for example while stalled). Its state is the new owner's."""
