@@ -62,7 +62,8 @@ def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_on
     with pytest.raises(SettingsError) as caught:
         worker.process(_batch(rng.normal(size=(50, 20)).tolist()))
     assert str(caught.value) == (
-        f"in[0]@0, the first record since the start, does not fit the model of checkpoint {path}"
+        f"in[0]@0, the partition's first record since its state was restored, does not fit the"
+        f" model of checkpoint {path}"
         " (x has 20 features, the model has 10); with SP_MODEL__N_FEATURES unset the width is the"
         " checkpoint's: point SP_CHECKPOINT__DIR at a directory of this input's own, or set"
         " SP_MODEL__N_FEATURES=10 to keep the model and send the records that do not fit it to the"
