@@ -120,7 +120,8 @@ def test_an_idle_worker_still_confirms_its_statistics_records(tmp_path, caplog):
     assert edge.flushes == 2 and "outputs not acknowledged" in caplog.text
     assert w.checkpoint("interval") and edge.flushes == 3  # the same records, confirmed now
     assert w.checkpoint("interval") and edge.flushes == 3
-    assert [c.name for c in sorted((tmp_path / "partitions/in/0").glob("ckpt-*.json"))] == ["ckpt-000000000001.json"]
+    stored = sorted((tmp_path / "partitions/in/0").glob("ckpt-*.json"))
+    assert [c.name for c in stored] == ["ckpt-000000000001.json"]
     assert edge.commits == [{("in", 0): 10}] and w.counters.checkpoints == 1
 
 
