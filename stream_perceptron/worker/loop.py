@@ -163,7 +163,9 @@ class Worker(Checkpointing, Progress):
     # ------------------------------------------------------------------ lifecycle
     def restore(self) -> None:
         """Read the seed, if any, and check it fits this model's configuration (fails clearly
-        otherwise). Partitions' own states are restored when they are assigned."""
+        otherwise), and make the store ready. Partitions' own states are restored when they are
+        assigned."""
+        self.store.open()
         seeds = CheckpointStore(self.settings.checkpoint.dir, self.settings.checkpoint.keep)
         seed = seeds.load()
         if seed is None:

@@ -282,24 +282,6 @@ def test_health_with_an_invalid_setting_is_unhealthy_not_exit_2():
     assert run("run", env={"SP_OBSERVE__PORT": "abc"}).exit_code == 2  # elsewhere, 2 as ever
 
 
-def test_run_on_a_checkpoint_directory_another_worker_holds_is_one_line(tmp_path):
-    from stream_perceptron.state.checkpoint import CheckpointStore
-
-    held = CheckpointStore(tmp_path)
-    held.lock()
-    try:
-        res = run("run", env={"SP_CHECKPOINT__DIR": str(tmp_path), "SP_OBSERVE__ENABLED": "false",
-                              "SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"})
-    finally:
-        held.unlock()
-    assert res.exit_code == 2
-    assert res.output.splitlines()[-1] == (
-        f"stream-perceptron: checkpoint directory {tmp_path} is in use by another process"
-        " (SP_CHECKPOINT__DIR): give each worker a directory of its own"
-    )
-    assert "Traceback" not in res.output
-
-
 _CLUSTER = {"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1", "SP_OBSERVE__ENABLED": "false"}
 
 
