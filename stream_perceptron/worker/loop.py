@@ -139,6 +139,12 @@ class Worker(Checkpointing, Progress):
 
     # ------------------------------------------------------------------ views
     @property
+    def held(self) -> dict[Partition, PartitionState]:
+        """The partitions' states held: those assigned, and those released since (readable,
+        never reused)."""
+        return {**self.released, **self.parts}
+
+    @property
     def learner(self) -> Learner:
         """The learner of the one partition held (assigned, else the last released)."""
         held = self.parts or self.released
@@ -150,7 +156,7 @@ class Worker(Checkpointing, Progress):
     def offsets(self) -> Offsets:
         """The next offset of each partition held (assigned, or released last) that has one."""
         out: Offsets = {}
-        for st in {**self.released, **self.parts}.values():
+        for st in self.held.values():
             if st.next_offset is not None:
                 out.setdefault(st.topic, {})[st.partition] = st.next_offset
         return out
@@ -315,7 +321,7 @@ class Worker(Checkpointing, Progress):
             with self._deadline.during("closing the Kafka clients"):
                 self.edge.close()  # writes the client's lines it still holds back
                 self._deadline.disarm()  # done: what remains cannot wait on Kafka
-        c, held = self.counters, list({**self.released, **self.parts}.values())
+        c, held = self.counters, list(self.held.values())
         mistakes = sum(st.learner.stats.mistakes for st in held)
         labeled = sum(st.learner.stats.labeled for st in held)
         log.info(
