@@ -153,10 +153,12 @@ def plot_partitions(
     fig, ax = _figure(size)
     for label, records in partitions.items():
         rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
+        # a short history (one point, or a partition learned at once) shows as points, not as nothing
         ax.plot([r["seen"] for r in rows], [_num(r.get("mistake_rate")) for r in rows], linewidth=1.0,
-                label=f"partition {label} (E_n)")
+                marker="o" if len(rows) < _MARKED else None, markersize=3, label=f"partition {label} (E_n)")
     seen = [p["seen"] for p in group]
     ax.plot(seen, [_num(p.get("mistake_rate")) for p in group], color="black", linewidth=2.2,
+            marker="o" if len(group) < _MARKED else None, markersize=3,
             label=f"group E_n ({len(partitions)} partitions)")
     ax.plot(seen, [_num(p.get("window_mistake_rate")) for p in group], color="black", linewidth=1.0,
             linestyle="--", label="group windowed rate (pooled)")
@@ -170,6 +172,7 @@ def _figure(size: tuple[int, int]) -> tuple[Figure, Any]:
 
 
 _DPI = 100
+_MARKED = 50  # curves of fewer points than this mark each point
 
 
 def _finish(fig: Figure, ax: Any, axes: Sequence[Any], path: str | Path, *, title: str,

@@ -139,7 +139,7 @@ def test_the_partitions_plot_draws_each_partition_and_the_group(tmp_path, monkey
                            tmp_path / "partitions.png", size=(800, 500))
     with Image.open(path) as img:
         assert img.format == "PNG" and img.size == (800, 500)
-    (fig,) = closed
+    fig = closed[0]
     (legend,) = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == [
         "partition 0 (E_n)", "partition 1 (E_n)", "partition 2 (E_n)", "group E_n (3 partitions)",
@@ -151,6 +151,12 @@ def test_the_partitions_plot_draws_each_partition_and_the_group(tmp_path, monkey
     group = lines["group E_n (3 partitions)"]
     assert list(group.get_xdata()) == [p["seen"] for p in curve] and group.get_xdata()[-1] == 3000
     assert group.get_ydata()[-1] == pytest.approx(sum((7 + p) * 10 + p for p in range(3)) / 3000)
+    assert p1.get_marker() == "o"  # a short history is drawn point by point
+    long = {("in", 0): _partition_history(0, 60), ("in", 1): _partition_history(1, 1)}
+    plot_partitions({str(p): rs for (_, p), rs in long.items()}, group_curve(long), tmp_path / "l.png")
+    lines = {line.get_label(): line for line in closed[-1].axes[0].get_lines()}
+    assert lines["partition 0 (E_n)"].get_marker() == "None"  # a long one as a line
+    assert lines["partition 1 (E_n)"].get_marker() == "o"  # one record: one point, visible
     with pytest.raises(OutputError):
         (tmp_path / "f").write_text("")
         plot_partitions({"0": histories[("in", 0)]}, curve, tmp_path / "f" / "x.png")
