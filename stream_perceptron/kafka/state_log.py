@@ -70,7 +70,8 @@ class KafkaStateLog:
 
     ``partitions``: create the topic with that many partitions when it is missing; None: it must
     exist (:class:`KafkaEdgeError` otherwise). ``max_record_bytes``: the largest value appended
-    (the store's chunk size). A scan that brings nothing new for ``stall_s`` fails.
+    (the store's chunk size). A scan that brings nothing new for ``stall_s`` fails. One consumer
+    serves every scan: finish one before starting the next.
     """
 
     def __init__(self, kafka: KafkaSettings, topic: str, *, partitions: int | None,
@@ -159,6 +160,8 @@ class KafkaStateLog:
             raise KafkaEdgeError(
                 f"cannot read partition {partition} of the state topic {self.name}: {describe(exc)}"
             ) from None
+        finally:
+            consumer.unsubscribe()  # fetches nothing more between scans
 
     def _read(self, tp: TopicPartition, end: int, *, exact: bool) -> Iterator[Logged]:
         """Records of ``tp`` up to ``end`` (excluded) when ``exact``, else at least up to it and

@@ -6,6 +6,7 @@ exactly-once mode sends it) is restored once committed and never when aborted.""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.state.checkpoint import serialize
 from stream_perceptron.state.kafka_store import Manifest, StateRecord, parse_key
 from stream_perceptron.worker.stores import open_kafka_store
+from tests.apache_kafka import SCRAM_USER
 from tests.integration.conftest import is_tansu, wait_for_leaders
 from tests.integration.state.save_and_die import DIED
 from tests.partition_states import partition_state
@@ -268,3 +270,33 @@ def test_a_state_sent_in_an_aborted_transaction_is_never_restored(kafka_settings
     started = time.monotonic()
     assert serialize(_restored(kafka, topic, ("in", 0))[0]) == serialize(first)
     assert time.monotonic() - started < 10  # the aborted records and the markers are read past
+
+
+@pytest.mark.timeout(180)
+def test_the_kafka_store_over_sasl_ssl_never_logs_the_password(apache_kafka, caplog):
+    """The state log's clients get the security settings as every client does: SCRAM over TLS,
+    the password in no line the package logs (at DEBUG) nor in checkpoint show's output.
+    (kafka-python's own DEBUG lines print its configuration; the CLI keeps them out.)"""
+    secret = apache_kafka.passwords[SCRAM_USER]
+    kafka = KafkaSettings(bootstrap_servers=apache_kafka.sasl_bootstrap, security_protocol="SASL_SSL",
+                          ssl_cafile=apache_kafka.ca_file, sasl_mechanism="SCRAM-SHA-512",
+                          sasl_username=SCRAM_USER, sasl_password=secret)
+    topic = f"test-state-{uuid.uuid4().hex[:12]}"
+    state = partition_state("in", 0, 9, names=2_000)
+    with caplog.at_level(logging.DEBUG):
+        store = open_kafka_store(kafka, topic, chunk_bytes=CHUNK, partitions=1)
+        try:
+            store.save(state, store.claim("in", 0))
+        finally:
+            store.close()
+        assert serialize(_restored(kafka, topic, ("in", 0))[0]) == serialize(state)
+    env = {"SP_KAFKA__BOOTSTRAP_SERVERS": apache_kafka.sasl_bootstrap,
+           "SP_KAFKA__SECURITY_PROTOCOL": "SASL_SSL", "SP_KAFKA__SSL_CAFILE": str(apache_kafka.ca_file),
+           "SP_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512", "SP_KAFKA__SASL_USERNAME": SCRAM_USER,
+           "SP_KAFKA__SASL_PASSWORD": secret}
+    res = CliRunner().invoke(main, ["checkpoint", "show", "--topic", topic], env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["next_offset"] == 9
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("stream_perceptron"))
+    assert f"state topic {topic}: 1 partitions" in ours  # the store's own lines were seen
+    assert secret not in ours and secret not in res.stdout and secret not in res.stderr
