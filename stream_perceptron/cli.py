@@ -395,34 +395,29 @@ def checkpoint() -> None:
 
 
 @checkpoint.command("show")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--topic", "-t", help="The Kafka store's state topic (SP_CHECKPOINT__STORE=kafka) to show"
+              " instead of a directory; the cluster is SP_KAFKA__* (or --bootstrap-servers).")
+@click.option("--bootstrap-servers", help="With --topic: host:port[,host:port] (default: the setting).")
+@click.pass_context
 @exits()
-def checkpoint_show(directory: Path) -> None:
-    """Print the newest valid checkpoint in DIRECTORY as one JSON object."""
-    from stream_perceptron.model.stats import RunningStats
-    from stream_perceptron.state.checkpoint import CheckpointStore, fingerprint
+def checkpoint_show(ctx: click.Context, directory: Path | None, topic: str | None,
+                    bootstrap_servers: str | None) -> None:
+    """Print the stored states in DIRECTORY, or in the state topic --topic, as one JSON object:
+    "partitions" maps "topic:partition" to that partition's state (weights, intercept, mistakes,
+    seen, labeled, next_offset, ...); a single partition's keys are at the top level as well."""
+    from stream_perceptron.commands.checkpoint import show_directory, show_topic
 
-    setup_logging("WARNING")
-    if not directory.is_dir():
-        fail(f"{directory} is not a directory", 1)
-    ckpt = CheckpointStore(directory).load()
-    if ckpt is None:
-        fail(f"no valid checkpoint in {directory}", 1)
-    stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
-    stats.set_state(ckpt.stats)
-    out = {
-        "path": str(ckpt.path),
-        "seq": ckpt.seq,
-        "created": ckpt.created,
-        "model_id": ckpt.model_id,
-        "config": ckpt.config,
-        "fingerprint": fingerprint(ckpt.config),
-        **ckpt.model,
-        "seen": stats.seen,
-        "labeled": stats.labeled,
-        "offsets": ckpt.body()["offsets"],
-        "stats": stats.snapshot(),
-    }
+    if directory is not None and topic is None and bootstrap_servers is None:
+        setup_logging("WARNING")
+        out = show_directory(directory)
+    elif topic is not None and directory is None:
+        settings = cluster_settings_from(ctx, log_level="WARNING",
+                                         **{"kafka.bootstrap_servers": bootstrap_servers})
+        out = show_topic(settings.kafka, topic)
+    else:
+        fail("give a checkpoint DIRECTORY, or --topic TOPIC (the Kafka store's state topic) with the"
+             " cluster's settings: one of them")
     click.echo(orjson.dumps(out).decode())
 
 

@@ -143,11 +143,13 @@ def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float 
     return [name for name in names if name not in existing]
 
 
-def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30) -> None:
-    """Create each topic (name -> partition count) that does not exist yet.
+def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30,
+                  configs: Mapping[str, str] | None = None) -> None:
+    """Create each topic (name -> partition count) that does not exist yet, with the topic
+    ``configs`` given (``{"cleanup.policy": "compact"}``; the broker's defaults otherwise).
 
-    Idempotent: existing topics are left as they are (their partition count is not
-    changed). The replication factor is the cluster default (-1) on brokers >= 2.4, else 1.
+    Idempotent: existing topics are left as they are (their partition count and configs are
+    not changed). The replication factor is the cluster default (-1) on brokers >= 2.4, else 1.
     Raises :class:`KafkaEdgeError` when the cluster cannot be reached within ``timeout_s``
     or refuses to create a topic.
     """
@@ -162,7 +164,7 @@ def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: fl
             f"cannot reach Kafka at {servers_text(kafka)} to create topics: {describe(exc)}"
         ) from None
     try:
-        _create_topics(admin, topics, timeout_ms)
+        _create_topics(admin, topics, timeout_ms, configs or {})
     except KafkaError as exc:
         raise KafkaEdgeError(
             f"cannot create topics {sorted(topics)} at {servers_text(kafka)}: {describe(exc)}"
@@ -171,10 +173,11 @@ def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: fl
         admin.close()
 
 
-def _create_topics(admin: Any, topics: Mapping[str, int], timeout_ms: int) -> None:
+def _create_topics(admin: Any, topics: Mapping[str, int], timeout_ms: int, configs: Mapping[str, str]
+                   ) -> None:
     def request(replication: int) -> dict[str, Any]:
         spec = {
-            name: {"num_partitions": count, "replication_factor": replication}
+            name: {"num_partitions": count, "replication_factor": replication, "configs": dict(configs)}
             for name, count in topics.items()
         }
         result: dict[str, Any] = admin.create_topics(

@@ -182,15 +182,7 @@ class CheckpointStore:
         (a directory that is briefly missing, or replaced) can never number the newest checkpoint
         below older ones.
         """
-        body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
-        header = orjson.dumps(
-            {
-                "format": FORMAT,
-                "version": VERSION,
-                "sha256": hashlib.sha256(body).hexdigest(),
-                "length": len(body),
-            }
-        )
+        data = serialize(ckpt)
         tmp: Path | None = None
         try:
             make_dir(self.directory)
@@ -199,7 +191,7 @@ class CheckpointStore:
             path = self.directory / f"ckpt-{seq:012d}.json"
             tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
             with open(tmp, "wb") as fh:
-                fh.write(header + b"\n" + body + b"\n")
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -251,13 +243,33 @@ class CheckpointStore:
 
 
 def read(path: Path, seq: int = 0) -> Checkpoint:
-    """Read and verify one checkpoint file."""
+    """Read and verify one checkpoint file (:func:`parse`)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:  # pruned since it was listed
         raise CheckpointError(f"cannot read: {exc}") from exc
     except OSError as exc:
         raise CheckpointUnreadableError(f"cannot read checkpoint {path}: {exc}") from exc
+    return parse(raw, seq, path)
+
+
+def serialize(ckpt: Checkpoint) -> bytes:
+    """A checkpoint file's bytes: the header line, then the body line (``docs/checkpoint-format.md``)."""
+    body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
+    header = orjson.dumps(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "length": len(body),
+        }
+    )
+    return header + b"\n" + body + b"\n"
+
+
+def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> Checkpoint:
+    """Verify and decode a checkpoint file's bytes (as :func:`serialize` writes them);
+    :class:`CheckpointError` saying what is wrong when they are not a valid checkpoint."""
     head, sep, rest = raw.partition(b"\n")
     try:
         header = orjson.loads(head)
