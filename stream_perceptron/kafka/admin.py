@@ -124,16 +124,20 @@ def reaching(kafka: KafkaSettings) -> Iterator[None]:
             raise KafkaEdgeError(f"cannot reach Kafka at {servers_text(kafka)}: {describe(exc)}") from None
 
 
-def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
-    """Which of ``names`` do not exist (asked without creating any)."""
+def _metadata_consumer(kafka: KafkaSettings, timeout_s: float) -> Any:
     check_reachable(kafka, timeout_s)
     with reaching(kafka):
-        consumer = KafkaConsumer(
+        return KafkaConsumer(
             **client_config(kafka),
             allow_auto_create_topics=False,
             enable_auto_commit=False,  # no group: nothing to commit (and no warning)
             bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
         )
+
+
+def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
+    """Which of ``names`` do not exist (asked without creating any)."""
+    consumer = _metadata_consumer(kafka, timeout_s)
     try:
         existing = consumer.topics()
     except KafkaError as exc:
@@ -141,6 +145,19 @@ def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float 
     finally:
         consumer.close()
     return [name for name in names if name not in existing]
+
+
+def partition_count(kafka: KafkaSettings, topic: str, timeout_s: float = 30) -> int | None:
+    """How many partitions ``topic`` has (None: it does not exist)."""
+    consumer = _metadata_consumer(kafka, timeout_s)
+    try:
+        consumer.topics()  # the cluster's metadata, fetched
+        found = consumer.partitions_for_topic(topic)
+    except KafkaError as exc:
+        raise KafkaEdgeError(f"cannot read topics at {servers_text(kafka)}: {describe(exc)}") from None
+    finally:
+        consumer.close()
+    return len(found) if found else None
 
 
 def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30,

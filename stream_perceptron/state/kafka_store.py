@@ -360,6 +360,9 @@ class KafkaStore:
         sp = state_partition(partition, self.partitions())
         return index(self.log, sp, (topic, partition)).get((topic, partition), PartitionIndex())
 
+    def open(self) -> None:
+        """Nothing more to do: the state topic was made or found with the log."""
+
     def claim(self, topic: str, partition: int) -> int:
         """1 + the highest epoch in ``topic[partition]``'s manifests; the log read here serves
         the :meth:`load` that follows."""

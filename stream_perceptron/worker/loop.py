@@ -49,7 +49,6 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
 from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, Offsets
-from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
@@ -57,6 +56,7 @@ from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
 from stream_perceptron.worker.progress import Progress
+from stream_perceptron.worker.stores import worker_store
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
@@ -77,8 +77,7 @@ class Worker(Checkpointing, Progress):
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
         self.settings = settings
-        ck = settings.checkpoint
-        self.store = DirectoryStore(ck.dir, ck.keep)
+        self.store = worker_store(settings)
         self.limits = settings.limits.codec_limits()
         self.decoder = BatchDecoder(self.limits)
         # The assigned partitions' states; those revoked stay readable in `released` (for a test or
@@ -169,9 +168,9 @@ class Worker(Checkpointing, Progress):
     # ------------------------------------------------------------------ lifecycle
     def restore(self) -> None:
         """Read the seed, if any, and check it fits this model's configuration (fails clearly
-        otherwise), and make the store ready. Partitions' own states are restored when they are
-        assigned."""
-        self.store.open()
+        otherwise). Partitions' own states are restored when they are assigned."""
+        if self.settings.checkpoint.store == "directory":
+            self.store.open()  # a directory it cannot use stops the worker before it connects
         seeds = CheckpointStore(self.settings.checkpoint.dir, self.settings.checkpoint.keep)
         seed = seeds.load()
         if seed is None:
@@ -267,6 +266,7 @@ class Worker(Checkpointing, Progress):
             self._alive()
             try:
                 self._check_topics()
+                self.store.open()
                 self.edge.start()
                 return True
             except KafkaAuthError:
