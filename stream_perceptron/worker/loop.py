@@ -88,6 +88,9 @@ class Worker(Checkpointing, Progress):
         # a version-1 worker's), which starts each partition that has no state of its own.
         self.seed: Checkpoint | None = None
         self.counters = Counters()
+        # Why an assigned partition could not be opened (its stored states all damaged, another
+        # configuration's): raised by the loop after the poll whose rebalance met it.
+        self._refused: CheckpointError | SettingsError | None = None
         self.checkpoint_ok = True
         # Statistics records sent since the last flush: a checkpoint confirms them even when the
         # model and offsets have not moved, so an idle worker notices a broker that stopped
@@ -242,6 +245,8 @@ class Worker(Checkpointing, Progress):
         chunk_records = self.settings.output.chunk_records
         while not self._stop.is_set():
             batches = self.edge.poll(poll_ms, max_records)
+            if self._refused is not None:  # a partition's state could not be restored
+                raise self._refused
             if self.observer is not None:
                 self.observer.polled()
             for batch in batches:
@@ -385,7 +390,14 @@ class Worker(Checkpointing, Progress):
             self.observer.rebalance()
             self.observer.assigned(self.edge.assignment())
         for topic, part in partitions:
-            st = self._open(topic, part)
+            try:
+                st = self._open(topic, part)
+            except (CheckpointError, SettingsError) as exc:
+                # raised from the poll that ran this callback (see _loop), not into the client,
+                # which would log it with a traceback before the edge passes it on
+                self._refused = exc
+                self._stop.set()
+                return
             st.committed = self.edge.committed(topic, part)
             st.start = st.next_offset if st.next_offset is not None else st.committed
             if st.start is not None:

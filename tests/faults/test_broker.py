@@ -412,7 +412,7 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path, ba
         reap(proc)
     own = own_since_frozen()
     assert any("not acknowledged" in ln for ln in own), own
-    assert DirectoryStore(tmp_path / "ckpt").load(topics["input"], 0) is None  # nothing to write, nothing written
+    assert DirectoryStore(tmp_path / "ckpt").load(TOPICS["input"], 0) is None  # nothing to write
     print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0]}")
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from stream_perceptron.errors import CheckpointError
-from stream_perceptron.state.checkpoint import read
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.state.checkpoint import read
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,
@@ -31,7 +31,6 @@ from .support import (
     LogTail,
     checkpoint_offset,
     ckpt_files,
-    stored,
     committed,
     env_int,
     fault_settings,
@@ -39,6 +38,7 @@ from .support import (
     reap,
     run_until_caught_up,
     start_worker,
+    stored,
     temp_files,
     wait_until,
 )

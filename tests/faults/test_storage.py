@@ -16,7 +16,6 @@ import logging
 
 import pytest
 
-
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     ThreadedWorker,
@@ -29,7 +28,7 @@ from tests.integration.helpers import (
 )
 from tests.symlinks import point
 
-from .support import committed, fault_settings, wait_until
+from .support import committed, fault_settings, stored, wait_until
 
 pytestmark = pytest.mark.faults
 

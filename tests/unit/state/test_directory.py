@@ -82,7 +82,8 @@ def test_the_seed_is_the_newest_checkpoint_at_the_top(tmp_path):
 
 def test_a_directory_that_cannot_be_made_is_one_error_naming_the_setting(tmp_path):
     (tmp_path / "afile").write_text("")
-    with pytest.raises(CheckpointError, match=r"afile/ck cannot be used: Not a directory.*\(SP_CHECKPOINT__DIR\)"):
+    with pytest.raises(CheckpointError,
+                       match=r"afile/ck cannot be used: Not a directory.*\(SP_CHECKPOINT__DIR\)"):
         DirectoryStore(tmp_path / "afile" / "ck").open()
     DirectoryStore(tmp_path / "new" / "ck").open()
     assert (tmp_path / "new" / "ck").is_dir()
