@@ -402,6 +402,13 @@ class Worker(Checkpointing, Progress):
             st.start = st.next_offset if st.next_offset is not None else st.committed
             if st.start is not None:
                 self.edge.seek(topic, part, st.start)
+            if st.saved_at is None and st.next_offset is None and st.committed:
+                log.warning(
+                    "%s has no stored state but the group committed offset %d: its model starts"
+                    " from %s there. If another worker learned it, the workers of one group must"
+                    " share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka",
+                    st.name, st.committed, "the seed" if self.seed is not None else "zero weights",
+                )
             log.info(
                 "assigned %s: starting at %s (%s)", st.name,
                 "the earliest offset" if st.start is None else st.start,

@@ -6,6 +6,8 @@ versions are in tests/faults/test_partitions.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stream_perceptron.codec.inputs import input_record
@@ -129,8 +131,9 @@ def test_an_intact_state_this_worker_cannot_restore_is_one_error(tmp_path):
     store.save(Checkpoint(good.model, good.config, stats, good.offsets))
     edge = GroupEdge({})
     worker = _worker(tmp_path, edge)
-    with pytest.raises(CheckpointError, match=r"is intact but not one this worker can restore \(KeyError"):
-        _assign(worker, edge, 0)
+    _assign(worker, edge, 0)  # raised by the loop after the poll that ran the callback
+    assert isinstance(worker._refused, CheckpointError) and worker._stop.is_set()
+    assert re.search(r"is intact but not one this worker can restore \(KeyError", str(worker._refused))
 
 
 def test_a_partition_s_stored_state_wins_over_the_group_commit(tmp_path):
@@ -245,3 +248,16 @@ def test_a_worker_with_n_features_unset_adopts_the_stored_width(tmp_path):
     _assign(restarted, again, 0)
     assert restarted.learner.model.config()["n_features"] == 8
     assert restarted.learner.model.name_limit == 8  # named rows as the trained model took them
+
+
+def test_a_partition_with_a_group_commit_and_no_stored_state_is_a_warning(tmp_path, caplog):
+    # the sign of workers of one group on directories of their own: each starts the other's
+    # partitions from zero weights at the commit
+    edge = GroupEdge({("in", 0): 300, ("in", 1): 0})
+    worker = _worker(tmp_path, edge)
+    _assign(worker, edge, 0, 1)
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and lines[0].startswith(
+        "in[0] has no stored state but the group committed offset 300: its model starts from zero"
+        " weights there."), lines
+    assert "share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka" in lines[0]
