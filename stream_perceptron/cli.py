@@ -375,12 +375,13 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @click.option("--topic", "-t", help="Default: the stats topic setting.")
 @click.option("--out", "-o", default="stats.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--client-id", help="The worker to plot when several publish to the topic: a client id "
-              "(its most recent model), or a column of `watch` ('CLIENT_ID · MODEL').")
+@click.option("--client-id", help="Only the partitions whose newest record this worker published (a "
+              "client id), or, for an older worker's records, a column of `watch` ('CLIENT_ID · MODEL').")
 @click.pass_context
 @exits()
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
-    """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
+    """A PNG of the statistics topic's history: each partition's mistake rate and the group's
+    (E_n over all labeled examples), and the window's min margin."""
     from stream_perceptron.commands.watch import run_plot
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
