@@ -133,7 +133,7 @@ class Checkpointing:
 
     def _store(
         self, moved: list[PartitionState]
-    ) -> tuple[dict[Partition, int], list[str], CheckpointError | None]:
+    ) -> tuple[dict[Partition, int], list[str], CheckpointError | KafkaEdgeError | None]:
         """Store the ``moved`` partitions' states, in turn, until one fails; returns the offsets
         stored, where they went, and the failure (None when none failed). A partition whose
         store refuses it as fenced is left to its new owner."""
@@ -147,7 +147,7 @@ class Checkpointing:
                 st.fenced = True
                 log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
                 continue
-            except CheckpointError as exc:
+            except (CheckpointError, KafkaEdgeError) as exc:  # a file, or the state topic
                 return stored, places, exc
             st.dirty, st.saved_at = False, place
             if offset is not None:  # always: a moved partition has processed a batch
