@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +48,7 @@ class DirectoryStore:
         d = self.directory
         try:
             make_dir(d)
-            probe = d / f".probe-{os.getpid()}"
+            probe = d / f".probe-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:

@@ -410,11 +410,12 @@ class Worker(Checkpointing, Progress):
                     st.name, st.committed, "the seed" if self.seed is not None else "zero weights",
                 )
             log.info(
-                "assigned %s: starting at %s (%s)", st.name,
+                "assigned %s: starting at %s (%s), from %s", st.name,
                 "the earliest offset" if st.start is None else st.start,
                 "stored state" if st.saved_at is not None
                 else "seed" if st.next_offset is not None
                 else "group commit" if st.start is not None else "new",
+                st.origin,
             )
 
     def _open(self, topic: str, part: int) -> PartitionState:

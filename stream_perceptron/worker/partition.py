@@ -56,6 +56,9 @@ class PartitionState:
     stored or committed here."""
     saved_at: str | None = None
     """Where the last stored state went (the restored one's, at first)."""
+    origin: str = "zero weights"
+    """What the partition's model started from on assignment: "its stored state", "the seed" or
+    "zero weights"."""
     width_from: str | None = None
     width_unconfirmed: str | None = None
     refusals_told: set[str] = field(default_factory=set)
@@ -93,7 +96,9 @@ class PartitionState:
             self.next_offset = offset
         if ckpt.model_id is not None and (own or offset is not None):
             self.model_id = ckpt.model_id  # the same model goes on; a `fit` seed begins a new one
-        self.saved_at = str(ckpt.path) if own and ckpt.path is not None else None
+        if own:  # a file of the directory store, or a record of the state topic
+            self.saved_at = str(ckpt.path) if ckpt.path is not None else "its stored state"
+        self.origin = "its stored state" if own else "the seed"
         if settings.model.n_features is None and model.dim:
             where = ckpt.path or "the stored state"
             self.width_unconfirmed = str(where)
