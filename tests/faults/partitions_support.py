@@ -131,6 +131,7 @@ class Group:
         self.sections = sections
         self.live: dict[str, Member] = {}
         self.named: set[str] = set()
+        self.started: list[subprocess.Popen[bytes]] = []  # every process, reaped by close()
         self.unexpected: list[str] = []
         self.exits: list[tuple[str, str, int | None]] = []  # (name, how, exit code)
         self.starts = 0
@@ -169,6 +170,7 @@ class Group:
         settings = self.settings(name)
         log = self.root / f"{name}.log"
         member = self.live[name] = Member(name, start_worker(settings, log=log), log, settings)
+        self.started.append(member.proc)
         return member
 
     def run_until_caught_up(self, name: str, timeout_s: float = 90) -> Member:
@@ -248,9 +250,11 @@ class Group:
             time.sleep(0.1)
 
     def close(self) -> None:
-        for member in self.live.values():
-            member.proc.send_signal(signal.SIGCONT)
-            reap(member.proc)
+        """Kill every worker process this group started that still runs."""
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+            reap(proc)
         self.live.clear()
         self._admin.close()
 
@@ -268,12 +272,12 @@ def watching(group: Group, watch: CommitWatch) -> Iterator[None]:
 
 
 def tail(log: Path, lines: int = 3) -> str:
-    """The last ``lines`` lines of a worker's log, each cut to 300 characters."""
+    """The last ``lines`` lines of a worker's log but its settings, each cut to 300 characters."""
     try:
         text = log.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return " | ".join(ln[:300] for ln in text[-lines:])
+    return " | ".join([ln[:300] for ln in text if "effective settings" not in ln][-lines:])
 
 
 # -- the input -------------------------------------------------------------------------------------
