@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stream_perceptron.errors import CheckpointError, FencedError
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore
+from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, make_dir
 from stream_perceptron.state.store import partition_of
 
 PARTITIONS = "partitions"
@@ -38,6 +38,23 @@ class DirectoryStore:
         self.directory = Path(directory)
         self.keep = keep
         self._stores: dict[tuple[str, int], CheckpointStore] = {}
+
+    def open(self) -> None:
+        """Create the directory if missing, durably; :class:`CheckpointError` naming
+        ``SP_CHECKPOINT__DIR`` when it cannot be made or written (a worker would otherwise learn
+        and predict without ever storing a state or committing)."""
+        d = self.directory
+        try:
+            make_dir(d)
+            probe = d / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise CheckpointError(
+                f"checkpoint directory {d} cannot be used: {exc.strerror or exc}"
+                + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(d) else "")
+                + " (SP_CHECKPOINT__DIR)"
+            ) from None
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         """Where ``topic[partition]``'s files are."""

@@ -27,6 +27,12 @@ from stream_perceptron.state.checkpoint import Checkpoint
 class PartitionStore(Protocol):
     """Stores one state per input partition (see the module's docstring)."""
 
+    def open(self) -> None:
+        """Make the store ready (create the directory, or the topic), before any partition is
+        assigned; raises :class:`~stream_perceptron.errors.CheckpointError` naming the setting to
+        fix when it cannot be used."""
+        ...
+
     def claim(self, topic: str, partition: int) -> int:
         """Take the partition for this worker; returns the fencing epoch to :meth:`save` with."""
         ...

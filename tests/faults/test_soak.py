@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stream_perceptron import Perceptron
 from stream_perceptron.kafka.admin import client_config
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.helpers import topics_for
 
 from .support import LogTail, env_int, fault_settings, reap, rss_kb, start_worker, wait_until
@@ -106,7 +106,7 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
     # nothing lost, nothing applied twice: the final checkpoint is the core's uninterrupted run
     model = Perceptron()
     model.learn_many(X, y)
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt.offsets == {topics["input"]: {0: n}} and ckpt.stats["seen"] == n
     assert ckpt.model["weights"] == model.weights.tolist()
     assert ckpt.model["mistakes"] == model.mistakes
