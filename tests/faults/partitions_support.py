@@ -24,8 +24,9 @@ from bench.bench_scale import GroupAdmin, group_members
 from stream_perceptron.commands.read import read_topic
 from stream_perceptron.kafka.admin import client_config, consumer_config
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import Checkpoint
+from stream_perceptron.state.checkpoint import Checkpoint, read
 from stream_perceptron.state.directory import DirectoryStore
+from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import core_reference
 
 from .support import fault_settings, reap, start_worker
@@ -33,26 +34,34 @@ from .support import fault_settings, reap, start_worker
 STORES = ("directory", "kafka")
 
 
-# -- the one place a partition's final state is read --------------------------------------------
-
 def final_state(settings: Settings, topic: str, partition: int) -> Checkpoint | None:
-    """The state the store holds for ``topic[partition]`` at the end of a run (None: none).
+    """The state the store of ``settings`` holds for ``topic[partition]`` at the end of a run
+    (None: none); the one place these tests read a stored state, through the store's own
+    ``load`` (:func:`~stream_perceptron.worker.stores.open_store`, reading the state topic as it
+    is with the Kafka store)."""
+    store = open_store(settings, partitions=None)
+    try:
+        return store.load(topic, partition)
+    finally:
+        store.close()
 
-    THE ONE PLACE the tests read a partition's stored state: the directory store through
-    :class:`DirectoryStore`; the Kafka store (``SP_CHECKPOINT__STORE=kafka``) is wired here when
-    it lands, through its own ``load(topic, partition)``. Until then this raises, and the check
-    counts the partition's model as unreadable.
-    """
-    ckpt = settings.checkpoint
-    if ckpt.store == "directory":
-        store = DirectoryStore(ckpt.dir, ckpt.keep)
-        try:
-            return store.load(topic, partition)
-        finally:
-            store.close()
-    raise NotImplementedError(
-        f"no reader for SP_CHECKPOINT__STORE={ckpt.store} yet (tests/faults/partitions_support.py,"
-        " final_state)")
+
+def rewinds(directory: Path, topic: str, partitions: int) -> tuple[int, list[tuple[int, str, int, int]]]:
+    """The directory store's files of every partition, in the order they were saved: how many,
+    and (partition, file, its next offset, the one before it) for each state stored behind the
+    state saved before it, as a save that was not fenced would be. Needs ``SP_CHECKPOINT__KEEP``
+    high enough that no file was pruned."""
+    store = DirectoryStore(directory)
+    files, behind = 0, []
+    for p in range(partitions):
+        before: int | None = None
+        for path in store.files(topic, p).files():
+            files += 1
+            offset = read(path).offsets[topic][p]
+            if before is not None and offset < before:
+                behind.append((p, path.name, offset, before))
+            before = offset
+    return files, behind
 
 
 # -- the consumer group, seen from outside -------------------------------------------------------

@@ -42,6 +42,7 @@ from .partitions_support import (
     Outcome,
     PacedProducer,
     check,
+    rewinds,
     watching,
 )
 from .support import committed, env_int, wait_until
@@ -160,13 +161,14 @@ def test_a_worker_stalled_past_its_session_cannot_overwrite_the_new_owners_state
 ):
     """Worker ``a`` holds every partition; it is SIGSTOPped past its session timeout while ``b``
     takes the partitions over and checkpoints them, then SIGCONTed. Its stored states must not
-    replace ``b``'s: with the directory store its save is refused and it logs so ("fenced");
+    replace ``b``'s: with the directory store its save is refused (fenced), it logs that it
+    leaves the partition to its new owner, and no stored state is behind the one saved before it;
     with either store the end state is exact, no commit decreased, duplicates identical."""
     rng = random.Random(SEED + 1)
     kafka = _kafka(fast_kafka, backend)
     topics = topics_for(new_topic, partitions=PARTITIONS)
-    group = Group(kafka, topics, store, tmp_path,
-                  checkpoint={"every_examples": 300, "every_seconds": 0.5})
+    group = Group(kafka, topics, store, tmp_path,  # every file kept: a stale save would show
+                  checkpoint={"every_examples": 300, "every_seconds": 0.5, "keep": 100_000})
     watch = CommitWatch(kafka(), topics["input"])
     producer = PacedProducer(kafka(), topics["input"], _input(SEED + 1), RATE, LEAST // 2)
 
@@ -189,12 +191,16 @@ def test_a_worker_stalled_past_its_session_cannot_overwrite_the_new_owners_state
         group.settle(expect=2)  # a found it had lost the partitions and joined again
         n, final, ends = _wind_down(group, producer, kafka(), topics["input"])
     a_log = (tmp_path / "a.log").read_text(errors="replace")
-    fenced = [ln for ln in a_log.splitlines() if "fenced" in ln.lower()]
+    fenced = [ln for ln in a_log.splitlines() if " WARNING " in ln and "to its new owner" in ln]
     outcome = check(kafka(), topics, final.settings, watch, ends)
+    files, behind = (rewinds(tmp_path / "state", topics["input"], PARTITIONS) if store == "directory"
+                     else (None, []))
     _report(f"fencing, {backend}, {store} store", outcome, group,
             {"sent": n, "committed when a stalled": stalled_at, "a's fenced lines": len(fenced),
-             "first": fenced[:1], "seconds": round(time.monotonic() - started, 1)})
+             "first": fenced[:1], "state files": files, "states behind the one before": behind,
+             "seconds": round(time.monotonic() - started, 1)})
     assert not group.unexpected, group.unexpected
     if store == "directory":
-        assert fenced, "a's log never says its save was refused (fenced)"
+        assert fenced, "a's log never says its save was refused (fenced) and the partition left"
+        assert not behind, f"stored states behind the state saved before them: {behind}"
     assert not outcome.problems(), outcome.problems()
