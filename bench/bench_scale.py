@@ -214,6 +214,15 @@ def stop_workers(workers: list[Worker], timeout_s: float = 90) -> list[int | Non
     return codes
 
 
+def sampled_past(sampler: RssSampler, t: float, timeout_s: float = 2.0) -> None:
+    """Until ``sampler`` has a sample taken after wall time ``t`` (or the deadline), so that a
+    window ending at ``t`` is covered."""
+    deadline = time.monotonic() + timeout_s
+    while sampler.is_alive() and time.monotonic() < deadline and (
+            not sampler.samples or sampler.samples[-1][0] <= t):
+        time.sleep(0.02)
+
+
 def cpu_seconds(samplers: Sequence[RssSampler], t0: float, t1: float) -> float | None:
     """CPU seconds the sampled processes used together between wall times ``t0`` and ``t1``."""
     total = 0.0
@@ -250,6 +259,7 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, partiti
             produced_s = time.time() - t0
             back = read_back(ctx.bootstrap, pred, expected=n, timeout_s=120 + n / 1000)
             if broker is not None:
+                sampled_past(broker, max(back.timestamps, default=0) / 1000)
                 broker.stop()
         finally:
             codes = stop_workers(procs)
@@ -367,13 +377,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"  {k} {side} {store} {workers} worker(s): {_fmt(run['rate'])} predictions/s, "
                   f"{_fmt(run['cpu_us_per_record'], '.1f')} CPU us/record", file=sys.stderr, flush=True)
     head_commit = _git("rev-parse", "HEAD").strip()
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
     print(f"{args.records:,} records of {DEFAULT_D} features on {args.partitions} partitions, "
-          f"{args.backend}; head {head_commit[:7]}"
+          f"{args.backend}; head {head_commit[:7]}{' with changes' if dirty else ''}"
           + (f", base {base_commit[:7]} ({args.compare})" if args.compare else "")
           + f"; medians of {args.repeats} interleaved repeats; {time.time() - t_start:,.0f} s")
     report: dict[str, Any] = {"records": args.records, "partitions": args.partitions,
                               "backend": args.backend, "repeats": args.repeats, "input": meta,
-                              "head": head_commit, "runs": runs}
+                              "head": {"commit": head_commit, "uncommitted_changes": dirty},
+                              "runs": runs}
     head_runs = [r for r in runs if r["side"] == "head"]
     headers = ["store", "workers", "predictions/s", "x 1 worker", "CPU us/record", "runs",
                "broker CPU us/record"]
