@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from stream_perceptron.errors import CheckpointError, FencedError, KafkaEdgeError, UndeliveredError
 from stream_perceptron.kafka.edge import Edge, Partition
@@ -49,6 +49,8 @@ class Checkpointing:
     _stats_unflushed: bool
     _stop: threading.Event
     _withheld: dict[Partition, int]
+    _exactly_once: bool
+    _commit_interval: Callable[[str, float], bool]  # the exactly-once checkpoint (transactions.py)
 
     def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None) -> bool:
         """Flush outputs, store each moved partition's state, then commit their offsets. Returns
@@ -82,6 +84,13 @@ class Checkpointing:
             )
             self._record_checkpoint(False, started)
             return False
+        if self._exactly_once:  # one transaction: outputs, states and offsets together
+            ok = self._commit_interval(reason, started)
+            if ok and not self.checkpoint_ok:
+                log.info("checkpoint storage works again")
+            self.checkpoint_ok = ok
+            self._record_checkpoint(ok, started)
+            return ok
         moved = [st for st in self.parts.values() if st.dirty and not st.fenced]
         if not (moved or self._stats_unflushed):
             self._commit({}, handover)

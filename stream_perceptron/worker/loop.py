@@ -57,6 +57,7 @@ from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
 from stream_perceptron.worker.progress import Progress
 from stream_perceptron.worker.stores import worker_store
+from stream_perceptron.worker.transactions import Transactions
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
@@ -72,7 +73,7 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress):
+class Worker(Checkpointing, Progress, Transactions):
     """One consumer, one state per assigned input partition, three output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
@@ -91,6 +92,8 @@ class Worker(Checkpointing, Progress):
         # Why an assigned partition could not be opened (its stored states all damaged, another
         # configuration's): raised by the loop after the poll whose rebalance met it.
         self._refused: CheckpointError | SettingsError | None = None
+        self._exactly_once = settings.output.guarantee == "exactly-once"
+        self._in_transaction = False  # exactly-once: the interval's transaction is open
         self.checkpoint_ok = True
         # Statistics records sent since the last flush: a checkpoint confirms them even when the
         # model and offsets have not moved, so an idle worker notices a broker that stopped
@@ -123,7 +126,8 @@ class Worker(Checkpointing, Progress):
         self._deadline = ShutdownDeadline(bound, self._overran)
         self._started = time.monotonic()
         self.edge = edge or open_edge(
-            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
+            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked,
+            transactional=self._exactly_once,
         )
         # a checkpoint's flush can retry for minutes while the broker is away; /healthz must
         # keep hearing from the worker, which is waiting, not hung
@@ -391,32 +395,37 @@ class Worker(Checkpointing, Progress):
             self.observer.assigned(self.edge.assignment())
         for topic, part in partitions:
             try:
-                st = self._open(topic, part)
+                self._take(topic, part)
             except (CheckpointError, SettingsError) as exc:
                 # raised from the poll that ran this callback (see _loop), not into the client,
                 # which would log it with a traceback before the edge passes it on
                 self._refused = exc
                 self._stop.set()
                 return
-            st.committed = self.edge.committed(topic, part)
-            st.start = st.next_offset if st.next_offset is not None else st.committed
-            if st.start is not None:
-                self.edge.seek(topic, part, st.start)
-            if st.saved_at is None and st.next_offset is None and st.committed:
-                log.warning(
-                    "%s has no stored state but the group committed offset %d: its model starts"
-                    " from %s there. If another worker learned it, the workers of one group must"
-                    " share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka",
-                    st.name, st.committed, "the seed" if self.seed is not None else "zero weights",
-                )
-            log.info(
-                "assigned %s: starting at %s (%s), from %s", st.name,
-                "the earliest offset" if st.start is None else st.start,
-                "stored state" if st.saved_at is not None
-                else "seed" if st.next_offset is not None
-                else "group commit" if st.start is not None else "new",
-                st.origin,
+
+    def _take(self, topic: str, part: int) -> None:
+        """Open ``topic[part]``'s state (:meth:`_open`) and seek the consumer to where it
+        resumes: its state's offset, else the group's commit (else the earliest offset)."""
+        st = self._open(topic, part)
+        st.committed = self.edge.committed(topic, part)
+        st.start = st.next_offset if st.next_offset is not None else st.committed
+        if st.start is not None:
+            self.edge.seek(topic, part, st.start)
+        if st.saved_at is None and st.next_offset is None and st.committed:
+            log.warning(
+                "%s has no stored state but the group committed offset %d: its model starts"
+                " from %s there. If another worker learned it, the workers of one group must"
+                " share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka",
+                st.name, st.committed, "the seed" if self.seed is not None else "zero weights",
             )
+        log.info(
+            "assigned %s: starting at %s (%s), from %s", st.name,
+            "the earliest offset" if st.start is None else st.start,
+            "stored state" if st.saved_at is not None
+            else "seed" if st.next_offset is not None
+            else "group commit" if st.start is not None else "new",
+            st.origin,
+        )
 
     def _open(self, topic: str, part: int) -> PartitionState:
         """Claim ``topic[part]`` in the store and restore its newest stored state (else the seed,
@@ -481,6 +490,7 @@ class Worker(Checkpointing, Progress):
         st = self._state(batch.topic, batch.partition)
         if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
             return
+        self._begun()  # exactly-once: what this batch sends goes into the interval's transaction
         self._open_batch = (
             f"the batch of {st.name} from offset {batch.offsets[0]} did not finish"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from stream_perceptron.codec.outputs import encode
@@ -31,6 +32,7 @@ class Progress:
     _started: float
     _stats_policy: Every
     _stats_unflushed: bool
+    _begun: Callable[[], None]  # opens the interval's transaction (exactly-once; transactions.py)
 
     def caught_up(self) -> bool:
         """Every assigned partition processed up to its high-water mark (from fetch responses)."""
@@ -95,6 +97,8 @@ class Progress:
         self._stats_policy.reset()
         lags = self.lag()
         records = []
+        if self.parts:
+            self._begun()  # exactly-once: the records go into the interval's transaction
         for st in list(self.parts.values()):
             if st.fenced:
                 continue

@@ -8,13 +8,15 @@ in records of at most ``SP_CHECKPOINT__CHUNK_BYTES``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.kafka.admin import partition_count
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.settings import KafkaSettings, Settings
 from stream_perceptron.state.checkpoint import Checkpoint
 from stream_perceptron.state.directory import DirectoryStore
-from stream_perceptron.state.kafka_store import KafkaStore
+from stream_perceptron.state.kafka_store import KafkaStore, StateRecord
 from stream_perceptron.state.store import PartitionStore
 
 
@@ -51,6 +53,18 @@ class OnOpen:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+
+    # the exactly-once mode writes a state's records in its own transaction
+    @property
+    def topic(self) -> str:
+        """The state topic's name."""
+        return self._made().log.name
+
+    def encode(self, state: Checkpoint, epoch: int) -> list[StateRecord]:
+        return self._made().encode(state, epoch)
+
+    def durable(self, records: Sequence[StateRecord]) -> None:
+        self._made().durable(records)
 
 
 def worker_store(settings: Settings) -> PartitionStore:

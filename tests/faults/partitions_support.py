@@ -343,9 +343,12 @@ def read_input(kafka: KafkaSettings, topic: str) -> dict[int, list[tuple[list[fl
     return out
 
 
-def read_raw(kafka: KafkaSettings, topic: str, timeout_s: float = 60) -> list[bytes]:
-    """The values of a one-partition topic, from its beginning to its high-water mark."""
-    consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None)
+def read_raw(kafka: KafkaSettings, topic: str, timeout_s: float = 60,
+             isolation_level: str = "read_uncommitted") -> list[bytes]:
+    """The values of a one-partition topic, from its beginning to its high-water mark (to the
+    last stable offset, ``read_committed``)."""
+    consumer = KafkaConsumer(**consumer_config(kafka), enable_auto_commit=False, group_id=None,
+                             isolation_level=isolation_level)
     tp = TopicPartition(topic, 0)
     values: list[bytes] = []
     try:
@@ -356,6 +359,8 @@ def read_raw(kafka: KafkaSettings, topic: str, timeout_s: float = 60) -> list[by
             for recs in consumer.poll(timeout_ms=200, max_records=5000).values():
                 values += [r.value for r in recs]
             hw = consumer.highwater(tp)
+            if isolation_level == "read_committed":  # aborted records and markers are skipped
+                hw = consumer.end_offsets([tp])[tp]
             if hw is not None and consumer.position(tp) >= hw:
                 return values
             assert time.monotonic() < deadline, f"{topic}: {len(values)} read, high-water {hw}"
@@ -412,7 +417,7 @@ class Outcome:
 
 
 def check(kafka: KafkaSettings, topics: dict[str, str], settings: Settings, watch: CommitWatch,
-          committed: dict[int, int | None]) -> Outcome:
+          committed: dict[int, int | None], isolation_level: str = "read_uncommitted") -> Outcome:
     """Measure the run: predictions (raw bytes) against the input and the reference, each
     partition's final state against the seeds' perceptron over its own records in offset order,
     and the group's commits."""
@@ -423,7 +428,7 @@ def check(kafka: KafkaSettings, topics: dict[str, str], settings: Settings, watc
     refs = {p: core_reference(r, [y for _, y in r]) for p, r in rows.items()}
 
     copies: dict[tuple[int, int], list[bytes]] = {}
-    for value in read_raw(kafka, topics["predictions"]):
+    for value in read_raw(kafka, topics["predictions"], isolation_level=isolation_level):
         rec = orjson.loads(value)
         copies.setdefault((rec["partition"], rec["offset"]), []).append(value)
     out.predictions = sum(len(c) for c in copies.values())
