@@ -81,16 +81,13 @@ class Transactions:
         except CheckpointError:
             self._abort_quietly()
             raise  # a state too large for SP_CHECKPOINT__CHUNK_BYTES: a setting to change
-        except TransactionAbortedError as exc:
+        except KafkaEdgeError as exc:  # aborted (nothing of it visible), or never confirmed
             self._in_transaction = False
-            log.warning("transaction (%s) aborted, nothing of it visible: %s; each partition"
-                        " held restarts from its stored state", reason, exc)
-            self._rewind()
-            return False
-        except KafkaEdgeError as exc:
-            self._in_transaction = False
-            log.error("transaction (%s) not confirmed: %s; each partition held restarts from its"
-                      " stored state (the next transaction settles this one)", reason, exc)
+            aborted = isinstance(exc, TransactionAbortedError)
+            log.log(logging.WARNING if aborted else logging.ERROR,
+                    "transaction (%s) %s: %s; each partition held restarts from its stored state",
+                    reason, "aborted, nothing of it visible" if aborted
+                    else "not confirmed (the next transaction settles it)", exc)
             self._rewind()
             return False
         self._in_transaction = False
