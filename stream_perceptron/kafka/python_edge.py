@@ -31,9 +31,9 @@ is the one taken at the latest assignment, not the consumer's current one: a kaf
 whose poll interval ran out leaves the group and forgets its generation, and offsets sent with
 no generation (-1) and no member id are accepted by the group coordinator whoever holds the
 partitions (measured on Apache Kafka 4.1.1; see ``tests/integration/kafka/test_transactions.py``).
-Records are sent one by one (:mod:`~stream_perceptron.kafka.fastpath.append` takes no transactional
-records) and fetched batches read by kafka-python's own code (the fetch fast path reads
-``read_uncommitted`` only).
+Records are appended as in the other mode (:mod:`~stream_perceptron.kafka.fastpath.append` adds
+each partition to the transaction first, as ``send`` does); fetched batches are read by
+kafka-python's own code (the fetch fast path reads ``read_uncommitted`` only).
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ def test_an_exactly_once_confluent_edge_is_transactional():
     config = edge._producer_config()
     assert config["transactional.id"] == transactional_id(kafka) and config["enable.idempotence"] is True
     assert edge._consumer_config()["isolation.level"] == "read_committed"
-    assert open_edge(kafka, "in", _ignore, _ignore)._consumer_config()["isolation.level"] == "read_uncommitted"
+    plain = open_edge(kafka, "in", _ignore, _ignore)
+    assert plain._consumer_config()["isolation.level"] == "read_uncommitted"
 
 
 def test_the_producer_process_refuses_to_carry_transactions():
