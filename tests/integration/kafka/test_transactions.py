@@ -174,7 +174,8 @@ def test_an_aborted_transaction_leaves_neither_records_nor_offsets(
     """After a committed transaction (offset 5), one aborted after its records reached the log,
     and one refused at commit for a partition the member does not hold (its offsets never
     leave): ``read_committed`` gives only the committed records, ``read_uncommitted`` shows the
-    others were written, and the group's offset stays 5. The edge goes on: a fourth commits."""
+    others were written, and the group's offset stays 5. The edge goes on: a fourth commits.
+    A transactional edge reading that topic is given the committed records only."""
     kafka, source, out = eos_kafka(), eos_topic(1), eos_topic(1)
     fill_partitions(kafka, source, {0: 10})
     with transactional(kafka, source) as edge:
@@ -203,6 +204,11 @@ def test_an_aborted_transaction_leaves_neither_records_nor_offsets(
     assert sorted(values(read_all(kafka, out, "read_uncommitted"))) == sorted(
         [b"committed-1", b"aborted", b"refused", b"committed-2"])
     assert committed(kafka, source, 0) == 10
+    # the edge's own consumer reads read_committed: the aborted records, between, never come
+    other_group = kafka.model_copy(update={"group_id": f"reader-{uuid.uuid4().hex[:8]}"})
+    with transactional(other_group, out) as reader:
+        assert [r.value for r in poll_until([reader], lambda got: len(got) >= 2)] == [
+            b"committed-1", b"committed-2"]
 
 
 def _line(child: subprocess.Popen[str], timeout_s: float) -> str:
