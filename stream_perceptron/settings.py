@@ -327,6 +327,15 @@ class Settings(BaseSettings):
                 "SP_OUTPUT__GUARANTEE=exactly-once needs SP_CHECKPOINT__STORE=kafka: the states"
                 " must be written in the transaction that carries the outputs"
             )
+        # a checkpoint interval is one transaction, which the broker aborts after the producer's
+        # transaction.timeout.ms (60 s: kafka/edge.py's TRANSACTION_TIMEOUT_MS)
+        if self.output.guarantee == "exactly-once" and self.checkpoint.every_seconds >= 50:
+            raise ValueError(
+                f"SP_CHECKPOINT__EVERY_SECONDS={self.checkpoint.every_seconds:g} with"
+                " SP_OUTPUT__GUARANTEE=exactly-once: each interval is one transaction, which the"
+                " broker aborts after 60 s; use less than 50 (outputs become visible at each"
+                " commit: a few seconds or less suits most readers)"
+            )
         return self
 
     @classmethod

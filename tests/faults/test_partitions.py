@@ -133,7 +133,7 @@ def test_workers_killed_rolled_added_and_removed_leave_every_partition_exact(
     kafka = _kafka(fast_kafka, backend)
     topics = topics_for(new_topic, partitions=PARTITIONS)
     group = Group(kafka, topics, store, tmp_path,
-                  checkpoint={"every_examples": 500, "every_seconds": 1})
+                  checkpoint={"every_examples": 2500, "every_seconds": 3})
     watch = CommitWatch(kafka(), topics["input"])
     producer = PacedProducer(kafka(), topics["input"], _input(SEED), RATE, LEAST)
     started = time.monotonic()
@@ -222,7 +222,7 @@ def test_exactly_once_a_read_committed_reader_sees_each_input_offset_once_across
     kafka = _kafka(fast_kafka, backend)
     topics = topics_for(new_topic, partitions=PARTITIONS)
     group = Group(kafka, topics, "kafka", tmp_path, output={"guarantee": "exactly-once"},
-                  checkpoint={"every_examples": 500, "every_seconds": 1})
+                  checkpoint={"every_examples": 2500, "every_seconds": 3})
     watch = CommitWatch(kafka(), topics["input"])
     producer = PacedProducer(kafka(), topics["input"], _input(SEED + 2), RATE, LEAST)
     started = time.monotonic()
