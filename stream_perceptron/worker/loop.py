@@ -408,6 +408,9 @@ class Worker(Checkpointing, Progress, Transactions):
         resumes: its state's offset, else the group's commit (else the earliest offset)."""
         st = self._open(topic, part)
         st.committed = self.edge.committed(topic, part)
+        if (self._exactly_once and st.saved_at is not None and st.committed is not None
+                and (st.next_offset or 0) < st.committed):
+            st = self._caught_up_state(st)
         st.start = st.next_offset if st.next_offset is not None else st.committed
         if st.start is not None:
             self.edge.seek(topic, part, st.start)
@@ -426,6 +429,35 @@ class Worker(Checkpointing, Progress, Transactions):
             else "group commit" if st.start is not None else "new",
             st.origin,
         )
+
+    #: With exactly-once, how long an assignment waits for the state topic to show the state the
+    #: group's commit was made with: longer than the broker's transaction timeout (60 s), after
+    #: which a transaction left open by a killed worker is aborted and no longer holds it back.
+    state_wait_s = 75.0
+
+    def _caught_up_state(self, st: PartitionState) -> PartitionState:
+        """Exactly-once commits a partition's state and its offset in one transaction, so the
+        state stored is at the group's commit. A state behind it means the state topic's
+        newest records are held back from ``read_committed`` readers by a transaction still
+        open there (a worker killed in the middle of its commit): read again until they show,
+        for at most :attr:`state_wait_s`; after that go on from the state found, saying so."""
+        committed, deadline, said = st.committed, time.monotonic() + self.state_wait_s, False
+        while (st.next_offset or 0) < (committed or 0) and time.monotonic() < deadline:
+            if not said:
+                log.warning(
+                    "%s: the stored state is at %s, the group's commit at %d: waiting up to %.0f s"
+                    " for the state topic's open transaction to end", st.name, st.next_offset,
+                    committed, self.state_wait_s)
+                said = True
+            self._alive()
+            time.sleep(1.0)
+            st = self._open(st.topic, st.partition)
+            st.committed = committed
+        if (st.next_offset or 0) < (committed or 0):
+            log.warning("%s: the stored state stays at %s, behind the group's commit at %d: going on"
+                        " from it; the records between are processed again", st.name,
+                        st.next_offset, committed)
+        return st
 
     def _open(self, topic: str, part: int) -> PartitionState:
         """Claim ``topic[part]`` in the store and restore its newest stored state (else the seed,

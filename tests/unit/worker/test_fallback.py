@@ -261,3 +261,40 @@ def test_a_partition_with_a_group_commit_and_no_stored_state_is_a_warning(tmp_pa
         "in[0] has no stored state but the group committed offset 300: its model starts from zero"
         " weights there."), lines
     assert "share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka" in lines[0]
+
+
+def test_exactly_once_waits_for_the_state_the_group_s_commit_was_made_with(tmp_path, caplog):
+    # a transaction left open in the state topic holds its newest state back from read_committed
+    # readers: the assignment reads again until the state at the group's commit shows
+    from stream_perceptron.state.directory import DirectoryStore
+
+    _checkpointed(tmp_path, 100)
+    edge = GroupEdge({})
+    w = _worker(tmp_path, edge)
+    _assign(w, edge, 0)
+    w.process(_batch(0, 100, 50))
+    assert w.checkpoint("interval")  # in[0] at 150; the group's commit too
+
+    class HeldBack(DirectoryStore):
+        """Answers the state before the newest for the first two loads."""
+
+        loads = 0
+
+        def load(self, topic, partition):
+            HeldBack.loads += 1
+            files = self.files(topic, partition)
+            if HeldBack.loads <= 2:
+                from stream_perceptron.state.checkpoint import read
+
+                return read(sorted(files.directory.glob("ckpt-*.json"))[-2])
+            return super().load(topic, partition)
+
+    settings = Settings(observe={"enabled": False}, output={"guarantee": "exactly-once"},
+                        checkpoint={"dir": str(tmp_path / "ck"), "store": "kafka", "every_seconds": 5})
+    again = GroupEdge(edge.committed_)
+    restarted = Worker(settings, edge=again)
+    restarted.store = HeldBack(tmp_path / "ck")
+    restarted.state_wait_s = 10
+    _assign(restarted, again, 0)
+    assert HeldBack.loads == 3 and again.seeks == {("in", 0): 150}
+    assert "the stored state is at 100, the group's commit at 150: waiting" in caplog.text
