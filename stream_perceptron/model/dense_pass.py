@@ -30,7 +30,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 _FIRST_BLOCK = 16
-_CHUNK_BYTES = 8 << 20
+_CHUNK_BYTES = 1 << 20  # the unit rows of a chunk stay in cache, and need no fresh pages
 _MIN_BLOCK = 32
 _EPS = 2.0**-53
 _TINY, _HUGE, _TINY_ABS = 2.0**-400, 2.0**400, 2.0**-600
@@ -153,11 +153,11 @@ def _decide(
     """The mistakes' rows, [θ, θ0] (``w_aug``) updated in place.
 
     The margins of a block of rows are computed at once with unit rows, in BLAS's order. Such a
-    margin is within ~(d+2)·ε·‖[θ, θ0]‖ of the true margin over ‖[x, 1]‖, and so is the fixed
-    order's (rounding errors of a d-term dot product, Higham's γ_d bound); a margin farther from
-    0 than 16 times that (``tol``, from an upper bound of ‖[θ, θ0]‖) has the fixed order's sign,
-    so it decides its row. A row nearer to 0 is scored in the fixed order. The block is cut at
-    its first mistake, and the next one starts after it."""
+    margin is within about (d+2)·ε·‖[θ, θ0]‖ of the true margin over ‖[x, 1]‖, and so is the
+    fixed order's (rounding errors of a dot product, Higham's γ_d bound); a margin farther from
+    0 than ``tol`` = 16(d+3)·ε times an upper bound of ‖[θ, θ0]‖ (eight times the two errors
+    together) has the fixed order's sign, so it decides its row. A row nearer to 0 is scored in
+    the fixed order. The block is cut at its first mistake, and the next one starts after it."""
     n = len(x)
     unit, norm = _unit_rows(x, y)
     w = w_aug[:-1]
@@ -168,7 +168,7 @@ def _decide(
     i, block = 0, _FIRST_BLOCK
     while i < n:
         end = i + block
-        margins = unit[i:end] @ w_aug
+        margins = unit[i:end].dot(w_aug)  # ndarray.dot: the cheapest call for small blocks
         right = margins > tol
         k = int(right.argmin())
         if right[k]:
