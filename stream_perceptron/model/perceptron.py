@@ -568,13 +568,16 @@ class Perceptron(base.Classifier):
         m = self._matrix(X)
         n = len(m)
         signs = self._labels.signs(y, n, labeled)
-        scores = np.empty(n, dtype=np.float64)
-        flags = np.zeros(n, dtype=np.bool_)
         if isinstance(m, SparseRows):
             w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
         else:
             w, width = self._ensure_dim(m.shape[1]), m.shape[1]
+        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
         average = self.average
+        if not average and not isinstance(m, SparseRows):
+            return self._learn_dense(m, signs, w, max_block)
+        scores = np.empty(n, dtype=np.float64)
+        flags = np.zeros(n, dtype=np.bool_)
         if average:
             self._ensure_u(len(w))  # u as wide as θ
             served = np.empty(n, dtype=np.float64)
@@ -583,9 +586,6 @@ class Perceptron(base.Classifier):
             served = scores
         # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
         lab_f = np.where(signs != 0, signs, np.nan)
-        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
-        if not average and not isinstance(m, SparseRows):
-            return self._learn_dense(m, signs, w, max_block)
         score = _Scorer(m, max_block)
         # ‖θ‖ of the rows from each start on: filled in once at the end, not per block
         starts, norms = [0], [self.norms()]
@@ -631,9 +631,9 @@ class Perceptron(base.Classifier):
             self._sq = None  # dense updates: the full sum, when asked
             self._mistakes += out.n_mistakes
         predictions: npt.NDArray[np.int8] = np.where(out.scores > 0, 1, -1).astype(np.int8)
-        served_mistakes = (signs != 0) & (signs * out.scores <= 0)
+        # the served model is θ: its errors are the mistakes (y·score ≤ 0 on labeled rows)
         return BatchResult(out.scores, predictions, out.mistakes, signs, out.theta_norm,
-                           out.theta_norm_aug, out.scores, served_mistakes)
+                           out.theta_norm_aug, out.scores, out.mistakes.copy())
 
     def _serve(self, m: Rows, served: FloatArray, scores: FloatArray, steps: npt.NDArray[np.int64],
                i: int, stop: int) -> None:
