@@ -375,12 +375,13 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @click.option("--topic", "-t", help="Default: the stats topic setting.")
 @click.option("--out", "-o", default="stats.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--client-id", help="The worker to plot when several publish to the topic: a client id "
-              "(its most recent model), or a column of `watch` ('CLIENT_ID · MODEL').")
+@click.option("--client-id", help="Only the partitions whose newest record this worker published (a "
+              "client id), or, for an older worker's records, a column of `watch` ('CLIENT_ID · MODEL').")
 @click.pass_context
 @exits()
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
-    """A PNG of the statistics topic's history: mistake rates and the window's min margin."""
+    """A PNG of the statistics topic's history: each partition's mistake rate and the group's
+    (E_n over all labeled examples), and the window's min margin."""
     from stream_perceptron.commands.watch import run_plot
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
@@ -395,34 +396,29 @@ def checkpoint() -> None:
 
 
 @checkpoint.command("show")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--topic", "-t", help="The Kafka store's state topic (SP_CHECKPOINT__STORE=kafka) to show"
+              " instead of a directory; the cluster is SP_KAFKA__* (or --bootstrap-servers).")
+@click.option("--bootstrap-servers", help="With --topic: host:port[,host:port] (default: the setting).")
+@click.pass_context
 @exits()
-def checkpoint_show(directory: Path) -> None:
-    """Print the newest valid checkpoint in DIRECTORY as one JSON object."""
-    from stream_perceptron.model.stats import RunningStats
-    from stream_perceptron.state.checkpoint import CheckpointStore, fingerprint
+def checkpoint_show(ctx: click.Context, directory: Path | None, topic: str | None,
+                    bootstrap_servers: str | None) -> None:
+    """Print the stored states in DIRECTORY, or in the state topic --topic, as one JSON object:
+    "partitions" maps "topic:partition" to that partition's state (weights, intercept, mistakes,
+    seen, labeled, next_offset, ...); a single partition's keys are at the top level as well."""
+    from stream_perceptron.commands.checkpoint import show_directory, show_topic
 
-    setup_logging("WARNING")
-    if not directory.is_dir():
-        fail(f"{directory} is not a directory", 1)
-    ckpt = CheckpointStore(directory).load()
-    if ckpt is None:
-        fail(f"no valid checkpoint in {directory}", 1)
-    stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
-    stats.set_state(ckpt.stats)
-    out = {
-        "path": str(ckpt.path),
-        "seq": ckpt.seq,
-        "created": ckpt.created,
-        "model_id": ckpt.model_id,
-        "config": ckpt.config,
-        "fingerprint": fingerprint(ckpt.config),
-        **ckpt.model,
-        "seen": stats.seen,
-        "labeled": stats.labeled,
-        "offsets": ckpt.body()["offsets"],
-        "stats": stats.snapshot(),
-    }
+    if directory is not None and topic is None and bootstrap_servers is None:
+        setup_logging("WARNING")
+        out = show_directory(directory)
+    elif topic is not None and directory is None:
+        settings = cluster_settings_from(ctx, log_level="WARNING",
+                                         **{"kafka.bootstrap_servers": bootstrap_servers})
+        out = show_topic(settings.kafka, topic)
+    else:
+        fail("give a checkpoint DIRECTORY, or --topic TOPIC (the Kafka store's state topic) with the"
+             " cluster's settings: one of them")
     click.echo(orjson.dumps(out).decode())
 
 

@@ -75,3 +75,22 @@ class UndeliveredError(KafkaEdgeError):
 
 class KafkaAuthError(KafkaEdgeError):
     """Kafka refused the login (SASL) or the TLS handshake: a setting to fix, not a fault to retry."""
+
+
+class FencedError(CheckpointError):
+    """A partition's state was not stored: another worker has claimed the partition since this
+    one did (it lost the partition, for example while stalled). Its state is the new owner's."""
+
+
+class TransactionAbortedError(KafkaEdgeError):
+    """An exactly-once transaction was aborted: none of its records and none of its input offsets
+    are visible to a ``read_committed`` reader or the group. The edge is usable again (the next
+    ``begin_transaction`` starts a new one); what the worker learned since its last committed
+    transaction must be dropped, so each partition restarts from its stored state."""
+
+
+class TransactionFencedError(TransactionAbortedError):
+    """An exactly-once transaction was refused because this worker no longer owns what it wrote
+    for: the consumer lost its partitions (the group moved on to a newer generation, e.g. while
+    this worker was stalled), or another producer took this worker's transactional id. Nothing of
+    the transaction is visible; the worker drops its partitions and polls again."""

@@ -158,7 +158,16 @@ class TopicSettings(_Section):
 class CheckpointSettings(_Section):
     """Where and how often the model and its offsets are made durable."""
 
+    # Where each input partition's state is kept: "directory" (files under ``dir``; several workers
+    # may share it) or "kafka" (the compacted topic ``topic``, so workers need no volume). The
+    # seed, a `fit` checkpoint starting the partitions that have no state, is read from ``dir``
+    # with either store.
+    store: Literal["directory", "kafka"] = "directory"
     dir: Path = Path("checkpoints")
+    topic: str = Field("stream-perceptron-state", min_length=1, max_length=249)
+    # The Kafka store writes a state in records of at most this many bytes (the manifest last), so
+    # a state larger than the broker's largest message still fits.
+    chunk_bytes: int = Field(512 * 1024, ge=1024, le=64 * 1024 * 1024)
     every_examples: int = Field(10_000, ge=1)
     every_seconds: float = Field(30.0, gt=0)
     keep: int = Field(3, ge=1)
@@ -272,6 +281,9 @@ class OutputSettings(_Section):
     # A poll batch is decoded, learned and published in chunks of at most this many records, so
     # the first records' predictions leave before the last ones are decoded.
     chunk_records: int = Field(500, ge=1, le=1_000_000)
+    # "exactly-once": each checkpoint interval is one Kafka transaction holding the outputs, the
+    # partitions' states and the input offsets (needs SP_CHECKPOINT__STORE=kafka).
+    guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
 
 
 class ObserveSettings(_Section):
@@ -307,6 +319,24 @@ class Settings(BaseSettings):
     # the worker's routine INFO lines (progress, interval checkpoints) at most once per this many
     # seconds each, the others at DEBUG; 0 writes every one at INFO
     log_every_seconds: float = Field(10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _exactly_once_needs_the_kafka_store(self) -> Settings:
+        if self.output.guarantee == "exactly-once" and self.checkpoint.store != "kafka":
+            raise ValueError(
+                "SP_OUTPUT__GUARANTEE=exactly-once needs SP_CHECKPOINT__STORE=kafka: the states"
+                " must be written in the transaction that carries the outputs"
+            )
+        # a checkpoint interval is one transaction, which the broker aborts after the producer's
+        # transaction.timeout.ms (60 s: kafka/edge.py's TRANSACTION_TIMEOUT_MS)
+        if self.output.guarantee == "exactly-once" and self.checkpoint.every_seconds >= 50:
+            raise ValueError(
+                f"SP_CHECKPOINT__EVERY_SECONDS={self.checkpoint.every_seconds:g} with"
+                " SP_OUTPUT__GUARANTEE=exactly-once: each interval is one transaction, which the"
+                " broker aborts after 60 s; use less than 50 (outputs become visible at each"
+                " commit: a few seconds or less suits most readers)"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -376,6 +406,9 @@ def describe_validation_error(exc: ValidationError) -> str:
         dotted = ".".join(str(p) for p in loc) or "settings"
         value = err.get("input")
         msg = err["msg"].removeprefix("Value error, ")
+        if isinstance(value, dict) and err["type"] == "value_error" and not loc:
+            lines.append(f"invalid settings: {msg}")  # across sections: the message names them
+            continue
         if isinstance(value, dict) and err["type"] == "value_error":
             lines.append(f"invalid settings {env_name(loc)}{ENV_NESTED}* ({dotted}): {msg}")
             continue

@@ -103,7 +103,7 @@ def run_demo(
         examples=worker.learner.stats.seen,
         stats=worker.learner.stats.snapshot(),
         examples_per_s=worker.learner.stats.seen / elapsed if elapsed > 0 else 0.0,
-        checkpoint=worker.last_checkpoint_path,
+        checkpoint=next((st.saved_at for st in worker.held.values()), None),
         plot=plot,
         dead_letters=worker.dead_letters_total,
     )

@@ -162,17 +162,15 @@ def fit_source(
     r = float(row_norms(X, model.fit_intercept).max())
     gamma = gamma_all if gamma_all > 0 else None
     model_state, stats_state = learner.state()
-    store.lock()  # never into a running worker's directory
-    try:
-        if replace:
-            replaced = store.set_aside()
-        else:
-            replaced = None
-            _refuse_a_model_there(store)  # again: one may have come while the source was read
-        path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
-                                     offsets={}, model_id=new_model_id()))
-    finally:
-        store.unlock()
+    # A worker reads the seed only when it starts: a `fit` beside a running one changes nothing
+    # until its next start, and each partition with a state of its own keeps it.
+    if replace:
+        replaced = store.set_aside()
+    else:
+        replaced = None
+        _refuse_a_model_there(store)  # again: one may have come while the source was read
+    path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
+                                 offsets={}, model_id=new_model_id()))
     return FitReport(
         source=spec,
         examples=len(X),

@@ -1,9 +1,15 @@
-"""A PNG of a statistics history: mistake rates and the window's min margin against examples seen,
-and :class:`Thinned`, which keeps a bounded, evenly spaced part of a long history to draw."""
+"""PNGs of a statistics history, and :class:`Thinned`, which keeps a bounded, evenly spaced part of a
+long history to draw.
+
+* :func:`plot_stats`: one series (a worker's, or one input partition's): the cumulative, windowed
+  and EWMA mistake rates and the window's min margin against examples seen.
+* :func:`plot_partitions`: several input partitions: each partition's ``E_n`` against its own
+  examples seen, and the group's (:func:`group_curve`) against the examples of all of them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,14 +18,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
+from stream_perceptron.commands.series import Group, Partition, number  # noqa: E402
 from stream_perceptron.errors import OutputError  # noqa: E402
 
-PLOTTED = ("seen", "labeled", "mistake_rate", "window_mistake_rate", "ewma_mistake_rate", "margin_min")
-"""The fields of a statistics record that :func:`plot_stats` draws from."""
+PLOTTED = ("seen", "labeled", "mistakes", "mistake_rate", "window_labeled", "window_mistakes",
+           "window_mistake_rate", "ewma_mistake_rate", "margin_min", "ts")
+"""The fields of a statistics record that the plots draw from (and the group's curve sums)."""
 
 POINTS = 10_000
-"""The most records of one worker that ``plot`` draws (its PNG is about 1,200 pixels wide)."""
+"""The most records that ``plot`` draws, shared among the series drawn (its PNG is about 1,200
+pixels wide)."""
 
 
 @dataclass
@@ -46,11 +56,17 @@ class Thinned:
     def add(self, item: dict[str, Any]) -> None:
         if self.seen % self.stride == 0:
             self.items.append(item)
-            if len(self.items) > self.limit:
-                del self.items[1::2]
-                self.stride *= 2
+            self._fit()
         self.seen += 1
         self.last = item
+
+    def shrink(self, limit: int) -> None:
+        """Keep at most ``limit`` items from now on (no more than before): every other one is
+        dropped, and the stride doubled, until they fit. Still items 0, s, 2s, … of those seen."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = min(self.limit, limit)
+        self._fit()
 
     def kept(self) -> list[dict[str, Any]]:
         """The kept items in arrival order, the last one included."""
@@ -58,20 +74,59 @@ class Thinned:
             return list(self.items)
         return [*self.items, self.last]
 
+    def _fit(self) -> None:
+        while len(self.items) > self.limit:
+            del self.items[1::2]
+            self.stride *= 2
+
+
+def group_curve(partitions: Mapping[Partition, Sequence[Mapping[str, Any]]],
+                points: int = POINTS) -> list[dict[str, Any]]:
+    """The group's figures through time, from the records kept of each input partition.
+
+    The records of all the partitions are taken in order of ``ts`` (a record without one, at
+    the start), each in turn the newest of its partition (:class:`~stream_perceptron.commands.series.Group`);
+    after each, the group's ``seen``, ``labeled``, ``mistakes`` and ``E_n`` = Σ mistakes /
+    Σ labeled (``mistake_rate``), and its pooled ``window_mistake_rate``, make a point. At most
+    ``points`` of them are returned, evenly spaced, and the last. From every record of each
+    partition the curve is exact; from an evenly spaced part (:class:`Thinned`), a partition's
+    share of a point may be up to one spacing old.
+
+    >>> curve = group_curve({("in", 0): [{"seen": 10, "labeled": 10, "mistakes": 4, "ts": 1.0},
+    ...                                  {"seen": 20, "labeled": 20, "mistakes": 5, "ts": 3.0}],
+    ...                      ("in", 1): [{"seen": 10, "labeled": 10, "mistakes": 0, "ts": 2.0}]})
+    >>> [(p["seen"], p["mistakes"], p["mistake_rate"]) for p in curve]
+    [(10, 4, 0.4), (20, 4, 0.2), (30, 5, 0.16666666666666666)]
+    """
+    merged = sorted(
+        ((number(rec.get("ts")) or float("-inf"), i, topic, part, rec)
+         for (topic, part), records in partitions.items() for i, rec in enumerate(records)),
+        key=lambda row: row[:2],
+    )
+    group, curve = Group(), Thinned(points)
+    for _, _, topic, part, rec in merged:
+        group.add({**rec, "topic": topic, "partition": part})
+        figures = group.figures()
+        if figures is not None and figures.labeled:
+            curve.add({"seen": figures.seen, "labeled": figures.labeled, "mistakes": figures.mistakes,
+                       "mistake_rate": figures.mistake_rate,
+                       "window_mistake_rate": figures.window_mistake_rate})
+    return curve.kept()
+
 
 def plot_stats(
     records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",
     size: tuple[int, int] = (1200, 700),
 ) -> Path:
-    """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin.
+    """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin
+    of one series.
 
     ``records`` are statistics records in any order (sorted by ``seen`` here); ``size`` is in
     pixels. Returns the path written.
     """
     rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
     seen = [r["seen"] for r in rows]
-    dpi = 100
-    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi, layout="constrained")
+    fig, ax = _figure(size)
     for key, label in (
         ("mistake_rate", "cumulative mistake rate (E_n)"),
         ("window_mistake_rate", "windowed mistake rate"),
@@ -79,24 +134,68 @@ def plot_stats(
     ):
         ax.plot(seen, [_num(r.get(key)) for r in rows], label=label)
     ax.set_xlabel("examples seen")
-    ax.set_ylabel("mistake rate")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
     ax2 = ax.twinx()
     ax2.plot(seen, [_num(r.get("margin_min")) for r in rows], color="tab:gray", linestyle="--",
              label="window min margin")
     ax2.set_ylabel("min geometric margin over the window")
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    # below the axes: inside them it hides the curves, and the twin axes' margin line is drawn
-    # over a legend that belongs to the first axes. One row takes about 900 pixels; two below that.
-    fig.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="outside lower center",
-               ncol=4 if size[0] >= 1000 else 2, frameon=False)
+    return _finish(fig, ax, [ax, ax2], path, title=title, size=size)
+
+
+def plot_partitions(
+    partitions: Mapping[str, Sequence[dict[str, Any]]], group: Sequence[dict[str, Any]],
+    path: str | Path, *, title: str = "stream-perceptron", size: tuple[int, int] = (1200, 700),
+) -> Path:
+    """Draw each input partition's cumulative mistake rate ``E_n`` against its own examples seen
+    (``partitions``: label → its statistics records), and the group's (:func:`group_curve`) ``E_n``
+    over all the labeled examples and pooled windowed rate against the examples seen by all of
+    them. ``size`` is in pixels. Returns the path written.
+    """
+    fig, ax = _figure(size)
+    for label, records in partitions.items():
+        rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
+        # a short history (one point, or a partition learned at once) shows as points, not as nothing
+        ax.plot([r["seen"] for r in rows], [_num(r.get("mistake_rate")) for r in rows], linewidth=1.0,
+                marker="o" if len(rows) < _MARKED else None, markersize=3, label=f"partition {label} (E_n)")
+    seen = [p["seen"] for p in group]
+    ax.plot(seen, [_num(p.get("mistake_rate")) for p in group], color="black", linewidth=2.2,
+            marker="o" if len(group) < _MARKED else None, markersize=3,
+            label=f"group E_n ({len(partitions)} partitions)")
+    ax.plot(seen, [_num(p.get("window_mistake_rate")) for p in group], color="black", linewidth=1.0,
+            linestyle="--", label="group windowed rate (pooled)")
+    ax.set_xlabel("examples seen: a partition's own; the group's, all of them")
+    return _finish(fig, ax, [ax], path, title=title, size=size)
+
+
+def _figure(size: tuple[int, int]) -> tuple[Figure, Any]:
+    fig, ax = plt.subplots(figsize=(size[0] / _DPI, size[1] / _DPI), dpi=_DPI, layout="constrained")
+    return fig, ax
+
+
+_DPI = 100
+_MARKED = 50  # curves of fewer points than this mark each point
+
+
+def _finish(fig: Figure, ax: Any, axes: Sequence[Any], path: str | Path, *, title: str,
+            size: tuple[int, int]) -> Path:
+    """Label the rate axis, put the legend of ``axes`` below them, the title, and write the PNG."""
+    ax.set_ylabel("mistake rate")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    handles: list[Any] = []
+    names: list[str] = []
+    for each in axes:
+        h, n = each.get_legend_handles_labels()
+        handles += h
+        names += n
+    # below the axes: inside them it hides the curves, and a twin axes' line is drawn over a
+    # legend that belongs to the first axes. One row of four takes about 900 pixels; two below that.
+    fig.legend(handles, names, loc="outside lower center", ncol=4 if size[0] >= 1000 else 2,
+               frameon=False)
     ax.set_title(title)
     out = Path(path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=dpi, format="png")  # a PNG whatever the name ends in
+        fig.savefig(out, dpi=_DPI, format="png")  # a PNG whatever the name ends in
     except OSError as exc:
         raise OutputError(f"cannot write the plot to {out}: {exc}") from None
     finally:

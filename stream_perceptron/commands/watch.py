@@ -3,18 +3,19 @@
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
   assigned by hand) and yields the decoded records in batches as they arrive, ``[]`` on an
   idle poll so a display can refresh.
-* :class:`Dashboard` keeps the latest record of each worker (:func:`worker_key`: its
-  ``client_id`` and model) and a bounded history of its windowed mistake rate, and renders them
-  as a rich table, one column per worker.
+* :class:`Dashboard` keeps the newest record of each series (an input partition's, or an older
+  worker's: :mod:`~stream_perceptron.commands.series`), the group's figures summed over the
+  input partitions, and bounded histories of the windowed mistake rate, and renders them as a
+  rich table: a row per partition, then the group's.
 * :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
-  :func:`~stream_perceptron.commands.plot.plot_stats`.
+  :func:`~stream_perceptron.commands.plot.plot_partitions` (each partition's ``E_n`` and the
+  group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`.
 
-``watch`` reads the topic from its beginning: the table shows each worker's latest record and
-the sparkline has history at once. (The end of a partition is taken from fetch responses,
+``watch`` reads the topic from its beginning: the table shows each series' newest record and
+the sparklines have history at once. (The end of a partition is taken from fetch responses,
 ``highwater``, never from ``end_offsets``/``seek_to_end``, which some brokers get wrong.)
 """
-
 from __future__ import annotations
 
 import logging
@@ -31,15 +32,36 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
+from rich.console import Group as Stack
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from stream_perceptron.codec.outputs import decode
-from stream_perceptron.commands.plot import PLOTTED, POINTS, Thinned, plot_stats
+from stream_perceptron.commands.plot import (
+    PLOTTED,
+    POINTS,
+    Thinned,
+    group_curve,
+    plot_partitions,
+    plot_stats,
+)
 from stream_perceptron.commands.read import iter_topic
+from stream_perceptron.commands.series import (
+    Group,
+    GroupFigures,
+    Partition,
+    Series,
+    is_stats_record,
+    labels,
+    newer,
+    number,
+    partition_of,
+    total_lag,
+    worker_key,
+)
 from stream_perceptron.errors import NoStatsError
 from stream_perceptron.kafka.admin import consumer_config, reaching
 from stream_perceptron.kafka.config import check_reachable
@@ -54,25 +76,8 @@ SPARK_CHARS = "▁▂▃▄▅▆▇█"
 _MAX_POLL_RECORDS = 1_000
 # How long the first connection may take before follow_stats gives up.
 _CONNECT_TIMEOUT_S = 10.0
-# Offsets shown per worker before "… (+N)".
-_MAX_OFFSETS_SHOWN = 4
-
-
-def worker_key(rec: Mapping[str, Any]) -> str:
-    """The worker a statistics record belongs to: ``client_id · <first 8 digits of model_id>``.
-
-    Workers left at the same ``client_id`` (the default) stay apart by their model, and one
-    worker stays one series across restarts and moves, since its model keeps its id in the
-    checkpoint. A record without ``model_id`` (an older worker's) is keyed by its client id.
-
-    >>> worker_key({"client_id": "w1", "model_id": "3f2a9c1d" + "0" * 24})
-    'w1 · 3f2a9c1d'
-    >>> worker_key({"client_id": "w1"}), worker_key({})
-    ('w1', '(no client_id)')
-    """
-    cid = str(rec.get("client_id") or "(no client_id)")
-    model = rec.get("model_id")
-    return f"{cid} · {model[:8]}" if isinstance(model, str) and model else cid
+# A series with no record for this long is named under the table.
+_SILENT_S = 60.0
 
 
 def _connect_timeout_s(kafka: KafkaSettings) -> float:
@@ -82,15 +87,6 @@ def _connect_timeout_s(kafka: KafkaSettings) -> float:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-def is_stats_record(value: Any) -> bool:
-    """Whether a decoded value looks like a statistics record (a dict with the counters).
-
-    >>> is_stats_record({"seen": 3, "mistakes": 1}), is_stats_record({"x": [1.0], "y": 1})
-    (True, False)
-    """
-    return isinstance(value, dict) and "seen" in value and "mistakes" in value
 
 
 def follow_stats(
@@ -249,8 +245,8 @@ def _buckets(points: list[float | None], width: int) -> list[float | None]:
 
 
 @dataclass
-class _WorkerView:
-    """What the dashboard keeps per worker."""
+class _SeriesView:
+    """What the dashboard keeps per series: its newest record and its windowed-rate history."""
 
     latest: dict[str, Any]
     received: float
@@ -259,23 +255,50 @@ class _WorkerView:
 
 
 @dataclass(frozen=True)
-class _Row:
-    """One figure of the table: its label and how a worker's cell is drawn."""
+class _Column:
+    """One column of the table: its header and how a series' cell is drawn from its newest record
+    and the group's from the group's figures ("" where the group has no such figure)."""
 
-    label: str
-    cell: Callable[[_WorkerView, float], str | Text]
-    only_if: str | None = None  # shown only when some worker's record has this field
+    header: str
+    cell: Callable[[dict[str, Any]], str | Text]
+    group: Callable[[GroupFigures], str | Text] = lambda g: ""
+
+
+def _columns() -> list[_Column]:
+    """The table's columns after the partition, left to right."""
+    def field_(name: str, spec: str = ",") -> Callable[[dict[str, Any]], str]:
+        return lambda rec: _fmt(rec.get(name), spec)
+
+    return [
+        _Column("labeled", field_("labeled"), lambda g: _fmt(g.labeled)),
+        _Column("mistakes", field_("mistakes"), lambda g: _fmt(g.mistakes)),
+        _Column("E_n", field_("mistake_rate", ".4f"), lambda g: _fmt(g.mistake_rate, ".4f")),
+        _Column("window", field_("window_mistake_rate", ".4f"), lambda g: _fmt(g.window_mistake_rate, ".4f")),
+        _Column("EWMA", field_("ewma_mistake_rate", ".4f")),
+        _Column("margin\nmin", field_("margin_min", ".3g")),
+        _Column("R", field_("R", ".4g")),
+        _Column("γ", field_("gamma", ".3g")),
+        _Column("(R/γ)²", _bound),
+        _Column("ex/s", field_("examples_per_s", ",.0f"), lambda g: _fmt(g.examples_per_s, ",.0f")),
+        _Column("lag", lambda rec: _fmt(total_lag(rec.get("lag"))), lambda g: _fmt(g.lag)),
+    ]
 
 
 class Dashboard:
-    """The latest statistics record of each worker and its windowed mistake-rate history.
+    """The newest statistics record of each series, the group's figures, and windowed-rate histories.
 
-    ``history`` bounds the rates kept per worker (the sparkline averages them down to
-    ``spark_width`` characters); ``clock`` gives wall time in seconds (for the age of a record).
+    A series is an input partition's (and its model's), or an older worker's whose records name no
+    partition (:class:`~stream_perceptron.commands.series.Series`); its row is labelled by
+    :func:`~stream_perceptron.commands.series.labels`. The group row sums the newest record of
+    each input partition (:class:`~stream_perceptron.commands.series.Group`): ``E_n`` over all
+    its labeled examples = Σ mistakes / Σ labeled. ``history`` bounds the rates kept per series
+    and for the group (a sparkline averages them down to ``spark_width`` characters; every row's
+    is drawn on one scale, from 0 to the greatest rate kept, named in the column's header);
+    ``clock`` gives wall time in seconds (for the age of a record).
     """
 
     def __init__(
-        self, history: int = 120, *, title: str = "stream-perceptron", spark_width: int = 24,
+        self, history: int = 120, *, title: str = "stream-perceptron", spark_width: int = 8,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if history < 1:
@@ -284,22 +307,38 @@ class Dashboard:
         self.title = title
         self.spark_width = spark_width
         self._clock = clock
-        self._workers: dict[str, _WorkerView] = {}
+        self._series: dict[Series, _SeriesView] = {}
+        self._group = Group()
+        self._group_history: deque[float | None] = deque(maxlen=history)
         self.records = 0
         self.skipped = 0
 
     @property
-    def workers(self) -> list[str]:
-        """The workers seen so far (:func:`worker_key`), sorted."""
-        return sorted(self._workers)
+    def rows(self) -> list[str]:
+        """The label of each series seen so far, in the table's order (partitions first)."""
+        return list(labels(self._series).values())
 
-    def latest(self, worker: str) -> dict[str, Any]:
-        """The latest statistics record of ``worker`` (a :func:`worker_key`)."""
-        return self._workers[worker].latest
+    def _view(self, row: str) -> _SeriesView:
+        for series, label in labels(self._series).items():
+            if label == row:
+                return self._series[series]
+        raise KeyError(row)
 
-    def rate_history(self, worker: str) -> list[float | None]:
-        """The windowed mistake rates of ``worker`` kept for the sparkline, oldest first."""
-        return list(self._workers[worker].history)
+    def latest(self, row: str) -> dict[str, Any]:
+        """The newest statistics record of the series labelled ``row``."""
+        return self._view(row).latest
+
+    def rate_history(self, row: str) -> list[float | None]:
+        """The windowed mistake rates of the series ``row`` kept for its sparkline, oldest first."""
+        return list(self._view(row).history)
+
+    def group(self) -> GroupFigures | None:
+        """The group's figures from the newest record of each input partition (None before one)."""
+        return self._group.figures()
+
+    def group_history(self) -> list[float | None]:
+        """The group's pooled windowed mistake rate after each partition's record, oldest first."""
+        return list(self._group_history)
 
     def count_skipped(self, n: int) -> None:
         """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
@@ -308,96 +347,98 @@ class Dashboard:
     def update(self, records: Iterable[dict[str, Any]]) -> None:
         """Take statistics records in arrival order; others (not dicts, no counters) are skipped.
 
-        The latest record of a worker is the one with the greatest ``ts`` (arrival order when a
-        record has none); every record adds its ``window_mistake_rate`` to the history.
+        The latest record of a series is the one with the greatest ``ts`` (arrival order when a
+        record has none); every record adds its ``window_mistake_rate`` to its series' history,
+        and every input partition's record the group's pooled windowed rate to the group's.
         """
         now = self._clock()
         for rec in records:
             if not is_stats_record(rec):
                 self.skipped += 1
                 continue
-            key = worker_key(rec)
-            view = self._workers.get(key)
+            key = Series.of(rec)
+            view = self._series.get(key)
             if view is None:
-                view = _WorkerView(rec, now, deque(maxlen=self.history))
-                self._workers[key] = view
-            elif _newer(rec, view.latest):
+                view = self._series[key] = _SeriesView(rec, now, deque(maxlen=self.history))
+            elif newer(rec, view.latest):
                 view.latest, view.received = rec, now
-            view.history.append(_number(rec.get("window_mistake_rate")))
+            view.history.append(number(rec.get("window_mistake_rate")))
             view.records += 1
             self.records += 1
+            if partition_of(rec) is not None:
+                self._group.add(rec)
+                figures = self._group.figures()
+                self._group_history.append(None if figures is None else figures.window_mistake_rate)
 
     def render(self) -> RenderableType:
-        """A panel holding one table: a row per figure, a column per worker."""
+        """A panel holding the table (a row per series, then the group's) and a few lines under it."""
         now = self._clock()
         subtitle = f"{self.records} records · updated {datetime.fromtimestamp(now):%H:%M:%S}"
-        if not self._workers:
+        if not self._series:
             body: RenderableType = Text("waiting for statistics records…", style="dim")
             return Panel(body, title=self.title, subtitle=subtitle, expand=False)
-        views = [self._workers[c] for c in self.workers]
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        table.add_column("", style="bold", no_wrap=True)
-        for key in self.workers:
-            table.add_column(key, justify="right", overflow="fold", header_style="bold cyan")
-        for row in self._rows():
-            if row.only_if and not any(row.only_if in v.latest for v in views):
-                continue
-            table.add_row(row.label, *(row.cell(v, now) for v in views))
-        parts: list[RenderableType] = [table]
+        named = labels(self._series)
+        older = any(s.worker for s in named)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        table.add_column("partition / worker" if older else "partition", style="bold", no_wrap=True)
+        columns = _columns()
+        for column in columns:
+            table.add_column(column.header, justify="right", overflow="fold", header_style="bold cyan")
+        top = self._spark_top()
+        table.add_column(f"window rate\n0 – {_fmt(top, '.3f')}", no_wrap=True, header_style="bold cyan")
+        for series, label in named.items():
+            view = self._series[series]
+            table.add_row(label, *(c.cell(view.latest) for c in columns), self._spark(view.history, top),
+                          style="dim" if series.worker else "")
+        group = self._group.figures()
+        if group is not None:
+            table.add_section()
+            table.add_row(f"group ({group.partitions})", *(c.group(group) for c in columns),
+                          self._spark(self._group_history, top), style="bold")
+        parts: list[RenderableType] = [table, *self._notes(named, group, now)]
+        return Panel(Stack(*parts), title=self.title, subtitle=subtitle, expand=False)
+
+    def _notes(self, named: Mapping[Series, str], group: GroupFigures | None, now: float) -> list[Text]:
+        """The lines under the table: the input topic and who holds what, what the group sums,
+        how old the records are (and which series fell silent), what was skipped."""
+        notes = []
+        topics = sorted({s.topic for s in named if not s.worker})
+        holders: dict[str, list[str]] = {}
+        for series, label in named.items():
+            if not series.worker:
+                client = str(self._series[series].latest.get("client_id") or "(no client_id)")
+                holders.setdefault(client, []).append(label)
+        if holders:
+            where = f"input topic {topics[0]}; " if len(topics) == 1 else ""
+            held = "; ".join(f"{client} {', '.join(rows)}" for client, rows in sorted(holders.items()))
+            notes.append(Text(f"{where}partitions by the worker of their newest record: {held}", style="dim"))
+        if group is not None:
+            notes.append(Text(f"group: the newest record of each partition summed: {_fmt(group.seen)} seen,"
+                              f" {_fmt(group.dead_letters)} dead letters; E_n = Σ mistakes / Σ labeled",
+                              style="dim"))
+            if any(s.worker for s in named):
+                notes.append(Text("the rows of older workers (no partition in their records) are not in"
+                                  " the group", style="dim"))
+        ages = {label: _age(self._series[s], now) for s, label in named.items()}
+        line = Text(f"newest record {_duration(min(ages.values()))} old", style="dim")
+        silent = [f"{label} ({_duration(age)})" for label, age in ages.items() if age > _SILENT_S]
+        if silent:
+            line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
+        notes.append(line)
         if self.skipped:
-            skipped = f"{self.skipped} records skipped (not JSON, or not statistics records)"
-            parts.append(Text(skipped, style="dim"))
-        return Panel(Group(*parts), title=self.title, subtitle=subtitle, expand=False)
+            notes.append(Text(f"{self.skipped} records skipped (not JSON, or not statistics records)",
+                              style="dim"))
+        return notes
 
-    def _rows(self) -> list[_Row]:
-        """The table's rows, top to bottom."""
-        def field_(name: str, spec: str = ",") -> Callable[[_WorkerView, float], str]:
-            return lambda v, now: _fmt(v.latest.get(name), spec)
+    def _spark_top(self) -> float | None:
+        """The greatest windowed rate kept, of any series or the group: the sparklines' common top."""
+        rates = [r for v in self._series.values() for r in v.history if r is not None]
+        rates += [r for r in self._group_history if r is not None]
+        return max(rates) if rates else None
 
-        return [
-            _Row("seen", field_("seen")),
-            _Row("labeled", field_("labeled")),
-            _Row("mistakes", field_("mistakes")),
-            _Row("mistake rate E_n", field_("mistake_rate", ".4f")),
-            _Row("window rate", _window_rate),
-            _Row("EWMA rate", field_("ewma_mistake_rate", ".4f")),
-            _Row("margin min / mean", lambda v, now: _pair(v.latest, "margin_min", "margin_mean", ".4g")),
-            _Row("R window / ever", lambda v, now: _pair(v.latest, "R", "R_all", ".6g")),
-            _Row("γ (window)", _gamma),
-            _Row("window mistakes vs (R/γ)²", _bound),
-            _Row("‖θ‖ / θ0", lambda v, now: _pair(v.latest, "theta_norm", "intercept", ".6g")),
-            _Row("examples/s", field_("examples_per_s", ",.0f")),
-            _Row("dead letters", field_("dead_letters")),
-            _Row("offsets", lambda v, now: _offsets(v.latest.get("offsets"))),
-            _Row("lag", lambda v, now: _fmt(_lag(v.latest.get("lag")), ","), only_if="lag"),
-            _Row("last record age", _age),
-            _Row("uptime", lambda v, now: _duration(_number(v.latest.get("uptime_s")))),
-            _Row("records", lambda v, now: f"{v.records:,}"),
-            _Row("window rate history", self._spark),
-        ]
-
-    def _spark(self, view: _WorkerView, now: float) -> Text:
-        """The sparkline of the worker's windowed rates (scaled from 0) and their maximum."""
-        rates = list(view.history)
-        known = [r for r in rates if r is not None]
-        top = max(known) if known else None
-        line = sparkline(rates, self.spark_width, lo=0.0)
-        text = Text(line, style="magenta")
-        text.append(f" max {_fmt(top, '.3f')}", style="dim")
-        return text
-
-
-def _newer(rec: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
-    """Whether ``rec`` replaces ``than`` as the latest (by ``ts``; True when either has none)."""
-    a, b = _number(rec.get("ts")), _number(than.get("ts"))
-    return a is None or b is None or a >= b
-
-
-def _number(value: Any) -> float | None:
-    """A finite JSON number as a float, else None (booleans are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return _finite(float(value))
+    def _spark(self, history: Iterable[float | None], top: float | None) -> Text:
+        """The sparkline of windowed rates, scaled from 0 to ``top`` (a flat 0 with no top)."""
+        return Text(sparkline(list(history), self.spark_width, lo=0.0, hi=top or None), style="magenta")
 
 
 def _fmt(value: Any, spec: str = ",") -> str:
@@ -415,79 +456,20 @@ def _fmt(value: Any, spec: str = ",") -> str:
     return format(value, "," if spec == "," else spec)
 
 
-def _pair(rec: Mapping[str, Any], a: str, b: str, spec: str) -> str:
-    """Two fields of ``rec`` as ``a / b``."""
-    return f"{_fmt(rec.get(a), spec)} / {_fmt(rec.get(b), spec)}"
+def _bound(rec: Mapping[str, Any]) -> Text:
+    """The mistake bound (R/γ)² while the window is separated (n/a otherwise), green while the
+    window's mistakes are within it, yellow past it."""
+    mistakes, bound = number(rec.get("window_mistakes")), number(rec.get("bound"))
+    if bound is None:
+        return Text("n/a", style="dim")
+    within = mistakes is not None and mistakes <= bound
+    return Text(f"{bound:,.4g}", style="green" if within else "yellow")
 
 
-def _window_rate(view: _WorkerView, now: float) -> str:
-    """The windowed mistake rate with its mistakes and labeled examples: ``0.0123 (12/1,000)``."""
-    rec = view.latest
-    rate = _fmt(rec.get("window_mistake_rate"), ".4f")
-    return f"{rate} ({_fmt(rec.get('window_mistakes'))}/{_fmt(rec.get('window_labeled'))})"
-
-
-def _gamma(view: _WorkerView, now: float) -> Text:
-    """γ of the window, or why there is none."""
-    gamma = view.latest.get("gamma")
-    if gamma is None:
-        return Text("n/a (window not separated)", style="dim")
-    return Text(_fmt(gamma, ".6g"))
-
-
-def _bound(view: _WorkerView, now: float) -> Text:
-    """``window_mistakes ≤ bound`` when the window is separated, else the mistakes alone."""
-    mistakes, bound = _number(view.latest.get("window_mistakes")), _number(view.latest.get("bound"))
-    shown = _fmt(view.latest.get("window_mistakes"))
-    if bound is None or mistakes is None:
-        return Text(f"{shown} · no bound")
-    if mistakes <= bound:
-        return Text(f"{shown} ≤ {bound:,.6g}", style="green")
-    return Text(f"{shown} > {bound:,.6g}", style="yellow")
-
-
-def _offsets(offsets: Any) -> str:
-    """``{"examples": {"0": 17, "1": 4}}`` → ``examples[0] 17, examples[1] 4``.
-
-    >>> _offsets({"in": {"1": 4, "0": 17}}), _offsets({}), _offsets(None)
-    ('in[0] 17, in[1] 4', 'none', 'n/a')
-    """
-    if not isinstance(offsets, dict):
-        return "n/a"
-    items = []
-    for topic in sorted(offsets):
-        parts = offsets[topic]
-        if isinstance(parts, dict):
-            for p in sorted(parts, key=lambda k: (len(str(k)), str(k))):
-                items.append(f"{topic}[{p}] {_fmt(parts[p])}")
-    if not items:
-        return "none"
-    more = len(items) - _MAX_OFFSETS_SHOWN
-    shown = ", ".join(items[:_MAX_OFFSETS_SHOWN])
-    return f"{shown} … (+{more})" if more > 0 else shown
-
-
-def _lag(lag: Any) -> int | float | None:
-    """The sum of the numbers in a ``lag`` field (a number, or nested per topic/partition).
-
-    >>> _lag({"in": {"0": 3, "1": 4}}), _lag(5), _lag(None), _lag({})
-    (7, 5, None, None)
-    """
-    if isinstance(lag, bool):
-        return None
-    if isinstance(lag, int | float):
-        return lag
-    if isinstance(lag, dict):
-        parts = [v for v in (_lag(x) for x in lag.values()) if v is not None]
-        return sum(parts) if parts else None
-    return None
-
-
-def _age(view: _WorkerView, now: float) -> Text:
-    """Time since the latest record was published (its ``ts``; else since it was received)."""
-    ts = _number(view.latest.get("ts"))
-    age = now - (ts if ts is not None else view.received)
-    return Text(_duration(max(age, 0.0)), style="red" if age > 60 else "")
+def _age(view: _SeriesView, now: float) -> float:
+    """Seconds since the series' newest record was published (its ``ts``; else since it was received)."""
+    ts = number(view.latest.get("ts"))
+    return max(now - (ts if ts is not None else view.received), 0.0)
 
 
 def _duration(seconds: float | None) -> str:
@@ -578,42 +560,89 @@ def run_plot(
 ) -> tuple[Path, int, int]:
     """Read ``topic`` to its end and plot its statistics records to the PNG ``out``.
 
-    Returns the path written, the number of records plotted and the number they were drawn
-    from: the worker's records with labeled examples, of which at most ``points`` (and the
-    latest) are plotted, evenly spaced through the topic (:class:`Thinned`), so a topic of any
-    length is read in bounded memory. When several workers (:func:`worker_key`) publish to the
-    topic, ``client_id`` picks one: a worker key, or a client id (its worker of the most recent
-    record); by default the worker of the most recent record is plotted and the others are named
-    in a warning. Raises :class:`NoStatsError` when the topic has no
-    statistics records to plot (it is empty, missing, or holds other records),
-    :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
+    The records of input partitions (README, "Statistics": ``topic`` and ``partition`` in each)
+    are drawn with :func:`~stream_perceptron.commands.plot.plot_partitions`: each partition's
+    ``E_n`` and the group's over all of them; a single partition's, with
+    :func:`~stream_perceptron.commands.plot.plot_stats`. ``client_id`` then keeps the partitions
+    whose newest record that client (or worker key, :func:`worker_key`) published. A topic of an
+    older worker's records only (no partition in them) is drawn as before: one worker's, the one
+    ``client_id`` names (a worker key, or a client id: its worker of the most recent record), by
+    default the worker of the most recent record, the others named in a warning. Records without
+    a partition beside records with one are not drawn (a line says how many).
+
+    Returns the path written, the number of records plotted and the number they were drawn from:
+    the drawn series' records with labeled examples, of which at most ``points`` in all (each
+    series an even share, and its latest) are plotted, evenly spaced through the topic
+    (:class:`Thinned`), so a topic of any length is read in bounded memory. Raises
+    :class:`NoStatsError` when the topic has no statistics records to plot (it is empty, missing,
+    or holds other records), :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot
+    be reached.
     """
     connect_s = _connect_timeout_s(kafka)
     check_reachable(kafka, connect_s)
-    workers: dict[str, _History] = {}
+    histories: dict[Series, _History] = {}
     values = 0
     for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
         values += 1
         if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
             continue
-        key = worker_key(value)
-        history = workers.get(key)
+        key = Series.of(value)
+        history = histories.get(key)
         if history is None:
-            history = workers[key] = _History(Thinned(points), str(value.get("client_id") or ""))
+            history = histories[key] = _History(Thinned(points))
+            share = max(1, points // len(histories))  # POINTS in all, evenly shared
+            for each in histories.values():
+                each.labeled.shrink(share)
         history.add(value)
-    if not workers:
+    if not histories:
         detail = (f"it holds {values} records, none a statistics record" if values
                   else "it is empty or does not exist")
         raise NoStatsError(f"no statistics records in topic {topic!r} ({detail}); "
                            "is a worker publishing to it (SP_TOPICS__STATS)?")
-    chosen = _pick_worker(workers, topic, client_id)
-    history = workers[chosen]
+    partitions = {s: h for s, h in histories.items() if not s.worker}
+    if not partitions:
+        workers = {s.worker: h for s, h in histories.items()}
+        chosen = _pick_worker(workers, topic, client_id)
+        return _plot_one(workers[chosen], topic, chosen, out, size)
+    older = sum(h.records for s, h in histories.items() if s.worker)
+    if older:
+        log.info("%d statistics records of %s name no partition (an older worker's): not drawn",
+                 older, topic)
+    if client_id is not None:
+        partitions = _held_by(partitions, topic, client_id)
+    named = labels(partitions)
+    if len(partitions) == 1:
+        ((series, history),) = partitions.items()
+        return _plot_one(history, topic, f"{series.topic}[{series.partition}]", out, size)
+    kept = {s: h.labeled.kept() for s, h in partitions.items()}
+    if not any(kept.values()):
+        raise NoStatsError(f"the {sum(h.records for h in partitions.values())} statistics records in"
+                           f" topic {topic!r} have no labeled examples yet: nothing to plot")
+    newest: dict[Partition, list[dict[str, Any]]] = {}
+    for series, records in kept.items():  # a partition of several models: each model's records
+        newest.setdefault((series.topic, series.partition), []).extend(records)
+    curve = group_curve(newest, points)
+    topics = sorted({s.topic for s in partitions})
+    title = f"stream-perceptron · {topic} · input {', '.join(topics)}"
+    path = plot_partitions({named[s]: kept[s] for s in partitions}, curve, out, title=title, size=size)
+    used = sum(len(records) for records in kept.values())
+    of = sum(h.labeled.seen for h in partitions.values())
+    spacing = "" if used == of else f" (at most {max(1, points // len(histories))} of each, evenly spaced)"
+    log.info("plotted %d statistics records of %d partitions of %s%s to %s", used, len(partitions),
+             topic, spacing, path)
+    return path, used, of
+
+
+def _plot_one(
+    history: _History, topic: str, name: str, out: Path, size: tuple[int, int],
+) -> tuple[Path, int, int]:
+    """Plot one series (:func:`plot_stats`): a worker's, or one input partition's."""
     labeled = history.labeled
     plotted = labeled.kept()
     if not plotted:
         raise NoStatsError(f"the {history.records} statistics records in topic {topic!r} have no "
                            "labeled examples yet: nothing to plot")
-    title = f"stream-perceptron · {topic}" + (f" · {chosen}" if chosen else "")
+    title = f"stream-perceptron · {topic}" + (f" · {name}" if name else "")
     path = plot_stats(plotted, out, title=title, size=size)
     thinned = "" if labeled.stride == 1 else f" (1 in {labeled.stride} of {labeled.seen}, evenly spaced)"
     log.info("plotted %d statistics records of %s%s to %s", len(plotted), topic, thinned, path)
@@ -622,20 +651,35 @@ def run_plot(
 
 @dataclass
 class _History:
-    """What ``plot`` holds of one worker's statistics records: how many, the latest ``ts``, and
-    an evenly spaced part of those with labeled examples, each cut to the fields drawn (a week of
-    a busy worker's records is millions; held whole, gigabytes)."""
+    """What ``plot`` holds of one series' statistics records: how many, the newest ``ts``, the
+    newest record's client id and worker key, and an evenly spaced part of those with labeled
+    examples, each cut to the fields drawn (a week of a busy worker's records is millions; held
+    whole, gigabytes)."""
 
     labeled: Thinned
     client_id: str = ""
+    worker: str = ""
     records: int = 0
     latest_ts: float = float("-inf")
 
     def add(self, value: dict[str, Any]) -> None:
         self.records += 1
-        self.latest_ts = max(self.latest_ts, _number(value.get("ts")) or 0.0)
+        ts = number(value.get("ts")) or 0.0
+        if ts >= self.latest_ts:
+            self.latest_ts = ts
+            self.client_id, self.worker = str(value.get("client_id") or ""), worker_key(value)
         if value.get("labeled"):
             self.labeled.add({key: value.get(key) for key in PLOTTED})
+
+
+def _held_by(partitions: Mapping[Series, _History], topic: str, client_id: str) -> dict[Series, _History]:
+    """The partitions whose newest record ``client_id`` published (a client id, or a worker key)."""
+    held = {s: h for s, h in partitions.items() if client_id in (h.client_id, h.worker)}
+    if not held:
+        known = ", ".join(sorted({h.client_id for h in partitions.values()}))
+        raise NoStatsError(f"no statistics records of client_id {client_id!r} in topic {topic!r} "
+                           f"(found: {known})")
+    return held
 
 
 def _pick_worker(workers: Mapping[str, _History], topic: str, client_id: str | None) -> str:

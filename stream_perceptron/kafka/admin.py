@@ -124,16 +124,20 @@ def reaching(kafka: KafkaSettings) -> Iterator[None]:
             raise KafkaEdgeError(f"cannot reach Kafka at {servers_text(kafka)}: {describe(exc)}") from None
 
 
-def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
-    """Which of ``names`` do not exist (asked without creating any)."""
+def _metadata_consumer(kafka: KafkaSettings, timeout_s: float) -> Any:
     check_reachable(kafka, timeout_s)
     with reaching(kafka):
-        consumer = KafkaConsumer(
+        return KafkaConsumer(
             **client_config(kafka),
             allow_auto_create_topics=False,
             enable_auto_commit=False,  # no group: nothing to commit (and no warning)
             bootstrap_timeout_ms=max(1_000, int(timeout_s * 1000)),
         )
+
+
+def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float = 30) -> list[str]:
+    """Which of ``names`` do not exist (asked without creating any)."""
+    consumer = _metadata_consumer(kafka, timeout_s)
     try:
         existing = consumer.topics()
     except KafkaError as exc:
@@ -143,11 +147,26 @@ def missing_topics(kafka: KafkaSettings, names: Iterable[str], timeout_s: float 
     return [name for name in names if name not in existing]
 
 
-def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30) -> None:
-    """Create each topic (name -> partition count) that does not exist yet.
+def partition_count(kafka: KafkaSettings, topic: str, timeout_s: float = 30) -> int | None:
+    """How many partitions ``topic`` has (None: it does not exist)."""
+    consumer = _metadata_consumer(kafka, timeout_s)
+    try:
+        consumer.topics()  # the cluster's metadata, fetched
+        found = consumer.partitions_for_topic(topic)
+    except KafkaError as exc:
+        raise KafkaEdgeError(f"cannot read topics at {servers_text(kafka)}: {describe(exc)}") from None
+    finally:
+        consumer.close()
+    return len(found) if found else None
 
-    Idempotent: existing topics are left as they are (their partition count is not
-    changed). The replication factor is the cluster default (-1) on brokers >= 2.4, else 1.
+
+def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: float = 30,
+                  configs: Mapping[str, str] | None = None) -> None:
+    """Create each topic (name -> partition count) that does not exist yet, with the topic
+    ``configs`` given (``{"cleanup.policy": "compact"}``; the broker's defaults otherwise).
+
+    Idempotent: existing topics are left as they are (their partition count and configs are
+    not changed). The replication factor is the cluster default (-1) on brokers >= 2.4, else 1.
     Raises :class:`KafkaEdgeError` when the cluster cannot be reached within ``timeout_s``
     or refuses to create a topic.
     """
@@ -162,7 +181,7 @@ def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: fl
             f"cannot reach Kafka at {servers_text(kafka)} to create topics: {describe(exc)}"
         ) from None
     try:
-        _create_topics(admin, topics, timeout_ms)
+        _create_topics(admin, topics, timeout_ms, configs or {})
     except KafkaError as exc:
         raise KafkaEdgeError(
             f"cannot create topics {sorted(topics)} at {servers_text(kafka)}: {describe(exc)}"
@@ -171,10 +190,11 @@ def ensure_topics(kafka: KafkaSettings, topics: Mapping[str, int], timeout_s: fl
         admin.close()
 
 
-def _create_topics(admin: Any, topics: Mapping[str, int], timeout_ms: int) -> None:
+def _create_topics(admin: Any, topics: Mapping[str, int], timeout_ms: int, configs: Mapping[str, str]
+                   ) -> None:
     def request(replication: int) -> dict[str, Any]:
         spec = {
-            name: {"num_partitions": count, "replication_factor": replication}
+            name: {"num_partitions": count, "replication_factor": replication, "configs": dict(configs)}
             for name, count in topics.items()
         }
         result: dict[str, Any] = admin.create_topics(

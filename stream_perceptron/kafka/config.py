@@ -36,6 +36,26 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def transactional_id(kafka: KafkaSettings) -> str:
+    """The producer's ``transactional.id`` in the exactly-once mode: the group, the client id and
+    the host's name, ``<group_id>:<client_id>:<host>``.
+
+    Stable for one worker: a worker restarted on its host (a container restarted in its pod, a
+    service restarted by systemd) takes the id back, and its ``init_transactions`` at once aborts
+    the transaction its killed predecessor left open, which would otherwise hold back every
+    ``read_committed`` reader of the partitions it wrote until the broker's transaction timeout.
+    Distinct for workers on different hosts (each pod of a Deployment has its own host name), so
+    replicas sharing one configuration do not fence each other. Two workers of one group on one
+    host need distinct ``SP_KAFKA__CLIENT_ID`` values: with one id, each would fence the other's
+    producer at every start. Zombie workers are fenced by the group membership sent with the
+    offsets (KIP-447), not by this id, so it need not name the partitions.
+
+    >>> transactional_id(KafkaSettings(group_id="g", client_id="c")).startswith("g:c:")
+    True
+    """
+    return f"{kafka.group_id}:{kafka.client_id}:{socket.gethostname()}"
+
+
 def servers_text(kafka: KafkaSettings) -> str:
     """The bootstrap servers as configured, for messages."""
     return kafka.bootstrap_servers or "(unset)"

@@ -63,7 +63,12 @@ Differences from the kafka-python edge (same contract otherwise):
   commits made in a callback are not deferred.
 * ``isolation.level`` is ``read_uncommitted``, like kafka-python (librdkafka's default is
   ``read_committed``). Idempotent producing stays off, like kafka-python: tansu accepts it,
-  but a memory-only broker that restarts forgets producer ids and sequences.
+  but a memory-only broker that restarts forgets producer ids and sequences. In the
+  exactly-once mode (``transactional=True``; :mod:`.edge` says what raises when) the consumer
+  reads ``read_committed`` and the producer is transactional (so idempotent), with librdkafka's
+  ``init_transactions``, ``send_offsets_to_transaction`` (with the consumer's group metadata
+  taken at the latest assignment, KIP-447) and ``commit_transaction``, each call bounded by
+  ``request_timeout_ms`` and retried while librdkafka says it may be.
 
 librdkafka's log lines and client errors go to this module's logger, throttled (one per
 kind a minute, with a count of the suppressed ones); configurations are never logged.
@@ -76,6 +81,7 @@ import logging
 import operator
 import threading
 import time
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -93,6 +99,7 @@ from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.kafka.config import check_reachable, path_text, reveal, servers, servers_text
 from stream_perceptron.kafka.edge import (
     PRODUCER_MAX_BLOCK_MS,
+    TRANSACTION_TIMEOUT_MS,
     Batch,
     EdgeBase,
     Partition,
@@ -161,6 +168,13 @@ _MEMBERSHIP = frozenset(
         KafkaError.FENCED_INSTANCE_ID,
         KafkaError._ASSIGNMENT_LOST,
     }
+)
+
+# A transaction's offsets refused by the group coordinator: the member lost its partitions.
+_FENCED_MEMBER = _MEMBERSHIP | {KafkaError.FENCED_INSTANCE_ID}
+# The transactional producer was fenced: another took its id, or its epoch was bumped.
+_FENCED_PRODUCER = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
 
 # Delivery reports of records dropped by purge() (when a producer is closed).
@@ -318,6 +332,7 @@ class ConfluentEdge(EdgeBase):
         self._sends = 0
         self._fatal: str | None = None  # a fatal consumer error, raised by the next poll
         self._producer_fatal: str | None = None
+        self._producer_fatal_error: KafkaError | None = None
         self._assigning: list[Partition] | None = None  # the partitions being assigned
         # What this edge assigned last (librdkafka's assignment changes only through the
         # assign()/unassign() calls the rebalance callbacks make).
@@ -374,7 +389,7 @@ class ConfluentEdge(EdgeBase):
                 "session.timeout.ms": self._kafka.session_timeout_ms,
                 "heartbeat.interval.ms": self._kafka.heartbeat_interval_ms,
                 "partition.assignment.strategy": "range",
-                "isolation.level": "read_uncommitted",
+                "isolation.level": "read_committed" if self.transactional else "read_uncommitted",
                 "fetch.wait.max.ms": self._kafka.fetch_max_wait_ms,
                 "fetch.max.bytes": self._kafka.fetch_max_bytes,
                 "queued.min.messages": _PREFETCH_POLLS * self._kafka.max_poll_records,
@@ -404,11 +419,22 @@ class ConfluentEdge(EdgeBase):
                 "error_cb": self._on_producer_error,
             }
         )
+        if self.transactional:
+            config.update({"transactional.id": self.transactional_id, "enable.idempotence": True,
+                           "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
         return config
 
     def _new_producer(self) -> Producer:
+        """The producer (transactional, its transactions initialised, in the exactly-once mode)."""
         producer = Producer(self._producer_config())
-        self._producer_fatal = None  # a fatal error was the producer's this one replaces
+        self._producer_fatal = self._producer_fatal_error = None  # the replaced producer's
+        if self.transactional:
+            try:
+                self._retrying("initialising transactions",
+                               lambda: producer.init_transactions(self._timeout_ms / 1000))
+            except BaseException:
+                drop_and_close(producer)
+                raise
         return producer
 
     def _close_consumer(self, consumer: Consumer) -> None:
@@ -464,10 +490,16 @@ class ConfluentEdge(EdgeBase):
                 producer.flush(self._timeout_ms / 1000)
         except KafkaException as exc:
             log.warning("flushing the producer before closing it: %s", _describe(exc))
-        try:
-            drop_and_close(producer)
-        except KafkaException as exc:
-            log.warning("closing the producer: %s", _describe(exc))
+        # confluent-kafka's close() aborts an open transaction and warns (RuntimeWarning) when it
+        # cannot, as for a fenced producer: said here, as one line
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                drop_and_close(producer)
+            except KafkaException as exc:
+                log.warning("closing the producer: %s", _describe(exc))
+        for warning in seen:
+            log.warning("closing the producer: %s", warning.message)
         kept = [u for u in self._unsent if u.code not in _PURGED]
         dropped = len(self._unsent) - len(kept)  # one purge report per record
         self._unsent = kept
@@ -689,6 +721,7 @@ class ConfluentEdge(EdgeBase):
         commit is refused for the old generation) a warning is logged instead: the partitions
         are being reassigned and the next poll rejoins.
         """
+        self._refuse_if_transactional("commit")
         consumer = self._require(self._consumer)
         request = [
             TopicPartition(topic, partition, offset)
@@ -742,6 +775,7 @@ class ConfluentEdge(EdgeBase):
         ``produce`` is called with positional arguments ``(topic, value, key)``: the binding
         parses keywords more slowly, 1.00 against 0.77 µs a record (``docs/performance.md``,
         "Decisions")."""
+        self._check_sending()
         producer = self._require(self._producer)
         produce = producer.produce
         for key, value in zip(keys, values, strict=True):
@@ -753,12 +787,19 @@ class ConfluentEdge(EdgeBase):
         if before // _PRODUCER_POLL_EVERY != self._sends // _PRODUCER_POLL_EVERY:
             producer.poll(0)  # serve delivery reports now and then
 
-    def _send_retrying(self, producer: Producer, topic: str, key: bytes | None, value: bytes) -> None:
+    def _send_retrying(self, producer: Producer, topic: str, key: bytes | None, value: bytes,
+                       partition: int | None = None) -> None:
+        def produce() -> None:
+            if partition is None:
+                producer.produce(topic, value, key)
+            else:
+                producer.produce(topic, value, key, partition, on_delivery=self._on_delivery_to)
+
         def attempt() -> None:
             deadline = time.monotonic() + PRODUCER_MAX_BLOCK_MS / 1000
             while True:
                 try:
-                    producer.produce(topic, value, key)
+                    produce()
                     return
                 except BufferError:
                     if time.monotonic() >= deadline:
@@ -767,12 +808,16 @@ class ConfluentEdge(EdgeBase):
                         ) from None
                     producer.poll(0.05)  # serve delivery reports: frees queue space
 
-        self._retrying(f"sending to {topic}", attempt)
+        self._retrying(f"sending to {topic}", attempt, sending=True)
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        """Delivery report (only failures are reported), served by flush() / poll()."""
-        if err is None:
-            return
+    def _send_to(self, topic: str, key: bytes | None, value: bytes, partition: int) -> None:
+        self._send_retrying(self._require(self._producer), topic, key, value, partition)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any, *, explicit: bool = False) -> None:
+        """Delivery report (only failures are reported), served by flush() / poll(); the
+        partition is kept for a record sent to one explicitly (``explicit``)."""
+        if err is None or self.transactional and err.code() in _PURGED:
+            return  # a record an abort dropped: its transaction has ended, no failure of the next
         value = msg.value()
         self._unsent.append(
             Unsent(
@@ -782,13 +827,25 @@ class ConfluentEdge(EdgeBase):
                 _transient(err),
                 _describe_error(err),
                 err.code(),
+                msg.partition() if explicit else None,
             )
         )
+
+    def _on_delivery_to(self, err: KafkaError | None, msg: Any) -> None:
+        """The delivery report of a record sent to an explicit partition."""
+        self._on_delivery(err, msg, explicit=True)
 
     def _flush_once(self) -> str | None:
         """One flush round; a description of what is still unacknowledged, or None."""
         producer = self._require(self._producer)
-        remaining = producer.flush(self._timeout_ms / 1000)
+        try:
+            remaining = producer.flush(self._timeout_ms / 1000)
+        except KafkaException as exc:  # a transactional producer's fatal error
+            if not self._in_transaction:
+                raise
+            raise self._failed_transaction("flush failed", exc) from None
+        if self._producer_fatal_error is not None and self._in_transaction:
+            raise self._failed_transaction("flush failed", KafkaException(self._producer_fatal_error))
         if self._producer_fatal is not None:
             fatal = self._producer_fatal
             self._replace_producer()
@@ -808,7 +865,7 @@ class ConfluentEdge(EdgeBase):
 
     def _on_producer_error(self, err: KafkaError) -> None:
         if err.fatal():
-            self._producer_fatal = _describe_error(err)
+            self._producer_fatal, self._producer_fatal_error = _describe_error(err), err
             log.error("Kafka producer: fatal error: %s", self._producer_fatal)
         else:
             self._client_error("producer", err)
@@ -840,6 +897,52 @@ class ConfluentEdge(EdgeBase):
     def log_held(self) -> None:
         """librdkafka's lines and this edge's own, still held back: all written, with counts."""
         self._log_overdue(every=True)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _membership(self) -> Any:
+        if self._closing:
+            # an assignment made inside close(): confluent-kafka's consumer calls wait for the
+            # close in progress (a deadlock on its own thread), and nothing commits after it
+            return self._membership_at_assignment
+        return self._require(self._consumer).consumer_group_metadata()
+
+    def _txn_begin(self, producer: Producer) -> None:
+        producer.begin_transaction()
+
+    def _txn_send_offsets(self, producer: Producer, offsets: dict[Partition, int], membership: Any) -> None:
+        request = [TopicPartition(t, p, offset) for (t, p), offset in offsets.items()]
+        self._answered("sending the offsets to the transaction", lambda: self._answer(
+            lambda: producer.send_offsets_to_transaction(request, membership, self._timeout_ms / 1000)))
+
+    def _txn_end(self, producer: Producer, *, commit: bool) -> None:
+        end = producer.commit_transaction if commit else producer.abort_transaction
+        self._answered("committing the transaction" if commit else "aborting the transaction",
+                       lambda: self._answer(lambda: end(self._timeout_ms / 1000)))
+
+    @staticmethod
+    def _answer(call: Any) -> bool:
+        """Make a transactional call: True once done, False when librdkafka says it may be made
+        again (it timed out); any other error is raised."""
+        try:
+            call()
+        except KafkaException as exc:
+            err = _error_of(exc)
+            if err is not None and err.retriable() and not err.txn_requires_abort() and not err.fatal():
+                return False
+            raise
+        return True
+
+    def _txn_kind(self, exc: Exception) -> str | None:
+        if not isinstance(exc, KafkaException):
+            return None
+        err = _error_of(exc)
+        code = None if err is None else err.code()
+        if code in _FENCED_PRODUCER:
+            return "producer"
+        if code in _FENCED_MEMBER:
+            return "member"
+        return "abortable"
 
     # -- helpers ---------------------------------------------------------------------------
 

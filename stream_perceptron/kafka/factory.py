@@ -4,11 +4,14 @@ loads no kafka-python, and kafka-python's edge no librdkafka."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
 
 
 def open_edge(
@@ -16,8 +19,17 @@ def open_edge(
     input_topic: str,
     on_assigned: Callable[[list[Partition]], None],
     on_revoked: Callable[[list[Partition]], None],
+    *,
+    transactional: bool = False,
 ) -> Edge:
-    """The Kafka edge of the configured backend (``kafka.backend``); both have one interface."""
+    """The Kafka edge of the configured backend (``kafka.backend``); both have one interface.
+
+    ``transactional`` (``SP_OUTPUT__GUARANTEE=exactly-once``) gives an edge whose producer is
+    transactional and whose consumer reads ``read_committed`` (:mod:`.edge`). Both backends
+    support it. On kafka-python its producer then runs in the worker's process even with
+    ``SP_KAFKA__PRODUCER_PROCESS`` (said in a log line): the transaction's offsets carry the
+    consumer's group membership, and the producer process carries no transactions.
+    """
     if kafka.backend == "confluent-kafka":
         try:
             from stream_perceptron.kafka.confluent_edge import ConfluentEdge
@@ -26,12 +38,15 @@ def open_edge(
                 "SP_KAFKA__BACKEND=confluent-kafka needs the confluent-kafka package"
                 f" (pip install 'stream-perceptron[confluent]'): {exc}"
             ) from None
-        edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked)
+        edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional)
         return edge
-    if kafka.producer_process:
+    if kafka.producer_process and transactional:
+        log.info("exactly-once: the producer runs in the worker's process (SP_KAFKA__PRODUCER_PROCESS"
+                 " carries no transactions)")
+    elif kafka.producer_process:
         from stream_perceptron.kafka.producer_process import SplitKafkaEdge
 
         return SplitKafkaEdge(kafka, input_topic, on_assigned, on_revoked)
     from stream_perceptron.kafka.python_edge import KafkaEdge
 
-    return KafkaEdge(kafka, input_topic, on_assigned, on_revoked)
+    return KafkaEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional)

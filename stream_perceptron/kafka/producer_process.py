@@ -30,6 +30,9 @@ as in one process; only the place differs:
   than the flush timeout plus :data:`REPLY_MARGIN_S` fails, and the child is killed.
 * A failure inside the child reaches the worker as one line (``["e", …]`` before it is ready,
   ``["x", …]`` after), which the worker raises.
+* Transactions (the exactly-once mode) are not carried over the pipe: the factory gives an
+  exactly-once worker the kafka-python edge with its producer in the worker's process
+  (:func:`stream_perceptron.kafka.factory.open_edge`), and this edge refuses to be transactional.
 * The child is ``python -m stream_perceptron.kafka.producer_process FD``: it imports the edge and
   kafka-python, not the model. Its settings, secrets included, come through the pipe, never
   through its command line or environment (the worker's ``SP_`` variables are left out of it).
@@ -40,6 +43,7 @@ Messages on the pipe are msgpack arrays whose first element names them:
 parent → child               child → parent              meaning
 ===========================  ==========================  ==========================================
 ``["s", topic, keys, vals]`` (nothing)                   send these records
+``["p", topic, key, val, p]`` (nothing)                   send this record to partition ``p``
 ``["f", timeout_s]``         ``["f", ok, unsent]``       flush; ``unsent``: failed deliveries
 ``["r"]``                    ``["r"]``                   replace the producer (permanent error)
 ``["c", graceful]``          ``["c"]``                   close the producer and exit
@@ -94,6 +98,9 @@ class SplitKafkaEdge(KafkaEdge):
     _log = log
 
     def _init_client_state(self) -> None:
+        if self.transactional:
+            raise KafkaEdgeError("the producer process carries no transactions: an exactly-once"
+                                 " edge keeps its producer in the worker's process")
         super()._init_client_state()
         self._child: subprocess.Popen[bytes] | None = None
         self._failure: str | None = None  # a send the child lost: sticky, see the module doc
@@ -170,10 +177,17 @@ class SplitKafkaEdge(KafkaEdge):
 
     def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
         """Hand the records to the producer process (in order; delivery is confirmed by flush)."""
+        self._hand_over(["s", topic, keys, values])
+
+    def _send_to(self, topic: str, key: bytes | None, value: bytes, partition: int) -> None:
+        """Hand the record for ``partition`` to the producer process (after what was sent)."""
+        self._hand_over(["p", topic, key, value, partition])
+
+    def _hand_over(self, message: list[Any]) -> None:
         conn = self._require(self._producer)
         self._check_child(conn)
         try:
-            conn.send_bytes(_encode(["s", topic, keys, values]))
+            conn.send_bytes(_encode(message))
         except OSError as exc:
             raise self._gone("sending", exc) from None
 
@@ -325,17 +339,21 @@ class _Child:
     def handle(self, message: list[Any]) -> bool:
         """Serve one message; True once the producer is closed."""
         edge, kind = self.edge, message[0]
-        if kind == "s":
+        if kind in ("s", "p"):
             if not self.failed:
                 try:
-                    edge.send_many(message[1], message[2], message[3])
+                    if kind == "s":
+                        edge.send_many(message[1], message[2], message[3])
+                    else:
+                        edge.send(message[1], message[2], message[3], message[4])
                 except KafkaEdgeError as exc:
                     self.failed = True
                     self.reply("x", str(exc))
         elif kind == "f":
             ok = _flush(edge, message[1])
             unsent, edge._unsent = edge._unsent, []
-            self.reply("f", ok, [[u.topic, u.key, u.value, u.retriable, u.error, u.code] for u in unsent])
+            self.reply("f", ok, [[u.topic, u.key, u.value, u.retriable, u.error, u.code, u.partition]
+                                 for u in unsent])
         elif kind == "r":
             edge._replace_producer()
             self.reply("r")

@@ -21,6 +21,19 @@ inside ``on_assigned`` / ``on_revoked`` this edge behaves as follows:
 * :meth:`~KafkaEdge.poll` and :meth:`~KafkaEdge.close` raise :class:`KafkaEdgeError`.
 
 An exception raised by a callback propagates out of the :meth:`~KafkaEdge.poll` that ran it.
+
+The exactly-once mode (``transactional=True``; :mod:`stream_perceptron.kafka.edge` says what raises
+when) uses kafka-python's transactional producer (3.0: ``init_transactions``,
+``send_offsets_to_transaction`` with the consumer's :class:`~kafka.structs.ConsumerGroupMetadata`,
+KIP-447) in this process; its waits are bounded here (kafka-python's own ``commit_transaction``
+and ``send_offsets_to_transaction`` wait without a bound). The membership sent with the offsets
+is the one taken at the latest assignment, not the consumer's current one: a kafka-python member
+whose poll interval ran out leaves the group and forgets its generation, and offsets sent with
+no generation (-1) and no member id are accepted by the group coordinator whoever holds the
+partitions (measured on Apache Kafka 4.1.1; see ``tests/integration/kafka/test_transactions.py``).
+Records are appended as in the other mode (:mod:`~stream_perceptron.kafka.fastpath.append` adds
+each partition to the transaction first, as ``send`` does); fetched batches are read by
+kafka-python's own code (the fetch fast path reads ``read_uncommitted`` only).
 """
 
 from __future__ import annotations
@@ -34,13 +47,17 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import (
     CommitFailedError,
+    FencedInstanceIdError,
     IllegalGenerationError,
     IllegalStateError,
+    InvalidProducerEpochError,
     KafkaError,
     KafkaTimeoutError,
+    ProducerFencedError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from kafka.errors import TransactionAbortedError as ClientTransactionAborted
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
 from stream_perceptron.errors import KafkaEdgeError
@@ -48,6 +65,7 @@ from stream_perceptron.kafka.admin import client_config, consumer_config, consum
 from stream_perceptron.kafka.config import check_reachable, describe, servers_text
 from stream_perceptron.kafka.edge import (
     PRODUCER_MAX_BLOCK_MS,
+    TRANSACTION_TIMEOUT_MS,
     Batch,
     EdgeBase,
     Partition,
@@ -70,6 +88,11 @@ _MEMBERSHIP_ERRORS = (
     IllegalGenerationError,
     UnknownMemberIdError,
 )
+
+# A transaction's offsets refused by the group coordinator: the member lost its partitions.
+_FENCED_MEMBER = (*_MEMBERSHIP_ERRORS, FencedInstanceIdError)
+# The transactional producer was fenced: another took its id, or its epoch was bumped.
+_FENCED_PRODUCER = (ProducerFencedError, InvalidProducerEpochError)
 
 
 class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
@@ -127,6 +150,7 @@ class KafkaEdge(EdgeBase):
                 **self._with_timeout(consumer_config(self._kafka)),
                 group_id=self._kafka.group_id,
                 enable_auto_commit=False,
+                isolation_level="read_committed" if self.transactional else "read_uncommitted",
                 auto_offset_reset="earliest",
                 session_timeout_ms=self._kafka.session_timeout_ms,
                 heartbeat_interval_ms=self._kafka.heartbeat_interval_ms,
@@ -164,7 +188,12 @@ class KafkaEdge(EdgeBase):
         return {**config, "bootstrap_timeout_ms": self._timeout_ms}
 
     def _new_producer(self) -> Any:
-        """The producer; whether :func:`append_many` takes its records is checked here, once."""
+        """The producer (transactional, its transactions initialised, in the exactly-once mode);
+        whether :func:`append_many` takes its records is checked here, once."""
+        transactions: dict[str, Any] = {}
+        if self.transactional:
+            transactions = {"transactional_id": self.transactional_id,
+                            "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS}
         producer = KafkaProducer(
             **self._with_timeout(client_config(self._kafka)),
             acks="all",
@@ -174,7 +203,14 @@ class KafkaEdge(EdgeBase):
             # the worker creates its output topics at start; one deleted since is an error, not
             # a topic silently recreated with the broker's defaults
             allow_auto_create_topics=False,
+            **transactions,
         )
+        if self.transactional:
+            try:  # waits max_block_ms an attempt; a retry waits on for the same answer
+                self._retrying("initialising transactions", producer.init_transactions)
+            except BaseException:
+                producer.close(timeout=0)
+                raise
         refusal = append_refusal(producer)
         self._appends, self._fast_paths["append"] = refusal is None, refusal
         return producer
@@ -300,8 +336,10 @@ class KafkaEdge(EdgeBase):
         Partitions not assigned are skipped. Transient failures are retried with backoff,
         then :class:`KafkaEdgeError` is raised. If the group has rebalanced meanwhile (the
         commit is refused for the old generation) a warning is logged instead: the
-        partitions are being reassigned and the next poll rejoins.
+        partitions are being reassigned and the next poll rejoins. A transactional edge
+        raises :class:`KafkaEdgeError`: its offsets go with :meth:`commit_transaction`.
         """
+        self._refuse_if_transactional("commit")
         consumer = self._require(self._consumer)
         request = {
             TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
@@ -331,6 +369,7 @@ class KafkaEdge(EdgeBase):
         are appended to the producer's batches in one call (:mod:`~stream_perceptron.kafka.fastpath.append`)
         where that is exactly what ``KafkaProducer.send`` would do, else sent one by one.
         """
+        self._check_sending()
         producer = self._require(self._producer)
         partition = self._only_partition(producer, topic)
         send, unsent = producer.send, self._record_unsent
@@ -348,8 +387,20 @@ class KafkaEdge(EdgeBase):
                 future = self._send_retrying(producer, topic, key, value)
             future.add_errback(unsent, topic, key, value)
 
-    def _send_retrying(self, producer: Any, topic: str, key: bytes | None, value: bytes) -> Any:
-        return self._retrying(f"sending to {topic}", lambda: producer.send(topic, value=value, key=key))
+    def _send_retrying(self, producer: Any, topic: str, key: bytes | None, value: bytes,
+                       partition: int | None = None) -> Any:
+        return self._retrying(
+            f"sending to {topic}", lambda: producer.send(topic, value=value, key=key, partition=partition),
+            sending=True,
+        )
+
+    def _send_to(self, topic: str, key: bytes | None, value: bytes, partition: int) -> None:
+        producer = self._require(self._producer)
+        try:
+            future = producer.send(topic, value=value, key=key, partition=partition)
+        except KafkaError:
+            future = self._send_retrying(producer, topic, key, value, partition)
+        future.add_errback(self._record_unsent_to, partition, topic, key, value)
 
     @staticmethod
     def _only_partition(producer: Any, topic: str) -> int | None:
@@ -362,8 +413,19 @@ class KafkaEdge(EdgeBase):
         return 0 if partitions == {0} else None
 
     def _record_unsent(self, topic: str, key: bytes | None, value: bytes, exc: Any) -> None:
+        if isinstance(exc, ClientTransactionAborted):
+            return  # dropped by an abort: its transaction has ended, it is no failure of the next
         retriable = bool(getattr(exc, "retriable", False))
         self._unsent.append(Unsent(topic, key, value, retriable, describe(exc)))
+
+    def _record_unsent_to(
+        self, partition: int, topic: str, key: bytes | None, value: bytes, exc: Any
+    ) -> None:
+        """:meth:`_record_unsent` for a record sent to ``partition`` explicitly."""
+        if isinstance(exc, ClientTransactionAborted):
+            return
+        retriable = bool(getattr(exc, "retriable", False))
+        self._unsent.append(Unsent(topic, key, value, retriable, describe(exc), partition=partition))
 
     def _flush_once(self) -> str | None:
         """One flush round; a description of what is still unacknowledged, or None."""
@@ -372,7 +434,56 @@ class KafkaEdge(EdgeBase):
             producer.flush(timeout=self._timeout_ms / 1000)
         except KafkaTimeoutError:
             return f"records not acknowledged within {self._timeout_ms} ms"
+        except KafkaError as exc:
+            # a batch failed in a transaction: kafka-python 3.0.12's flush may raise
+            # UnknownError("Future not done") before the records' errbacks have run
+            if not self._in_transaction:
+                raise
+            self._settle_unsent()  # raises, naming the failed delivery, when one is known
+            kept = producer._transaction_manager.last_error  # what failed the transaction
+            raise self._failed_transaction(
+                "records of the transaction were not delivered", kept if kept is not None else exc
+            ) from None
         return self._settle_unsent()
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _membership(self) -> Any:
+        return self._require(self._consumer).group_metadata()
+
+    def _txn_begin(self, producer: Any) -> None:
+        producer.begin_transaction()
+
+    def _txn_send_offsets(self, producer: Any, offsets: dict[Partition, int], membership: Any) -> None:
+        request = {
+            TopicPartition(t, p): OffsetAndMetadata(offset, "", -1) for (t, p), offset in offsets.items()
+        }
+        # KafkaProducer.send_offsets_to_transaction, with a bounded wait
+        result = producer._transaction_manager.send_offsets_to_transaction(request, membership)
+        producer._sender.wakeup()
+        self._answered("sending the offsets to the transaction",
+                       lambda: bool(result.wait(timeout_ms=self._timeout_ms)))
+
+    def _txn_end(self, producer: Any, *, commit: bool) -> None:
+        # KafkaProducer.commit_transaction / abort_transaction, with a bounded wait
+        manager = producer._transaction_manager
+        result = manager.begin_commit() if commit else manager.begin_abort()
+        producer._sender.wakeup()
+        self._answered("committing the transaction" if commit else "aborting the transaction",
+                       lambda: bool(result.wait(timeout_ms=self._timeout_ms)))
+
+    def _txn_kind(self, exc: Exception) -> str | None:
+        if not isinstance(exc, KafkaError):
+            return None
+        # a call made in an error state raises a plain KafkaError naming the error it keeps
+        manager = getattr(self._producer, "_transaction_manager", None)
+        kept = manager.last_error if manager is not None and type(exc) is KafkaError else None
+        for error in (exc, kept):
+            if isinstance(error, _FENCED_PRODUCER):
+                return "producer"
+            if isinstance(error, _FENCED_MEMBER):
+                return "member"
+        return "abortable"
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ import numpy.typing as npt
 from river import base
 
 from stream_perceptron.errors import DimensionError
+from stream_perceptron.model import dense_pass
 from stream_perceptron.model.hashing import FeatureHasher
 from stream_perceptron.model.labels import LabelSpace, Signs
 from stream_perceptron.model.sparse import SparseRows, dot_rows, segment_sums
@@ -549,7 +550,9 @@ class Perceptron(base.Classifier):
         The scores of a whole block come from one vectorised product; the block is cut at its
         first mistake, the update applied, and scoring resumes from the next row. Block sizes
         adapt (grow while the model is right, shrink after mistakes), so a model that is mostly
-        right costs about one pass of array arithmetic.
+        right costs about one pass of array arithmetic. Dense rows without averaging take
+        :mod:`~stream_perceptron.model.dense_pass`: its loop only decides the mistakes, from
+        margins with a bounded rounding error, and every row is scored after it.
 
         ``y`` holds labels as :meth:`learn_one` takes them (0 is the negative class). A row is
         unlabeled (scored, never learned) where the mask ``labeled`` is False, or where ``y``
@@ -565,13 +568,16 @@ class Perceptron(base.Classifier):
         m = self._matrix(X)
         n = len(m)
         signs = self._labels.signs(y, n, labeled)
-        scores = np.empty(n, dtype=np.float64)
-        flags = np.zeros(n, dtype=np.bool_)
         if isinstance(m, SparseRows):
             w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
         else:
             w, width = self._ensure_dim(m.shape[1]), m.shape[1]
+        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
         average = self.average
+        if not average and not isinstance(m, SparseRows):
+            return self._learn_dense(m, signs, w, max_block)
+        scores = np.empty(n, dtype=np.float64)
+        flags = np.zeros(n, dtype=np.bool_)
         if average:
             self._ensure_u(len(w))  # u as wide as θ
             served = np.empty(n, dtype=np.float64)
@@ -580,7 +586,6 @@ class Perceptron(base.Classifier):
             served = scores
         # NaN for unlabeled rows: NaN * score <= 0 is False, so they are never mistakes
         lab_f = np.where(signs != 0, signs, np.nan)
-        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
         score = _Scorer(m, max_block)
         # ‖θ‖ of the rows from each start on: filled in once at the end, not per block
         starts, norms = [0], [self.norms()]
@@ -617,6 +622,18 @@ class Perceptron(base.Classifier):
         predictions: npt.NDArray[np.int8] = np.where(served > 0, 1, -1).astype(np.int8)
         served_mistakes = (signs != 0) & (signs * served <= 0)
         return BatchResult(scores, predictions, flags, signs, norm, norm_aug, served, served_mistakes)
+
+    def _learn_dense(self, m: FloatArray, signs: Signs, w: FloatArray, max_block: int) -> BatchResult:
+        """learn_many over a dense matrix without averaging (:mod:`.dense_pass`)."""
+        out = dense_pass.learn_dense(m, signs, w, self._b, self.norms(), self.fit_intercept, max_block)
+        if out.n_mistakes:
+            self._b = out.intercept
+            self._sq = None  # dense updates: the full sum, when asked
+            self._mistakes += out.n_mistakes
+        predictions: npt.NDArray[np.int8] = np.where(out.scores > 0, 1, -1).astype(np.int8)
+        # the served model is θ: its errors are the mistakes (y·score ≤ 0 on labeled rows)
+        return BatchResult(out.scores, predictions, out.mistakes, signs, out.theta_norm,
+                           out.theta_norm_aug, out.scores, out.mistakes.copy())
 
     def _serve(self, m: Rows, served: FloatArray, scores: FloatArray, steps: npt.NDArray[np.int64],
                i: int, stop: int) -> None:

@@ -17,7 +17,6 @@ This module knows no Kafka.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import logging
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 
 FORMAT = "stream-perceptron-checkpoint"
 VERSION = 1
-LOCK_NAME = ".lock"
-"""The file under a checkpoint directory whose `flock` marks the directory taken."""
 _NAME = re.compile(r"^ckpt-(\d{12})\.json$")
 _MODEL_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -128,53 +125,6 @@ class CheckpointStore:
         self.directory = Path(directory)
         self.keep = keep
         self._seq = 0  # the highest sequence number this store has written or seen
-        # the partitions each kept checkpoint holds, by sequence number (valid files only: a
-        # damaged one is never restored); None for one that could not be read
-        self._held: dict[int, frozenset[tuple[str, int]] | None] = {}
-        self._lock_fd: int | None = None
-
-    def lock(self) -> None:
-        """Take the directory for this process: an exclusive ``flock`` on ``<dir>/.lock``, held
-        until :meth:`unlock` or the process ends (``kill -9`` included: the kernel releases it).
-
-        Two workers writing one directory would prune each other's files, and a restart would
-        restore the other's model and offsets. Raises :class:`CheckpointError` when another
-        process holds it, or when the directory cannot be created or written (a worker would
-        otherwise run without ever checkpointing); a path that exists and is not a directory is
-        left for :meth:`load` to name.
-        """
-        if self._lock_fd is not None:
-            return
-        d = self.directory
-        try:
-            _make_dir(d)
-            try:
-                fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-            except PermissionError:  # a lock file of another user (fit run as someone else): flock
-                fd = os.open(d / LOCK_NAME, os.O_RDONLY)  # works on a read-only descriptor too
-        except OSError as exc:
-            if (d.exists() or d.is_symlink()) and not d.is_dir():
-                return  # load() names it
-            raise CheckpointError(
-                f"checkpoint directory {d} cannot be used: {exc.strerror or exc}"
-                + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(d) else "")
-                + " (SP_CHECKPOINT__DIR)"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise CheckpointError(
-                f"checkpoint directory {self.directory} is in use by another process"
-                " (SP_CHECKPOINT__DIR): give each worker a directory of its own"
-            ) from None
-        self._lock_fd = fd
-
-    def unlock(self) -> None:
-        """Release :meth:`lock`'s hold, if any."""
-        fd, self._lock_fd = self._lock_fd, None
-        if fd is not None:
-            os.close(fd)
 
     def _files(self) -> list[tuple[int, Path]]:
         if not self.directory.is_dir():
@@ -219,7 +169,6 @@ class CheckpointStore:
             raise CheckpointError(
                 f"cannot move the checkpoints in {self.directory} aside: {exc.strerror or exc}"
             ) from None
-        self._held.clear()
         return aside
 
     def save(self, ckpt: Checkpoint) -> Path:
@@ -233,24 +182,16 @@ class CheckpointStore:
         (a directory that is briefly missing, or replaced) can never number the newest checkpoint
         below older ones.
         """
-        body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
-        header = orjson.dumps(
-            {
-                "format": FORMAT,
-                "version": VERSION,
-                "sha256": hashlib.sha256(body).hexdigest(),
-                "length": len(body),
-            }
-        )
+        data = serialize(ckpt)
         tmp: Path | None = None
         try:
-            _make_dir(self.directory)
+            make_dir(self.directory)
             files = self._files()
             seq = max(self._seq, files[-1][0] if files else 0) + 1
             path = self.directory / f"ckpt-{seq:012d}.json"
             tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
             with open(tmp, "wb") as fh:
-                fh.write(header + b"\n" + body + b"\n")
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -262,30 +203,12 @@ class CheckpointStore:
             raise CheckpointError(f"cannot write checkpoint in {self.directory}: {exc}") from exc
         self._seq = seq
         ckpt.seq, ckpt.path = seq, path
-        self._held[seq] = _partitions(ckpt)
-        for old_seq, old in files[: max(0, len(files) + 1 - self.keep)]:
+        for _, old in files[: max(0, len(files) + 1 - self.keep)]:
             try:
                 old.unlink(missing_ok=True)
             except OSError as exc:  # the new checkpoint is durable; the next save prunes again
                 log.warning("cannot remove old checkpoint %s: %s", old, exc)
-            else:
-                self._held.pop(old_seq, None)
         return path
-
-    def held_by_all(self) -> frozenset[tuple[str, int]]:
-        """The (topic, partition) pairs that every kept checkpoint holds an offset for.
-
-        A restart that falls back past a damaged newest file restores an older kept one, and
-        starts a partition that one never saw at the group's committed offset. Committing a
-        partition's offset is therefore safe only once every checkpoint a restart could fall
-        back to holds the partition (then the checkpoint's own offset wins); until then the
-        group's commit must stay at or before where this worker's learning of it began. A kept
-        file this store could not read counts as holding nothing.
-        """
-        held = [h for h in self._held.values() if h is not None]
-        if not held or len(held) < len(self._held):  # none known, or one that could not be read
-            return frozenset()
-        return frozenset.intersection(*held)
 
     def load(self) -> Checkpoint | None:
         """The newest valid checkpoint, or None when there is none; damaged ones are skipped.
@@ -309,33 +232,44 @@ class CheckpointStore:
             ) from None
         if files:
             self._seq = max(self._seq, files[-1][0])
-        newest: Checkpoint | None = None
         for seq, path in reversed(files):
             try:
-                ckpt = read(path, seq)
+                return read(path, seq)
             except CheckpointUnreadableError:
-                if newest is None:
-                    raise
-                self._held[seq] = None  # may be restored later: assume it holds nothing
-                continue
+                raise
             except CheckpointError as exc:
-                if newest is None:
-                    log.warning("skipping checkpoint %s: %s", path, exc)
-                continue
-            self._held[seq] = _partitions(ckpt)
-            if newest is None:
-                newest = ckpt
-        return newest
+                log.warning("skipping checkpoint %s: %s", path, exc)
+        return None
 
 
 def read(path: Path, seq: int = 0) -> Checkpoint:
-    """Read and verify one checkpoint file."""
+    """Read and verify one checkpoint file (:func:`parse`)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:  # pruned since it was listed
         raise CheckpointError(f"cannot read: {exc}") from exc
     except OSError as exc:
         raise CheckpointUnreadableError(f"cannot read checkpoint {path}: {exc}") from exc
+    return parse(raw, seq, path)
+
+
+def serialize(ckpt: Checkpoint) -> bytes:
+    """A checkpoint file's bytes: the header line, then the body line (``docs/checkpoint-format.md``)."""
+    body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
+    header = orjson.dumps(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "length": len(body),
+        }
+    )
+    return header + b"\n" + body + b"\n"
+
+
+def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> Checkpoint:
+    """Verify and decode a checkpoint file's bytes (as :func:`serialize` writes them);
+    :class:`CheckpointError` saying what is wrong when they are not a valid checkpoint."""
     head, sep, rest = raw.partition(b"\n")
     try:
         header = orjson.loads(head)
@@ -374,11 +308,7 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
         raise CheckpointError(f"body is not a checkpoint: {type(exc).__name__}: {exc}") from None
 
 
-def _partitions(ckpt: Checkpoint) -> frozenset[tuple[str, int]]:
-    return frozenset((t, p) for t, ps in ckpt.offsets.items() for p in ps)
-
-
-def _make_dir(directory: Path) -> None:
+def make_dir(directory: Path) -> None:
     """Create ``directory`` and its missing ancestors durably: a directory made here survives a
     power loss once its parent's entry is fsynced (POSIX; ext4 and XFS mostly do it anyway)."""
     missing = []

@@ -2,14 +2,18 @@
 
 Guarantees (README, "Guarantees"):
 
-* The checkpoint is authoritative. On start the worker restores the newest valid checkpoint;
-  on assignment it seeks each partition to the checkpoint's offset (the group's committed offset
-  only for partitions the checkpoint has never seen). A restart therefore resumes with exactly
-  the state it checkpointed and reprocesses what came after.
-* Before a checkpoint is written, the producer is flushed, so every input offset the checkpoint
+* The partition owns its state. Each input partition has a model, statistics and next offset of
+  its own (:class:`~stream_perceptron.worker.partition.PartitionState`); a record is scored and
+  learned with its partition's state only. On assignment the worker claims the partition in the
+  store, restores its newest stored state (else the seed, else zero weights) and seeks to the
+  state's offset (the group's committed offset only for a partition with no state). It never
+  reuses what it remembers of a partition it held before. A partition's outputs and model are
+  therefore a function of its records in offset order, whichever worker holds it.
+* Before a partition's state is stored, the producer is flushed, so every input offset the state
   covers has its prediction (or dead letter) acknowledged by the broker. Kafka offsets are
-  committed only after the checkpoint is durable. Outputs are at least once; a record
-  re-emitted after a restart is identical to the first (scores do not depend on batch cuts).
+  committed only after the state holding them is stored, and never below the group's committed
+  offset. Outputs are at least once; a record re-emitted after a restart or a move is identical to
+  the first (scores depend neither on batch cuts nor on other partitions).
 * Bad input never stops the loop: it goes to the dead-letter topic with its reason.
 * The shutdown of ``stream-perceptron run`` is bounded (``SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S``):
   past it the process exits 1 where it stands, as a SIGKILL would, which by the two points above
@@ -42,17 +46,18 @@ from stream_perceptron.kafka.admin import ensure_topics, missing_topics
 from stream_perceptron.kafka.edge import Batch, Edge, Partition
 from stream_perceptron.kafka.factory import open_edge
 from stream_perceptron.model.learner import Learner
-from stream_perceptron.model.perceptron import Perceptron
-from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
-from stream_perceptron.state.checkpoint import CheckpointStore, Offsets, new_model_id
+from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, Offsets
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
 from stream_perceptron.worker.observe import Observer
+from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
 from stream_perceptron.worker.progress import Progress
+from stream_perceptron.worker.stores import worker_store
+from stream_perceptron.worker.transactions import Transactions
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
@@ -68,38 +73,28 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress):
-    """One model, fed by one consumer, publishing to three topics, checkpointing to one directory."""
+class Worker(Checkpointing, Progress, Transactions):
+    """One consumer, one state per assigned input partition, three output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
         self.settings = settings
-        m, s = settings.model, settings.stats
-        self.learner = Learner(
-            Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
-                       max_names=settings.limits.max_names, average=m.average,
-                       hash_bits=m.hash_bits, hash_sign=m.hash_sign),
-            RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
-        )
-        self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+        self.store = worker_store(settings)
         self.limits = settings.limits.codec_limits()
         self.decoder = BatchDecoder(self.limits)
-        self.offsets: Offsets = {}
-        # The model's identity: minted here for a model that begins now, else the checkpoint's
-        # (restore), so a worker's statistics stay one series across restarts and moves.
-        self.model_id = new_model_id()
-        self.dead_letters_total = 0
-        # Where the model's width comes from, for the line that says records of another width are
-        # dead letters (None: the first dense record learned); and the kinds of record the model
-        # refuses that have had that line (once each: "names", "width")
-        self._width_from: str | None = "SP_MODEL__N_FEATURES" if m.n_features is not None else None
-        self._refusals_told: set[str] = set()
-        # The width was taken from a checkpoint (SP_MODEL__N_FEATURES unset) and no record has fitted
-        # the model since: a first record of another width then stops the worker (see _refuse_width)
-        self._width_unconfirmed: str | None = None
+        # The assigned partitions' states; those revoked stay readable in `released` (for a test or
+        # a caller inspecting a stopped worker) and are never reused: an assignment restores anew.
+        self.parts: dict[Partition, PartitionState] = {}
+        self.released: dict[Partition, PartitionState] = {}
+        # The seed: the newest checkpoint at the top of SP_CHECKPOINT__DIR (a `fit` checkpoint, or
+        # a version-1 worker's), which starts each partition that has no state of its own.
+        self.seed: Checkpoint | None = None
         self.counters = Counters()
+        # Why an assigned partition could not be opened (its stored states all damaged, another
+        # configuration's): raised by the loop after the poll whose rebalance met it.
+        self._refused: CheckpointError | SettingsError | None = None
+        self._exactly_once = settings.output.guarantee == "exactly-once"
+        self._in_transaction = False  # exactly-once: the interval's transaction is open
         self.checkpoint_ok = True
-        self.last_checkpoint_path: str | None = None
-        self._dirty = False
         # Statistics records sent since the last flush: a checkpoint confirms them even when the
         # model and offsets have not moved, so an idle worker notices a broker that stopped
         # acknowledging (its input stalls with it, and nothing else would ask for a flush).
@@ -117,12 +112,8 @@ class Worker(Checkpointing, Progress):
         # the others at DEBUG. At full speed both come due every few ms, and a worker runs for
         # months.
         self._routine_lines = Throttle(settings.log_every_seconds)
-        # Where each assigned partition started (checkpoint or group commit): the position of one
-        # with nothing processed yet, for lag and caught_up (never checkpointed).
-        self._starts: dict[Partition, int] = {}
-        # offsets of the last checkpoint not yet committed: partitions not every kept checkpoint
-        # holds (CheckpointStore.held_by_all), or whose commit failed; a revocation or shutdown
-        # hands them over. Kept only while the partition stays assigned (see _on_revoked).
+        # offsets of stored states whose commit failed; the next checkpoint or the hand-over
+        # sends them. Kept only while the partition stays assigned (see _on_revoked).
         self._withheld: dict[Partition, int] = {}
         # The shutdown has begun (its checkpoint flushes in full); its checkpoint failed, so the
         # revocation edge.close() then runs does not try again
@@ -135,7 +126,8 @@ class Worker(Checkpointing, Progress):
         self._deadline = ShutdownDeadline(bound, self._overran)
         self._started = time.monotonic()
         self.edge = edge or open_edge(
-            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked
+            settings.kafka, settings.topics.input, self._on_assigned, self._on_revoked,
+            transactional=self._exactly_once,
         )
         # a checkpoint's flush can retry for minutes while the broker is away; /healthz must
         # keep hearing from the worker, which is waiting, not hung
@@ -151,52 +143,59 @@ class Worker(Checkpointing, Progress):
         self._publish_labeled = out == "all"
         self._publish_unlabeled = out in ("all", "unlabeled")
 
+    # ------------------------------------------------------------------ views
+    @property
+    def held(self) -> dict[Partition, PartitionState]:
+        """The partitions' states held: those assigned, and those released since (readable,
+        never reused)."""
+        return {**self.released, **self.parts}
+
+    @property
+    def learner(self) -> Learner:
+        """The learner of the one partition held (assigned, else the last released)."""
+        held = self.parts or self.released
+        if len(held) != 1:
+            raise LookupError(f"the worker holds {len(held)} partitions' states, not one")
+        return next(iter(held.values())).learner
+
+    @property
+    def offsets(self) -> Offsets:
+        """The next offset of each partition held (assigned, or released last) that has one."""
+        out: Offsets = {}
+        for st in self.held.values():
+            if st.next_offset is not None:
+                out.setdefault(st.topic, {})[st.partition] = st.next_offset
+        return out
+
+    @property
+    def dead_letters_total(self) -> int:
+        """Dead letters of the partitions held, over their states' lifetimes."""
+        return sum(st.dead_letters for st in self.parts.values())
+
     # ------------------------------------------------------------------ lifecycle
     def restore(self) -> None:
-        """Load the newest valid checkpoint, if any (fails clearly on another configuration)."""
-        ckpt = self.store.load()
-        if ckpt is None:
-            damaged = self.store.files()
+        """Read the seed, if any, and check it fits this model's configuration (fails clearly
+        otherwise). Partitions' own states are restored when they are assigned."""
+        if self.settings.checkpoint.store == "directory":
+            self.store.open()  # a directory it cannot use stops the worker before it connects
+        seeds = CheckpointStore(self.settings.checkpoint.dir, self.settings.checkpoint.keep)
+        seed = seeds.load()
+        if seed is None:
+            damaged = seeds.files()
             if damaged:
                 raise CheckpointError(
-                    f"none of the {len(damaged)} checkpoint files in {self.store.directory} is valid"
-                    " (see the warnings above); refusing to start from zero weights: move them away"
-                    " to start afresh"
+                    f"none of the {len(damaged)} checkpoint files in {seeds.directory} is valid"
+                    " (see the warnings above); refusing to seed the partitions with zero weights:"
+                    " move them away to start afresh"
                 )
-            log.info("no checkpoint in %s: starting from zero weights (model %s)",
-                     self.store.directory, self.model_id)
             return
-        try:
-            model = self.learner.model
-            ckpt.check_config(model.config())
-            if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
-                model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
-            self.learner.restore(ckpt.model, ckpt.stats)
-            dead_letters = int(ckpt.stats.get("dead_letters", 0))
-            if self.settings.model.n_features is None and model.dim:
-                self._width_unconfirmed = str(ckpt.path)
-                self._width_from = (
-                    f"checkpoint {ckpt.path}'s, adopted with SP_MODEL__N_FEATURES unset; to learn"
-                    " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"
-                )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # the checksum holds, so the file is intact: written by something else, not damaged
-            raise CheckpointError(
-                f"checkpoint {ckpt.path} is intact but not one this worker can restore"
-                f" ({type(exc).__name__}: {exc}): move it away, or fix what wrote it"
-            ) from None
-        self.offsets = {t: dict(p) for t, p in ckpt.offsets.items()}
-        self.dead_letters_total = dead_letters
-        if ckpt.model_id is not None:  # None only for a Checkpoint not read from a file
-            self.model_id = ckpt.model_id
-        self.last_checkpoint_path = str(ckpt.path)
-        self._stats_seen, self._stats_time = self.learner.stats.seen, time.monotonic()
-        if self.observer is not None:
-            self.observer.stats({**self.learner.stats.snapshot(), "dead_letters": self.dead_letters_total})
+        # the configuration, and that a state can be built from it (raises CheckpointError)
+        PartitionState("seed", -1, new_learner(self.settings), 0).adopt(seed, self.settings, own=False)
+        self.seed = seed
         log.info(
-            "restored %s: model %s (%d features), %d updates, %d examples seen, offsets %s",
-            ckpt.path, self.model_id, self.learner.model.dim or 0, self.learner.model.mistakes,
-            self.learner.stats.seen, ckpt.offsets,
+            "seed %s: model %s (%d features), %d updates, offsets %s; it starts each partition"
+            " that has no stored state", seed.path, seed.model_id,
+            len(seed.model.get("weights") or []), int(seed.model.get("mistakes", 0)), seed.offsets,
         )
 
     def stop(self) -> None:
@@ -204,26 +203,18 @@ class Worker(Checkpointing, Progress):
         self._stop.set()
 
     def run(self, until: Callable[[Worker], bool] | None = None) -> int:
-        """Run until stopped (or ``until(self)`` is true); returns the process exit code.
-
-        The checkpoint directory is held (:meth:`CheckpointStore.lock`) from before the restore
-        to the end: a second worker on it stops with one line.
-        """
+        """Run until stopped (or ``until(self)`` is true); returns the process exit code."""
         log.info("effective settings: %s", redacted(self.settings))
-        self.store.lock()
         try:
             return self._run(until)
         finally:
             self._deadline.disarm()
-            self.store.unlock()
+            self.store.close()
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
         self.restore()
         self._install_signals()
         if self.observer is not None:
-            self.observer.model(self.model_id)
-            model = self.learner.model
-            self.observer.feature_names(model.n_names, model.name_limit)
             try:
                 self.observer.start()
             except OSError as exc:
@@ -258,6 +249,8 @@ class Worker(Checkpointing, Progress):
         chunk_records = self.settings.output.chunk_records
         while not self._stop.is_set():
             batches = self.edge.poll(poll_ms, max_records)
+            if self._refused is not None:  # a partition's state could not be restored
+                raise self._refused
             if self.observer is not None:
                 self.observer.polled()
             for batch in batches:
@@ -282,6 +275,7 @@ class Worker(Checkpointing, Progress):
             self._alive()
             try:
                 self._check_topics()
+                self.store.open()
                 self.edge.start()
                 return True
             except KafkaAuthError:
@@ -336,12 +330,15 @@ class Worker(Checkpointing, Progress):
             with self._deadline.during("closing the Kafka clients"):
                 self.edge.close()  # writes the client's lines it still holds back
                 self._deadline.disarm()  # done: what remains cannot wait on Kafka
-        c = self.counters
+        c, held = self.counters, list(self.held.values())
+        mistakes = sum(st.learner.stats.mistakes for st in held)
+        labeled = sum(st.learner.stats.labeled for st in held)
         log.info(
             "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
-            " %d updates, mistake rate %s",
+            " %d partitions last held: %d updates, mistake rate %s",
             c.records, c.predictions, c.dead_letters, c.checkpoints, c.checkpoint_failures,
-            self.learner.model.mistakes, self.learner.stats.snapshot()["mistake_rate"],
+            len(held), sum(st.learner.model.mistakes for st in held),
+            f"{mistakes / labeled:.6g}" if labeled else None,
         )
         return code
 
@@ -397,20 +394,100 @@ class Worker(Checkpointing, Progress):
             self.observer.rebalance()
             self.observer.assigned(self.edge.assignment())
         for topic, part in partitions:
-            mine = self.offsets.get(topic, {}).get(part)
-            start = mine if mine is not None else self.edge.committed(topic, part)
-            if start is not None:
-                self.edge.seek(topic, part, start)
-                self._starts[(topic, part)] = start
-            log.info(
-                "assigned %s[%d]: starting at %s (%s)", topic, part,
-                "the earliest offset" if start is None else start,
-                "checkpoint" if mine is not None else "group commit" if start is not None else "new",
+            try:
+                self._take(topic, part)
+            except (CheckpointError, SettingsError) as exc:
+                # raised from the poll that ran this callback (see _loop), not into the client,
+                # which would log it with a traceback before the edge passes it on
+                self._refused = exc
+                self._stop.set()
+                return
+
+    def _take(self, topic: str, part: int) -> None:
+        """Open ``topic[part]``'s state (:meth:`_open`) and seek the consumer to where it
+        resumes: its state's offset, else the group's commit (else the earliest offset)."""
+        st = self._open(topic, part)
+        st.committed = self.edge.committed(topic, part)
+        if (self._exactly_once and st.saved_at is not None and st.committed is not None
+                and (st.next_offset or 0) < st.committed):
+            st = self._caught_up_state(st)
+        st.start = st.next_offset if st.next_offset is not None else st.committed
+        if st.start is not None:
+            self.edge.seek(topic, part, st.start)
+        if st.saved_at is None and st.next_offset is None and st.committed:
+            log.warning(
+                "%s has no stored state but the group committed offset %d: its model starts"
+                " from %s there. If another worker learned it, the workers of one group must"
+                " share SP_CHECKPOINT__DIR (a shared volume) or use SP_CHECKPOINT__STORE=kafka",
+                st.name, st.committed, "the seed" if self.seed is not None else "zero weights",
             )
+        log.info(
+            "assigned %s: starting at %s (%s), from %s", st.name,
+            "the earliest offset" if st.start is None else st.start,
+            "stored state" if st.saved_at is not None
+            else "seed" if st.next_offset is not None
+            else "group commit" if st.start is not None else "new",
+            st.origin,
+        )
+
+    #: With exactly-once, how long an assignment waits for the state topic to show the state the
+    #: group's commit was made with: longer than the broker's transaction timeout (60 s), after
+    #: which a transaction left open by a killed worker is aborted and no longer holds it back.
+    state_wait_s = 75.0
+
+    def _caught_up_state(self, st: PartitionState) -> PartitionState:
+        """Exactly-once commits a partition's state and its offset in one transaction, so the
+        state stored is at the group's commit. A state behind it means the state topic's
+        newest records are held back from ``read_committed`` readers by a transaction still
+        open there (a worker killed in the middle of its commit): read again until they show,
+        for at most :attr:`state_wait_s`; after that go on from the state found, saying so."""
+        committed, deadline, said = st.committed, time.monotonic() + self.state_wait_s, False
+        while (st.next_offset or 0) < (committed or 0) and time.monotonic() < deadline:
+            if not said:
+                log.warning(
+                    "%s: the stored state is at %s, the group's commit at %d: waiting up to %.0f s"
+                    " for the state topic's open transaction to end", st.name, st.next_offset,
+                    committed, self.state_wait_s)
+                said = True
+            self._alive()
+            time.sleep(1.0)
+            st = self._open(st.topic, st.partition)
+            st.committed = committed
+        if (st.next_offset or 0) < (committed or 0):
+            log.warning("%s: the stored state stays at %s, behind the group's commit at %d: going on"
+                        " from it; the records between are processed again", st.name,
+                        st.next_offset, committed)
+        return st
+
+    def _open(self, topic: str, part: int) -> PartitionState:
+        """Claim ``topic[part]`` in the store and restore its newest stored state (else the seed,
+        else zero weights), replacing whatever this worker held of it before."""
+        key = (topic, part)
+        self.released.pop(key, None)
+        self.parts.pop(key, None)
+        st = PartitionState(topic, part, new_learner(self.settings), self.store.claim(topic, part))
+        if self.settings.model.n_features is not None:
+            st.width_from = "SP_MODEL__N_FEATURES"
+        stored = self.store.load(topic, part)
+        if stored is not None:
+            st.adopt(stored, self.settings, own=True)
+            log.info(
+                "restored %s: model %s (%d features), %d updates, %d examples seen, next offset %s",
+                stored.path or st.saved_at, st.model_id, st.learner.model.dim or 0,
+                st.learner.model.mistakes, st.learner.stats.seen, st.next_offset,
+            )
+        elif self.seed is not None:
+            st.adopt(self.seed, self.settings, own=False)
+        self.parts[key] = st
+        return st
+
+    def _state(self, topic: str, part: int) -> PartitionState:
+        """The state of ``topic[part]``, opened now if the partition arrived without an
+        assignment this worker saw (a caller feeding :meth:`process` directly)."""
+        st = self.parts.get((topic, part))
+        return st if st is not None else self._open(topic, part)
 
     def _on_revoked(self, partitions: list[Partition]) -> None:
-        for key in partitions:
-            self._starts.pop(key, None)
         if not partitions:
             return
         try:
@@ -421,91 +498,106 @@ class Worker(Checkpointing, Progress):
                          partitions)
             else:
                 log.info("revoked %s: checkpointing", partitions)
-                self.checkpoint("revocation")
+                self.checkpoint("revocation", handover=partitions)
         finally:
             # The hand-over has been tried. An offset still not committed is never sent later:
             # by then another worker may own the partition and have moved the group's commit on.
             for key in partitions:
                 self._withheld.pop(key, None)
+                st = self.parts.pop(key, None)
+                if st is not None:
+                    self.released[key] = st
         if self.observer is not None:
             gone = set(partitions)
+            self.observer.forget(gone)
             self.observer.assigned([tp for tp in self.edge.assignment() if tp not in gone])
 
     # ------------------------------------------------------------------ the batch
     def process(self, batch: Batch) -> None:
-        """Decode, score, learn and publish one partition's batch (offset order)."""
+        """Decode, score, learn and publish one partition's batch (offset order), with that
+        partition's state only."""
         n = len(batch)
         if not n:
             return
+        st = self._state(batch.topic, batch.partition)
+        if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
+            return
+        self._begun()  # exactly-once: what this batch sends goes into the interval's transaction
         self._open_batch = (
-            f"the batch of {batch.topic}[{batch.partition}] from offset {batch.offsets[0]} did not finish"
+            f"the batch of {st.name} from offset {batch.offsets[0]} did not finish"
         )
         dead_before, labeled, mistakes = self.counters.dead_letters, 0, 0
         decoded = self.decoder.decode_many(batch.values, batch.keys)
         for i, reason in decoded.rejected.items():
-            self._dead_letter(batch, i, reason)
+            self._dead_letter(st, batch, i, reason)
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
-        model = self.learner.model
+        learner = st.learner
+        model = learner.model
         start = 0
         while start < len(xs):
-            end = self.learner.chunk_end(xs, start)
+            end = learner.chunk_end(xs, start)
             names_refused = model.names_refused
             X, rejected = model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             start = end
-            if rejected and self._width_unconfirmed is not None and 0 in rejected:
-                self._refuse_width(batch, chunk_rows[0], rejected[0])
+            if rejected and st.width_unconfirmed is not None and 0 in rejected:
+                self._refuse_width(st, batch, chunk_rows[0], rejected[0])
             if rejected:
                 for k, reason in rejected.items():
-                    self._dead_letter(batch, chunk_rows[k], reason)
+                    self._dead_letter(st, batch, chunk_rows[k], reason)
                 k, reason = next(iter(rejected.items()))
                 # a chunk is all named or all dense rows: its refusals are all of one kind
-                self._tell_refusal(batch, chunk_rows[k], reason, names=model.names_refused > names_refused)
+                self._tell_refusal(st, batch, chunk_rows[k], reason,
+                                   names=model.names_refused > names_refused)
                 keep = [k for k in range(len(chunk_rows)) if k not in rejected]
                 chunk_rows = [chunk_rows[k] for k in keep]
                 chunk_ys = [chunk_ys[k] for k in keep]
                 chunk_ids = [chunk_ids[k] for k in keep]
             if chunk_rows:
-                self._width_unconfirmed = None  # the checkpoint's width fits the input
-                n_labeled, n_mistakes = self._learn_and_publish(X, batch, chunk_rows, chunk_ys, chunk_ids)
+                st.width_unconfirmed = None  # the stored state's width fits the input
+                n_labeled, n_mistakes = self._learn_and_publish(
+                    learner, X, batch, chunk_rows, chunk_ys, chunk_ids)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
-        self.offsets.setdefault(batch.topic, {})[batch.partition] = batch.offsets[-1] + 1
+        st.next_offset = batch.offsets[-1] + 1
+        st.dirty = True
         self._open_batch = None
         self.counters.records += n
         self._ckpt_policy.tick(n)
         self._stats_policy.tick(n)
-        self._dirty = True
         if self.observer is not None:
-            self.observer.batch(records=n, labeled=labeled, mistakes=mistakes,
-                                dead_letters=self.counters.dead_letters - dead_before)
-            self.observer.feature_names(model.n_names, model.name_limit)
+            self.observer.batch(topic=st.topic, partition=st.partition, records=n, labeled=labeled,
+                                mistakes=mistakes, dead_letters=self.counters.dead_letters - dead_before)
+            self.observer.feature_names(model.n_names, model.name_limit,
+                                        topic=st.topic, partition=st.partition)
 
-    def _refuse_width(self, batch: Batch, i: int, reason: str) -> None:
-        """The first record since the start does not fit the width the model took from a checkpoint
-        with ``SP_MODEL__N_FEATURES`` unset: every record would be a dead letter, so the worker stops
-        with one line (exit 2) instead. Nothing of the batch was learned and its offsets are not
-        advanced: a restart with the settings fixed processes it. Set ``SP_MODEL__N_FEATURES`` to the
-        checkpoint's width to keep the model and dead-letter the records that do not fit it."""
+    def _refuse_width(self, st: PartitionState, batch: Batch, i: int, reason: str) -> None:
+        """The partition's first record since its state was restored does not fit the width the
+        model took from a checkpoint with ``SP_MODEL__N_FEATURES`` unset: every record would be a
+        dead letter, so the worker stops with one line (exit 2) instead. Nothing of the batch was
+        learned and its offsets are not advanced: a restart with the settings fixed processes it.
+        Set ``SP_MODEL__N_FEATURES`` to the checkpoint's width to keep the model and dead-letter
+        the records that do not fit it."""
         self._open_batch = None  # the state is the restored one: nothing of this batch was learned
-        width = self.learner.model.dim or 0
+        width = st.learner.model.dim or 0
         raise SettingsError(
-            f"{batch.topic}[{batch.partition}]@{batch.offsets[i]}, the first record since the start,"
-            f" does not fit the model of checkpoint {self._width_unconfirmed} ({reason}); with"
+            f"{st.name}@{batch.offsets[i]}, the partition's first record since its state was"
+            f" restored, does not fit the model of checkpoint {st.width_unconfirmed} ({reason}); with"
             " SP_MODEL__N_FEATURES unset the width is the checkpoint's: point SP_CHECKPOINT__DIR at a"
             f" directory of this input's own, or set SP_MODEL__N_FEATURES={width} to keep the model"
             " and send the records that do not fit it to the dead-letter topic"
         )
 
-    def _tell_refusal(self, batch: Batch, i: int, reason: str, *, names: bool) -> None:
-        """Say at WARNING, once per kind, that the model refused the ``i``-th record of ``batch``
-        (a dead letter now) and that the records like it will follow: those bringing new names
-        past the bound (``names``), or those that do not fit the model's width. Each dead letter
-        is logged at DEBUG only; without this line a stream of them would pass unremarked."""
+    def _tell_refusal(self, st: PartitionState, batch: Batch, i: int, reason: str, *, names: bool) -> None:
+        """Say at WARNING, once per kind and partition, that the model refused the ``i``-th record
+        of ``batch`` (a dead letter now) and that the records like it will follow: those bringing
+        new names past the bound (``names``), or those that do not fit the model's width. Each
+        dead letter is logged at DEBUG only; without this line a stream of them would pass
+        unremarked."""
         kind = "names" if names else "width"
-        if kind in self._refusals_told:
+        if kind in st.refusals_told:
             return
-        self._refusals_told.add(kind)
-        where, model = f"{batch.topic}[{batch.partition}]@{batch.offsets[i]}", self.learner.model
+        st.refusals_told.add(kind)
+        where, model = f"{st.name}@{batch.offsets[i]}", st.learner.model
         if names:
             setting = "SP_MODEL__N_FEATURES" if model.n_features is not None else "SP_LIMITS__MAX_NAMES"
             log.warning(
@@ -516,7 +608,7 @@ class Worker(Checkpointing, Progress):
                 where, reason, setting, model.name_limit, model.n_names,
             )
         else:
-            origin = "" if self._width_from is None else f": that width is {self._width_from}"
+            origin = "" if st.width_from is None else f": that width is {st.width_from}"
             log.warning(
                 "%s went to the dead-letter topic: %s; so will every record that does not fit the"
                 " model's %d features (said once)%s",
@@ -524,14 +616,14 @@ class Worker(Checkpointing, Progress):
             )
 
     def _learn_and_publish(
-        self, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any]
+        self, learner: Learner, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any]
     ) -> tuple[int, int]:
-        """Learn the decoded rows ``rows`` of ``batch`` and publish their predictions; returns
-        (labeled, mistakes) among them."""
+        """Learn the decoded rows ``rows`` of ``batch`` with ``learner`` (the partition's) and
+        publish their predictions; returns (labeled, mistakes) among them."""
         y = np.array(ys, dtype=np.int8)
-        model = self.learner.model
+        model = learner.model
         before = model.mistakes
-        result, margin = self.learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
+        result, margin = learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
         counts = int((y != 0).sum()), int(result.mistakes.sum())
         if not (self._publish_labeled or self._publish_unlabeled):
             return counts
@@ -558,7 +650,7 @@ class Worker(Checkpointing, Progress):
         self.counters.predictions += len(values)
         return counts
 
-    def _dead_letter(self, batch: Batch, i: int, reason: str) -> None:
+    def _dead_letter(self, st: PartitionState, batch: Batch, i: int, reason: str) -> None:
         """Send the ``i``-th record of ``batch`` to the dead-letter topic with ``reason``."""
         offset, key, limits = batch.offsets[i], batch.keys[i], self.limits
         body = dead_letter_record(
@@ -570,5 +662,5 @@ class Worker(Checkpointing, Progress):
             key = None  # the record's key is too long to send; the dead letter keeps its start
         self.edge.send(self.settings.topics.dead_letter, key, encode(body))
         self.counters.dead_letters += 1
-        self.dead_letters_total += 1
+        st.dead_letters += 1
         log.debug("dead letter %s[%d]@%d: %s", batch.topic, batch.partition, offset, reason)

@@ -10,16 +10,29 @@ daemon thread answering
 
 The worker calls it once per poll batch (never per record); every method is cheap and thread-safe.
 
-**Counters follow the statistics.** The worker's statistics survive restarts (they are restored
-from the checkpoint) while a Prometheus counter starts at 0 in each process. So the counters that
-mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ← ``labeled``,
-``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else ``mistakes``),
-``dead_letters_total`` ← ``dead_letters``) are *raised* to the record's value by :meth:`Observer.stats`
-(incremented by the difference, never lowered), and advanced by :meth:`Observer.batch` in between.
-After a ``stats()`` call they equal the record's totals; at the first ``stats()`` after a restore
-they jump from this process's count to the restored total (``rate()`` sees one large increase,
-which is the truth: those examples were learned, by an earlier process). They never go down
-within a process. ``rebalances_total`` and ``checkpoints_total`` count this process only.
+**A series per input partition.** Each input partition has its own model and statistics, so the
+series that describe them carry the labels ``topic`` and ``partition`` (the input partition): the
+counters below, the statistics gauges, ``model_info`` (whose ``model_id`` label is the partition's
+model), ``feature_names``, ``feature_names_limit`` and ``consumer_lag``. A statistics record without
+``topic`` and ``partition`` (an older worker's) sets the series labelled ``topic=""``,
+``partition=""``, which PromQL reads as unlabelled. :meth:`Observer.forget` removes a revoked
+partition's series, so a worker exports only the partitions it holds, and the group's figures are
+sums over the workers' series (``sum(mistakes_total) / sum(labeled_examples_total)`` is the
+group's ``E_n``). What describes the worker itself is unlabelled: ``rebalances_total``,
+``checkpoints_total{result}``, the checkpoint age and duration, ``assigned_partitions``, ``ready``.
+
+**Counters follow the statistics.** A partition's statistics survive restarts and moves (they are
+restored with its state) while a Prometheus counter starts at 0 in each process. So the counters
+that mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ←
+``labeled``, ``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else
+``mistakes``), ``dead_letters_total`` ← ``dead_letters``) are *raised* to the record's value by
+:meth:`Observer.stats` (incremented by the difference, never lowered), and advanced by
+:meth:`Observer.batch` in between, each for its partition. After a ``stats()`` call a partition's
+counters equal its record's totals; at the first ``stats()`` after its state is restored they jump
+from this process's count to the restored total (``rate()`` sees one large increase, which is the
+truth: those examples were learned, by an earlier process or owner). They never go down while the
+partition stays; once forgotten, a partition that comes back starts again from 0 (a counter reset
+to ``rate()``). ``rebalances_total`` and ``checkpoints_total`` count this process only.
 
 **Readiness** (``/readyz``, and the ``ready`` gauge): ready iff :meth:`Observer.start` was called,
 the loop is live (see below), at least one partition is assigned, the last checkpoint attempt
@@ -40,7 +53,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
@@ -79,6 +92,31 @@ _STAT_GAUGES: dict[str, tuple[str, str]] = {
     "bound": ("mistake_bound", "The mistake bound (R/gamma)^2; NaN when undefined."),
     "examples_per_s": ("examples_per_second", "Examples per second between the last two statistics records."),
 }
+
+
+# the labels of a series that describes one input partition
+_PARTITION_LABELS = ("topic", "partition")
+Labels = tuple[str, str]
+"""The label values of one input partition's series: (topic, partition as text)."""
+
+_UNLABELLED: Labels = ("", "")
+"""The labels of a statistics record without ``topic`` and ``partition`` (an older worker's)."""
+
+
+def _labels(topic: str, partition: int) -> Labels:
+    return (str(topic), str(int(partition)))
+
+
+def _record_labels(snapshot: Mapping[str, Any]) -> Labels:
+    """The input partition a statistics record describes, or :data:`_UNLABELLED` without one.
+
+    >>> _record_labels({"topic": "in", "partition": 3}), _record_labels({"seen": 1})
+    (('in', '3'), ('', ''))
+    """
+    topic, part = snapshot.get("topic"), snapshot.get("partition")
+    if isinstance(topic, str) and isinstance(part, int) and not isinstance(part, bool):
+        return _labels(topic, part)
+    return _UNLABELLED
 
 
 def _number(value: Any) -> float:
@@ -130,12 +168,14 @@ class Observer:
         self._lags: dict[Partition, int] = {}
         self._checkpoint_ok: bool | None = None
         self._last_good_checkpoint: float | None = None
-        self._totals = dict.fromkeys(_FOLLOWING, 0)
+        self._totals: dict[Labels, dict[str, int]] = {}  # per partition: what each counter holds
+        self._model_ids: dict[Labels, str] = {}  # per partition: the model_id label exported
 
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         self._counters = {
-            name: Counter(PREFIX + name, doc, registry=reg) for name, (doc, _) in _FOLLOWING.items()
+            name: Counter(PREFIX + name, doc, _PARTITION_LABELS, registry=reg)
+            for name, (doc, _) in _FOLLOWING.items()
         }
         self._rebalances = Counter(PREFIX + "rebalances", "Partition assignments received.", registry=reg)
         self._checkpoints = Counter(
@@ -144,10 +184,9 @@ class Observer:
         for result in ("ok", "error"):
             self._checkpoints.labels(result)
         self._stat_gauges = {
-            key: Gauge(PREFIX + name, doc, registry=reg) for key, (name, doc) in _STAT_GAUGES.items()
+            key: Gauge(PREFIX + name, doc, _PARTITION_LABELS, registry=reg)
+            for key, (name, doc) in _STAT_GAUGES.items()
         }
-        for gauge in self._stat_gauges.values():
-            gauge.set(math.nan)
         Gauge(
             PREFIX + "checkpoint_age_seconds",
             "Seconds since the last successful checkpoint of this process (NaN before one).",
@@ -168,20 +207,26 @@ class Observer:
             lambda: 1.0 if self.readiness()[0] else 0.0
         )
         self._names = Gauge(
-            PREFIX + "feature_names", "Feature names the model indexes (0 while its input is dense).",
-            registry=reg,
+            PREFIX + "feature_names",
+            "Feature names the partition's model indexes (0 while its input is dense).",
+            _PARTITION_LABELS, registry=reg,
         )
         self._names_limit = Gauge(
             PREFIX + "feature_names_limit",
-            "The most feature names the model indexes: SP_LIMITS__MAX_NAMES (SP_MODEL__N_FEATURES when"
-            " set); records bringing names past it are dead-lettered. NaN when unbounded.",
-            registry=reg,
+            "The most feature names the partition's model indexes: SP_LIMITS__MAX_NAMES"
+            " (SP_MODEL__N_FEATURES when set); records bringing names past it are dead-lettered."
+            " NaN when unbounded.",
+            _PARTITION_LABELS, registry=reg,
         )
-        self._names_limit.set(math.nan)
-        self._model_info = Gauge(  # an info metric: 1, its label the information; none until named
-            PREFIX + "model_info", "The model this worker learns: 1, labelled with its model_id.",
-            ["model_id"], registry=reg,
+        self._model_info = Gauge(  # an info metric: 1, its labels the information; none until named
+            PREFIX + "model_info", "The model learned from the partition: 1, labelled with its model_id.",
+            [*_PARTITION_LABELS, "model_id"], registry=reg,
         )
+        # every series labelled by (topic, partition) alone, which forget() removes
+        self._partition_metrics: list[Counter | Gauge] = [
+            *self._counters.values(), *self._stat_gauges.values(), self._names, self._names_limit,
+            self._lag_gauge,
+        ]
 
     # ------------------------------------------------------------------ the server
     def start(self) -> None:
@@ -228,37 +273,68 @@ class Observer:
         with self._lock:
             self._last_poll = self._clock()
 
-    def batch(self, *, records: int, labeled: int, mistakes: int, dead_letters: int) -> None:
-        """Account for one poll batch: ``records`` consumed, of which ``dead_letters`` were rejected."""
+    def batch(self, *, topic: str, partition: int, records: int, labeled: int, mistakes: int,
+              dead_letters: int) -> None:
+        """Account for one poll batch of input partition ``topic``/``partition``: ``records``
+        consumed, of which ``dead_letters`` were rejected; its counters advance by these counts."""
         if min(records, labeled, mistakes, dead_letters) < 0 or dead_letters > records:
             raise ValueError(f"impossible batch counts: {records=} {labeled=} {mistakes=} {dead_letters=}")
         deltas = {"examples": records - dead_letters, "labeled_examples": labeled, "mistakes": mistakes,
                   "updates": mistakes, "dead_letters": dead_letters}
+        where = _labels(topic, partition)
         with self._lock:
+            totals = self._partition_totals(where)
             for name, delta in deltas.items():
-                self._raise_to(name, self._totals[name] + delta)
+                self._raise_to(where, name, totals[name] + delta)
             if records:
                 self._progress_since = self._clock()
 
-    def model(self, model_id: str) -> None:
-        """Name the model, once it is restored or begun: ``model_info{model_id="…"} 1``."""
-        self._model_info.clear()
-        self._model_info.labels(model_id).set(1)
-
-    def feature_names(self, in_use: int, limit: int | None) -> None:
-        """The feature names the model indexes, and the most it may (None: no bound)."""
-        self._names.set(in_use)
-        self._names_limit.set(math.nan if limit is None else limit)
+    def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:
+        """The feature names the model of ``topic``/``partition`` indexes, and the most it may
+        (None: no bound, exported as NaN)."""
+        where = _labels(topic, partition)
+        with self._lock:
+            self._names.labels(*where).set(in_use)
+            self._names_limit.labels(*where).set(math.nan if limit is None else limit)
 
     def stats(self, snapshot: Mapping[str, Any]) -> None:
-        """Set the gauges from a statistics record and raise the counters to its totals."""
+        """Take one statistics record: set its partition's gauges (None or a missing field: NaN),
+        raise its partition's counters to the record's totals, and name its model
+        (``model_info{topic, partition, model_id} 1``, replacing the partition's previous model).
+
+        The partition is the record's ``topic`` and ``partition``; a record without them (an older
+        worker's) sets the series labelled ``topic="", partition=""``."""
+        where = _record_labels(snapshot)
+        model_id = snapshot.get("model_id")
         with self._lock:
             for key, gauge in self._stat_gauges.items():
-                gauge.set(_number(snapshot.get(key)))
+                gauge.labels(*where).set(_number(snapshot.get(key)))
+            self._partition_totals(where)  # its counters exist from its first record, 0 if need be
             for name, (_, keys) in _FOLLOWING.items():
                 total = next((snapshot[k] for k in keys if snapshot.get(k) is not None), None)
                 if isinstance(total, int | float) and not isinstance(total, bool):
-                    self._raise_to(name, int(total))
+                    self._raise_to(where, name, int(total))
+            if isinstance(model_id, str) and model_id and self._model_ids.get(where) != model_id:
+                previous = self._model_ids.get(where)
+                if previous is not None:
+                    self._model_info.remove(*where, previous)
+                self._model_info.labels(*where, model_id).set(1)
+                self._model_ids[where] = model_id
+
+    def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Remove every series of these input partitions (revoked): their counters, statistics
+        gauges, ``model_info``, feature-name gauges and lag. A partition that comes back later
+        starts its counters again from 0, raised to its totals by its next :meth:`stats`."""
+        with self._lock:
+            for topic, part in partitions:
+                where = _labels(topic, part)
+                for metric in self._partition_metrics:
+                    metric.remove(*where)
+                model_id = self._model_ids.pop(where, None)
+                if model_id is not None:
+                    self._model_info.remove(*where, model_id)
+                self._totals.pop(where, None)
+                self._lags.pop((str(topic), int(part)), None)
 
     def checkpoint(self, *, ok: bool, duration_s: float) -> None:
         """Account for a checkpoint attempt; a failed one makes the worker unready until one succeeds."""
@@ -343,12 +419,22 @@ class Observer:
             return False, f"{what} (limit {self.liveness_timeout_s:g} s)"
         return True, what
 
-    def _raise_to(self, name: str, total: int) -> None:
-        """Raise counter ``name`` to ``total``; never lowers it."""
-        delta = total - self._totals[name]
+    def _partition_totals(self, where: Labels) -> dict[str, int]:
+        """What each counter of partition ``where`` holds; its series are made (at 0) the first time."""
+        totals = self._totals.get(where)
+        if totals is None:
+            totals = self._totals[where] = dict.fromkeys(_FOLLOWING, 0)
+            for counter in self._counters.values():
+                counter.labels(*where)
+        return totals
+
+    def _raise_to(self, where: Labels, name: str, total: int) -> None:
+        """Raise counter ``name`` of partition ``where`` to ``total``; never lowers it."""
+        totals = self._partition_totals(where)
+        delta = total - totals[name]
         if delta > 0:
-            self._counters[name].inc(delta)
-            self._totals[name] = total
+            self._counters[name].labels(*where).inc(delta)
+            totals[name] = total
 
     def _total_lag(self) -> int:
         return sum(max(v, 0) for v in self._lags.values())

@@ -19,7 +19,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.checkpoint import Checkpoint
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.helpers import worker_env, worker_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +135,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
 
 
 def checkpoint_offset(ckpt_dir: Path, topic: str, partition: int = 0) -> int:
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topic, partition)
     return 0 if ckpt is None else ckpt.offsets.get(topic, {}).get(partition, 0)
 
 
@@ -158,11 +159,18 @@ def rss_kb(pid: int) -> int:
 
 
 def ckpt_files(ckpt_dir: Path) -> list[Path]:
-    return sorted(ckpt_dir.glob("ckpt-*.json"))
+    """The checkpoint files of the input partitions' states under ``ckpt_dir`` (the rows here
+    use a one-partition input: those of its partition), oldest first."""
+    return sorted(ckpt_dir.glob("partitions/*/*/ckpt-*.json"), key=lambda p: p.name)
 
 
 def temp_files(ckpt_dir: Path) -> list[Path]:
-    return sorted(ckpt_dir.glob(".ckpt-*.json.tmp"))
+    return sorted(ckpt_dir.glob("partitions/*/*/.ckpt-*.json.tmp"), key=lambda p: p.name)
+
+
+def stored(ckpt_dir: Path, topic: str, partition: int = 0) -> Checkpoint | None:
+    """``topic[partition]``'s newest stored state under ``ckpt_dir`` (the directory store)."""
+    return DirectoryStore(ckpt_dir).load(topic, partition)
 
 
 def env_int(name: str, default: int) -> int:

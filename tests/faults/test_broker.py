@@ -25,7 +25,7 @@ from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka.admin import client_config, ensure_topics
 from stream_perceptron.kafka.edge import Edge, Partition, Retry
 from stream_perceptron.settings import CheckpointSettings, KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,
@@ -173,7 +173,7 @@ def assert_exact_against_input(kafka: KafkaSettings, ckpt_dir: Path, n: int,
     rows = [(v["x"], v["y"]) for _, _, _, v in read_topic(kafka, topics["input"])]
     assert len(rows) == n, f"the input topic holds {len(rows)} records, {n} were sent"
     model, ref = core_reference(rows, [y for _, y in rows])
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt is not None
     assert ckpt.offsets == {topics["input"]: {0: n}}
     assert ckpt.stats["seen"] == n  # nothing lost, nothing applied twice
@@ -366,6 +366,7 @@ def test_a_shutdown_past_its_deadline_exits_1_at_the_deadline_and_loses_nothing(
                      r" (interval|shutdown) checkpoint|committing|finishing the batch|closing the"
                      r" Kafka)", overran[0]), overran[0]
     resumes_from = overran[0].split("exiting 1 now; a restart resumes from ")[1].strip()
+    resumes_from = resumes_from.split(" from ", 1)[1]  # "<topic>[0] from <its newest file>"
     restored = (tmp_path / "final.log").read_text()
     assert f"restored {resumes_from}:" in restored, (resumes_from, restored[-3000:])
     assert "stopped: " not in after  # the shutdown never finished: the process ended mid-wait
@@ -411,7 +412,7 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path, ba
         reap(proc)
     own = own_since_frozen()
     assert any("not acknowledged" in ln for ln in own), own
-    assert CheckpointStore(tmp_path / "ckpt").load() is None  # nothing to write, nothing written
+    assert DirectoryStore(tmp_path / "ckpt").load(TOPICS["input"], 0) is None  # nothing to write
     print(f"\nthe worker's first own line, {said_s:.1f} s into the freeze: {own[0]}")
 
 

@@ -25,10 +25,11 @@ import pytest
 from kafka import KafkaProducer
 
 from stream_perceptron.kafka.admin import client_config
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.conftest import BACKENDS, is_tansu
 from tests.integration.helpers import (
     ThreadedWorker,
+    core_reference,
     encode_stream,
     noisy_stream,
     predictions_by_offset,
@@ -56,7 +57,8 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
     caplog.set_level(logging.INFO, logger="stream_perceptron")
     topics = topics_for(new_topic, partitions=PARTITIONS)
     n = 16_000
-    values = encode_stream(noisy_stream(n, d=6, noise=0.1, seed=41))
+    stream = noisy_stream(n, d=6, noise=0.1, seed=41)
+    values = encode_stream(stream)
     rng = random.Random(5)
     sent_to: dict[int, int] = dict.fromkeys(range(PARTITIONS), 0)
     producing_error: list[BaseException] = []
@@ -80,13 +82,14 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
             producing_error.append(exc)
 
     made = 0
+    shared = tmp_path / "states"  # one directory for the group (a shared volume)
 
     def new_worker() -> ThreadedWorker:
         nonlocal made
         made += 1
         name = f"w{made}"
         return ThreadedWorker(fault_settings(
-            fast_kafka(client_id=name, max_poll_records=200, backend=backend), topics, tmp_path / name,
+            fast_kafka(client_id=name, max_poll_records=200, backend=backend), topics, shared,
             checkpoint={"every_examples": 500, "every_seconds": 1})).start()
 
     anchor = new_worker()  # stays from start to end
@@ -149,15 +152,20 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
     crashes = [r for r in caplog.records
                if r.levelno >= logging.ERROR and r.name.startswith("stream_perceptron")]
     assert not crashes, [r.getMessage() for r in crashes[:5]]
-    # every worker's checkpoint is valid and consistent with what it saw
+    # every re-emitted prediction is the first one again, and each partition's stored model is
+    # the core's run over that partition's records in offset order: learned once, whoever held it
+    assert all(c == copies[0] for copies in preds.values() for c in copies)
     seen = 0
-    for i in range(1, made + 1):
-        ckpt = CheckpointStore(tmp_path / f"w{i}").load()
-        if ckpt is not None:
-            assert ckpt.stats["seen"] == ckpt.stats["labeled"]
-            seen += ckpt.stats["seen"]
+    for p in range(PARTITIONS):
+        rows = [(stream[i][0], stream[i][1]) for i in range(p, n, PARTITIONS)]
+        model, _ = core_reference(rows, [y for _, y in rows])
+        ckpt = DirectoryStore(shared).load(topics["input"], p)
+        assert ckpt is not None and ckpt.offsets == {topics["input"]: {p: sent_to[p]}}
+        assert ckpt.stats["seen"] == ckpt.stats["labeled"] == sent_to[p]
+        assert ckpt.model["weights"] == model.weights.tolist() and ckpt.model["mistakes"] == model.mistakes
+        seen += ckpt.stats["seen"]
     duplicates = sum(len(c) - 1 for c in preds.values())
-    assert seen >= n
+    assert seen == n
     per_worker = {w.worker.settings.kafka.client_id: (w.worker.counters.records,
                                                      w.worker.counters.rebalances)
                   for w, _ in [(anchor, 0), *stopped]}

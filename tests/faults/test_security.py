@@ -101,7 +101,7 @@ def _round_trip(kafka: KafkaSettings, tmp_path: Path, secrets: tuple[str, ...]) 
     outputs = b"".join(repr(v).encode() for name in ("stats", "predictions", "dead_letter")
                        for _, _, _, v in read_topic(kafka, topics[name]))
     assert b"client_id" in outputs  # the statistics records were read
-    checkpoints = b"".join(p.read_bytes() for p in (tmp_path / "ckpt").iterdir())
+    checkpoints = b"".join(p.read_bytes() for p in (tmp_path / "ckpt").rglob("*") if p.is_file())
     assert checkpoints
     for secret in secrets:
         assert secret not in text
@@ -230,7 +230,7 @@ def test_secrets_never_reach_logs_outputs_or_checkpoints(producer_process, fast_
     outputs = b"".join(
         repr(v).encode() for name in ("stats", "predictions", "dead_letter")
         for _, _, _, v in read_topic(plain, topics[name]))
-    checkpoints = b"".join(p.read_bytes() for p in (tmp_path / "ckpt").iterdir())
+    checkpoints = b"".join(p.read_bytes() for p in (tmp_path / "ckpt").rglob("*") if p.is_file())
     for secret in (PASSWORD, SSL_KEY_PASSWORD):
         assert secret not in text
         assert secret.encode() not in outputs

@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stream_perceptron import Perceptron
 from stream_perceptron.kafka.admin import client_config
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.helpers import topics_for
 
 from .support import LogTail, env_int, fault_settings, reap, rss_kb, start_worker, wait_until
@@ -34,7 +34,7 @@ SOAK_RECORDS = env_int("SP_FAULTS_SOAK_RECORDS", 200_000)
 D = 10
 WARM_UP = 0.2
 SEGMENTS = 10
-_LINE = re.compile(r"^(\S+ \S+) INFO\s+stream_perceptron\.worker: seen (\d+),")
+_LINE = re.compile(r"^(\S+ \S+) INFO\s+stream_perceptron\.worker: \d+ partitions: seen (\d+),")
 
 
 def _stream(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +91,7 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, f"only {tail.seen} of {n} after the deadline"
             samples.append({"seen": tail.seen, **_sample(proc.pid)})
-            for p in ckpt_dir.glob("ckpt-*.json"):
+            for p in ckpt_dir.glob("partitions/*/*/ckpt-*.json"):  # the one partition's states
                 try:
                     ckpt_sizes.setdefault(p.name, (p.stat().st_size, tail.seen))
                 except FileNotFoundError:  # pruned meanwhile
@@ -106,7 +106,7 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
     # nothing lost, nothing applied twice: the final checkpoint is the core's uninterrupted run
     model = Perceptron()
     model.learn_many(X, y)
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt.offsets == {topics["input"]: {0: n}} and ckpt.stats["seen"] == n
     assert ckpt.model["weights"] == model.weights.tolist()
     assert ckpt.model["mistakes"] == model.mistakes

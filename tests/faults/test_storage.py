@@ -16,7 +16,6 @@ import logging
 
 import pytest
 
-from stream_perceptron.state.checkpoint import CheckpointStore
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     ThreadedWorker,
@@ -29,7 +28,7 @@ from tests.integration.helpers import (
 )
 from tests.symlinks import point
 
-from .support import committed, fault_settings, wait_until
+from .support import committed, fault_settings, stored, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -66,8 +65,8 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
     tw = ThreadedWorker(settings).start()
     worker = tw.worker
     try:
-        wait_until(lambda: CheckpointStore(real).load() is not None
-                   and CheckpointStore(real).load().offsets.get(topics["input"]) == {0: n1},
+        wait_until(lambda: stored(real, topics["input"]) is not None
+                   and stored(real, topics["input"]).offsets.get(topics["input"]) == {0: n1},
                    60, "a checkpoint of the first part")
         wait_until(lambda: committed(kafka, topics["input"]) == {0: n1}, 20, "the commit")
         port = worker.observer.port
@@ -85,7 +84,7 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
                    "repeated checkpoint attempts")
         assert tw.thread.is_alive()
         # nothing committed past the last durable checkpoint
-        durable = CheckpointStore(real).load()
+        durable = stored(real, topics["input"])
         assert durable.offsets[topics["input"]] == {0: n1}
         assert committed(kafka, topics["input"]) == {0: n1}
         assert worker.offsets[topics["input"]][0] == n1 + n2  # processed further than durable
@@ -101,14 +100,14 @@ def test_checkpoint_storage_failing_then_returning(fast_kafka, new_topic, tmp_pa
         wait_until(lambda: worker.checkpoint_ok, 20, "checkpoint_ok to turn True again")
         wait_until(lambda: committed(kafka, topics["input"]) == {0: n1 + n2}, 20,
                    "the commit of everything")
-        assert CheckpointStore(real).load().offsets[topics["input"]] == {0: n1 + n2}
+        assert stored(real, topics["input"]).offsets[topics["input"]] == {0: n1 + n2}
         assert any("checkpoint storage works again" in r.getMessage() for r in caplog.records)
         wait_until(lambda: _readyz(port)[0] == 200, 20, "/readyz 200 again")
     finally:
         code = tw.stop()
     assert code == 0
     model, _ = core_reference(stream, [y for _, y in stream])
-    final = CheckpointStore(real).load()
+    final = stored(real, topics["input"])
     assert final.model["weights"] == model.weights.tolist()
     assert final.model["mistakes"] == model.mistakes
     assert final.stats["seen"] == n1 + n2

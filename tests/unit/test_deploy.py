@@ -1,9 +1,13 @@
-"""The deployment files under deploy/ agree with the code.
+"""The deployment files under deploy/ agree with the code, and have the shape state that
+follows the partition asks for.
 
 Every ``SP_*`` variable they set is a field of the settings model and its value loads through
 :func:`~stream_perceptron.settings.load_settings`; the commands they run exist; the observe port,
-the probe paths and the checkpoint directory are the same everywhere. No Docker engine or cluster
-is needed: the files are parsed, never run.
+the probe paths and the checkpoint directory are the same everywhere. Kubernetes runs a
+Deployment whose pods keep no state on a volume (the Kafka store keeps it); compose's workers
+scale (`up --scale worker=N`) on the Kafka store; systemd runs instances of a template unit that
+share the directory store's directory. No Docker engine or cluster is needed: the files are
+parsed, never run (only the compose worker's shell entry point is run, by ``/bin/sh``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -25,6 +30,7 @@ from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, SecretStr, TypeAdapter
 
 from stream_perceptron.cli import main as cli_main
+from stream_perceptron.kafka.state_log import SLACK_BYTES
 from stream_perceptron.settings import Settings, env_name, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +39,7 @@ K8S = DEPLOY / "k8s"
 SYSTEMD = DEPLOY / "systemd"
 COMPOSE_FILE = DEPLOY / "docker-compose.yml"
 DOCKERFILE = DEPLOY / "Dockerfile"
-UNIT_FILE = SYSTEMD / "stream-perceptron.service"
+UNIT_FILE = SYSTEMD / "stream-perceptron@.service"
 ENV_EXAMPLE = SYSTEMD / "env.example"
 
 EXPECTED_FILES = [
@@ -45,17 +51,22 @@ EXPECTED_FILES = [
     "k8s/namespace.yaml",
     "k8s/configmap.yaml",
     "k8s/secret.yaml",
-    "k8s/statefulset.yaml",
+    "k8s/deployment.yaml",
     "k8s/service.yaml",
-    "systemd/stream-perceptron.service",
+    "systemd/stream-perceptron@.service",
     "systemd/env.example",
 ]
 
 LIVENESS_PATH = "/healthz"
 READINESS_PATH = "/readyz"
 MIN_GRACE_S = 60
-# Stands in for a value Kubernetes fills in at run time (fieldRef), to validate the rest.
-POD_NAME = "stream-perceptron-0"
+# Stand in for values filled in at run time, to validate the rest: the pod's name (Kubernetes'
+# fieldRef), a systemd instance (the template's %i: its observe port) and the host's name (%H).
+POD_NAME = "stream-perceptron-6d5f8c7b9-x2k4q"
+INSTANCE = "9464"
+HOST = "host1"
+# The broker's default largest record batch (message.max.bytes, also a topic's max.message.bytes).
+BROKER_MESSAGE_MAX_BYTES = 1_048_588
 
 
 # --------------------------------------------------------------------------- helpers
@@ -124,8 +135,32 @@ def scalar_str(value: Any) -> str:
     return str(value)
 
 
+_COMPOSE_VARIABLE = re.compile(r"\$\$|\$\{(\w+)(?:(:?-)([^}]*))?\}|\$(\w+)")
+
+
+def interpolate(value: Any) -> Any:
+    """``value`` with compose's interpolation applied, no variable being set: ``$$`` is ``$``,
+    ``${NAME:-default}`` its default. A variable without a default fails the test (compose
+    would put an empty string there unless a .env file sets it)."""
+    if isinstance(value, dict):
+        return {k: interpolate(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        assert m.group(2), f"compose variable {name} has no default: `up` needs a .env for it"
+        return m.group(3)
+
+    return _COMPOSE_VARIABLE.sub(one, value)
+
+
 def compose() -> dict[str, Any]:
-    return load_yaml(COMPOSE_FILE)
+    return interpolate(load_yaml(COMPOSE_FILE))
 
 
 def compose_env(service: str) -> dict[str, str]:
@@ -211,14 +246,26 @@ def systemd_unit() -> configparser.RawConfigParser:
     return parser
 
 
-def systemd_environment_lines() -> dict[str, str]:
-    """The unit's Environment= assignments (configparser keeps only the last of repeated keys)."""
+def specifiers(text: str, instance: str = INSTANCE) -> str:
+    """``text`` with the systemd specifiers the unit uses resolved for ``instance`` on ``HOST``."""
+    known = {"i": instance, "I": instance, "H": HOST, "%": "%"}
+
+    def one(m: re.Match[str]) -> str:
+        assert m.group(1) in known, f"specifier %{m.group(1)} is not understood here"
+        return known[m.group(1)]
+
+    return re.sub(r"%(.)", one, text)
+
+
+def systemd_environment_lines(instance: str = INSTANCE) -> dict[str, str]:
+    """The unit's Environment= assignments for ``instance`` (configparser keeps only the last of
+    repeated keys)."""
     env: dict[str, str] = {}
     for line in UNIT_FILE.read_text(encoding="utf-8").splitlines():
         if line.startswith("Environment="):
             for token in shlex.split(line.partition("=")[2]):
                 key, _, value = token.partition("=")
-                env[key] = value
+                env[key] = specifiers(value, instance)
     return env
 
 
@@ -242,8 +289,13 @@ def env_file(path: Path) -> tuple[dict[str, str], set[str]]:
     return values, commented - set(values)
 
 
+def k8s_pod() -> dict[str, Any]:
+    """The worker Deployment's pod spec."""
+    return k8s_objects()["Deployment"]["spec"]["template"]["spec"]
+
+
 def k8s_container() -> dict[str, Any]:
-    containers = k8s_objects()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    containers = k8s_pod()["containers"]
     assert len(containers) == 1
     return containers[0]
 
@@ -266,9 +318,10 @@ def k8s_environment() -> dict[str, str]:
     return env
 
 
-def systemd_environment() -> dict[str, str]:
-    """The service's environment: the unit's Environment= defaults, then the EnvironmentFile."""
-    env = dict(systemd_environment_lines())
+def systemd_environment(instance: str = INSTANCE) -> dict[str, str]:
+    """An instance's environment: the unit's Environment= defaults, then the EnvironmentFile
+    (systemd lets the file override them)."""
+    env = dict(systemd_environment_lines(instance))
     env.update(env_file(ENV_EXAMPLE)[0])
     return env
 
@@ -280,6 +333,8 @@ ENVIRONMENTS = {
     "k8s pod (ConfigMap + Secret + env)": k8s_environment,
     "systemd (unit + env.example)": systemd_environment,
 }
+# The workers that keep no state of their own: their partitions' states are in the Kafka store.
+STATELESS_WORKERS = ["compose worker (image ENV + compose)", "k8s pod (ConfigMap + Secret + env)"]
 
 
 def sp_only(env: dict[str, str]) -> dict[str, str]:
@@ -526,20 +581,64 @@ def test_compose_builds_deploy_dockerfile_from_the_repo_root():
     assert (context / build["dockerfile"]).resolve() == DOCKERFILE.resolve()
 
 
-def test_compose_worker_keeps_checkpoints_on_a_named_volume(monkeypatch):
+def _published(port: int | str | dict[str, Any]) -> tuple[str | None, int]:
+    """(host port or None when Docker picks one, container port) of a compose ports entry."""
+    if isinstance(port, dict):
+        host = port.get("published")
+        return (None if host in (None, "") else str(host)), int(port["target"])
+    parts = str(port).split("/")[0].split(":")
+    container = int(parts[-1])
+    host = parts[-2] if len(parts) >= 2 else ""
+    return (host or None), container
+
+
+def test_compose_workers_scale_without_a_volume_or_a_fixed_host_port(monkeypatch):
+    """`up --scale worker=N` starts N workers side by side: nothing of one replica's may be
+    another's (a container name, a host port), and no volume holds state, which is in the
+    Kafka store."""
     doc = compose()
+    worker = doc["services"]["worker"]
+    assert "container_name" not in worker, "a fixed container name allows one replica only"
+    assert "hostname" not in worker, "replicas would share one client id and one DNS name"
+    ports = [_published(p) for p in worker.get("ports") or []]
+    fixed = [host for host, _ in ports if host is not None]
+    assert not fixed, f"a fixed host port {fixed} would refuse the second replica"
     settings = load(monkeypatch, {**dockerfile_env(), **compose_env("worker")})
-    ckpt = checkpoint_dir(settings)
-    mounts = {}
-    for item in doc["services"]["worker"]["volumes"]:
-        if isinstance(item, str):
-            source, target = item.split(":")[:2]
-        else:
-            source, target = item["source"], item["target"]
-        mounts[PurePosixPath(target)] = source
-    hits = [t for t in mounts if t == ckpt or t in ckpt.parents]
-    assert hits, f"no volume holds {ckpt}: {mounts}"
-    assert all(mounts[t] in (doc.get("volumes") or {}) for t in hits), "use a named volume"
+    assert settings.checkpoint.store == "kafka"
+    assert not worker.get("volumes"), "the workers' state is in the Kafka store, not on a volume"
+    assert "checkpoints" not in (doc.get("volumes") or {}), "a volume nothing mounts any more"
+
+
+def test_compose_entry_point_names_each_replica_and_hands_it_the_signals(tmp_path):
+    """The worker's entry point, run by /bin/sh as Docker runs it (compose's ``$$`` already
+    read as ``$``): the command reaches the console script intact, with SP_KAFKA__CLIENT_ID set
+    from the container's hostname, and the script replaces the shell (same process id), so
+    SIGTERM reaches the worker itself."""
+    worker = compose()["services"]["worker"]
+    entrypoint, command = worker["entrypoint"], worker["command"]
+    assert entrypoint[0] == "/bin/sh" and command == ["run"]
+    script, _ = console_script()
+    # stands in for the console script: prints its process id, the client id and its arguments
+    recorder = tmp_path / script
+    recorder.write_text('#!/bin/sh\nprintf "%s\\n" "$$" "$SP_KAFKA__CLIENT_ID" "$@"\n')
+    recorder.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOSTNAME": "3f2a1b9c0d4e"}
+    proc = subprocess.Popen([*entrypoint, *command, "two words"], env=env, stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert out.splitlines() == [str(proc.pid), "worker-3f2a1b9c0d4e", "run", "two words"]
+    assert "SP_KAFKA__CLIENT_ID" not in compose_env("worker"), "one client id for every replica"
+
+
+def test_compose_topic_is_created_with_the_partitions_the_producer_asks_for():
+    services = compose()["services"]
+
+    def partitions(command: list[str]) -> int:
+        return int(command[command.index("--partitions") + 1])
+
+    created = partitions(services["topics"]["command"])
+    assert created == partitions(services["producer"]["command"])
+    assert created > 1, "one partition leaves every worker but one idle under --scale"
 
 
 def test_compose_observe_port_prometheus_and_published_port_agree(monkeypatch):
@@ -548,7 +647,7 @@ def test_compose_observe_port_prometheus_and_published_port_agree(monkeypatch):
     port = settings.observe.port
     assert port == default_observe_port() == 9464, "the image EXPOSEs and documents the default port"
     assert settings.observe.host == "0.0.0.0", "Prometheus and the host reach the worker from outside"
-    published = {int(str(p).split(":")[-1].split("/")[0]) for p in doc["services"]["worker"]["ports"]}
+    published = {container for _, container in (_published(p) for p in doc["services"]["worker"]["ports"])}
     assert port in published
     prom_service = doc["services"]["prometheus"]
     assert prom_service["image"].startswith("prom/prometheus")
@@ -556,9 +655,13 @@ def test_compose_observe_port_prometheus_and_published_port_agree(monkeypatch):
     assert "./prometheus.yml" in sources and (DEPLOY / "prometheus.yml").is_file()
     prom = load_yaml(DEPLOY / "prometheus.yml")
     jobs = prom["scrape_configs"]
-    targets = {t for job in jobs for sc in job["static_configs"] for t in sc["targets"]}
-    assert f"worker:{port}" in targets
     assert all(job.get("metrics_path", "/metrics") == "/metrics" for job in jobs)
+    # every replica, found by DNS: a static target `worker:9464` resolves to one replica a scrape
+    assert not [sc for job in jobs for sc in job.get("static_configs") or [] if "worker" in str(sc)]
+    found = [sd for job in jobs for sd in job.get("dns_sd_configs") or [] if "worker" in sd["names"]]
+    assert found, "no dns_sd_configs discovers the worker service's replicas"
+    for sd in found:
+        assert sd.get("type", "SRV") == "A" and sd["port"] == port, "compose's DNS answers A records"
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -572,24 +675,31 @@ def test_kustomization_lists_every_manifest():
     assert len(listed) == len(set(listed))
 
 
-def test_statefulset_shape():
+def test_the_worker_is_a_deployment_that_replaces_one_pod_at_a_time():
     objs = k8s_objects()
-    sts = objs["StatefulSet"]
-    spec = sts["spec"]
-    pod = spec["template"]["spec"]
+    assert "StatefulSet" not in objs, "pods own no state: a Deployment runs them"
+    deployment = objs["Deployment"]
+    spec = deployment["spec"]
     assert spec["replicas"] == 1
+    assert "volumeClaimTemplates" not in spec
+    # every pod that joins or leaves rebalances the group: one pod more at a time, none fewer, and
+    # a new pod stays some time before the next old one stops, for its join and restore
+    strategy = spec["strategy"]
+    assert strategy["type"] == "RollingUpdate"
+    assert strategy["rollingUpdate"]["maxUnavailable"] == 0
+    assert strategy["rollingUpdate"]["maxSurge"] == 1
+    assert spec["minReadySeconds"] >= 10
+    pod = k8s_pod()
     assert pod["terminationGracePeriodSeconds"] >= MIN_GRACE_S
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"].items() <= labels.items()
     service = objs["Service"]
-    assert spec["serviceName"] == service["metadata"]["name"]
-    assert service["spec"]["clusterIP"] == "None", "a StatefulSet's governing Service is headless"
     assert service["spec"]["selector"].items() <= labels.items()
     container = k8s_container()
     assert container.get("args", ["run"]) == ["run"] and "command" not in container
 
 
-def test_statefulset_takes_its_settings_from_the_configmap_and_the_secret():
+def test_pod_takes_its_settings_from_the_configmap_and_the_secret():
     objs = k8s_objects()
     container = k8s_container()
     refs = {("configMapRef" if "configMapRef" in e else "secretRef"): e for e in container["envFrom"]}
@@ -604,19 +714,54 @@ def test_statefulset_takes_its_settings_from_the_configmap_and_the_secret():
     assert not leaked, f"secrets belong in the Secret, not the ConfigMap: {leaked}"
 
 
-def test_statefulset_mounts_a_claim_at_the_checkpoint_dir(monkeypatch):
-    sts = k8s_objects()["StatefulSet"]
-    ckpt = checkpoint_dir(load(monkeypatch, k8s_environment()))
-    templates = {t["metadata"]["name"]: t for t in sts["spec"]["volumeClaimTemplates"]}
-    assert templates, "each pod needs its own volume for its checkpoints"
-    mounts = {m["name"]: PurePosixPath(m["mountPath"]) for m in k8s_container()["volumeMounts"]}
-    claim_mounts = [mounts[name] for name in templates if name in mounts]
-    assert any(p == ckpt or p in ckpt.parents for p in claim_mounts), (
-        f"SP_CHECKPOINT__DIR {ckpt} is not on a volumeClaimTemplate mount {claim_mounts}"
+# Volume sources that hold nothing a pod writes for later: scratch space, and read-only files.
+_READ_ONLY_SOURCES = {"configMap", "secret", "projected", "downwardAPI"}
+
+
+def test_pods_keep_no_state_on_a_volume(monkeypatch):
+    """The only writable volume is scratch space at /tmp; everything else is mounted read-only
+    from a ConfigMap or a Secret. The partitions' states are in the Kafka store."""
+    settings = load(monkeypatch, k8s_environment())
+    assert settings.checkpoint.store == "kafka"
+    volumes = {v["name"]: v for v in k8s_pod().get("volumes") or []}
+    mounts = k8s_container().get("volumeMounts") or []
+    assert {m["name"] for m in mounts} == set(volumes), "a volume mounted nowhere, or a mount of none"
+    for mount in mounts:
+        volume = volumes[mount["name"]]
+        (source,) = set(volume) - {"name"}
+        if source == "emptyDir":
+            assert mount["mountPath"] == "/tmp", f"{mount['name']}: scratch space belongs at /tmp"
+            assert volume["emptyDir"].get("medium") != "HugePages"
+        else:
+            assert source in _READ_ONLY_SOURCES, f"{mount['name']}: a {source} volume outlives the pod"
+            assert mount.get("readOnly") is True, f"{mount['name']}: mount it read-only"
+
+
+def test_the_seed_directory_is_an_optional_read_only_configmap(monkeypatch):
+    """SP_CHECKPOINT__DIR is read for the seed alone with the Kafka store: it is a ConfigMap's
+    mount, and the pod starts without that ConfigMap (an empty directory: no seed)."""
+    seed_dir = checkpoint_dir(load(monkeypatch, k8s_environment()))
+    volumes = {v["name"]: v for v in k8s_pod()["volumes"]}
+    holding = [m for m in k8s_container()["volumeMounts"]
+               if PurePosixPath(m["mountPath"]) in (seed_dir, *seed_dir.parents)]
+    assert len(holding) == 1, f"SP_CHECKPOINT__DIR {seed_dir} is on no mount, or on several"
+    config_map = volumes[holding[0]["name"]]["configMap"]
+    assert config_map["optional"] is True, "without the seed's ConfigMap the pod must still start"
+    assert config_map["name"] not in {obj["metadata"]["name"] for obj in k8s_objects().values()}, (
+        "the seed is made from a `fit` directory out of band, not applied with the manifests"
     )
-    for template in templates.values():
-        assert template["spec"]["accessModes"] == ["ReadWriteOnce"]
-        assert template["spec"]["resources"]["requests"]["storage"]
+
+
+@pytest.mark.parametrize("where", STATELESS_WORKERS)
+def test_the_state_topic_is_its_own_and_its_records_fit_the_broker(where, monkeypatch):
+    settings = load(monkeypatch, ENVIRONMENTS[where]())
+    assert settings.checkpoint.store == "kafka"
+    topics = settings.topics
+    others = {topics.input, topics.predictions, topics.stats, topics.dead_letter}
+    assert settings.checkpoint.topic not in others, "the state topic is compacted and the store's alone"
+    assert settings.checkpoint.chunk_bytes + SLACK_BYTES <= BROKER_MESSAGE_MAX_BYTES, (
+        "a state's chunk would not fit the broker's default message.max.bytes"
+    )
 
 
 def _resolve_port(port: int | str, container: dict[str, Any]) -> int:
@@ -644,17 +789,15 @@ def test_probes_and_service_use_the_observe_port_and_paths(monkeypatch):
         assert start["path"] == LIVENESS_PATH and _resolve_port(start["port"], container) == port
     service_ports = objs["Service"]["spec"]["ports"]
     assert any(_resolve_port(p.get("targetPort", p["port"]), container) == port for p in service_ports)
-    annotations = objs["StatefulSet"]["spec"]["template"]["metadata"].get("annotations") or {}
+    annotations = objs["Deployment"]["spec"]["template"]["metadata"].get("annotations") or {}
     if "prometheus.io/port" in annotations:
         assert int(annotations["prometheus.io/port"]) == port
 
 
 def test_pod_runs_as_the_image_user_with_limits():
-    pod = k8s_objects()["StatefulSet"]["spec"]["template"]["spec"]
-    security = pod["securityContext"]
+    security = k8s_pod()["securityContext"]
     assert security["runAsNonRoot"] is True
     assert security.get("runAsUser", dockerfile_user_uid()) == dockerfile_user_uid() != 0
-    assert "fsGroup" in security, "the non-root user must be able to write its volume"
     container = k8s_container()
     resources = container["resources"]
     for kind in ("requests", "limits"):
@@ -697,6 +840,31 @@ def test_systemd_checkpoints_are_in_the_only_writable_path(monkeypatch):
         f"{ckpt} is not writable under ProtectSystem=strict"
     )
     assert PurePosixPath(service["WorkingDirectory"]) == state
+
+
+def test_systemd_instances_share_the_directory_store_each_on_a_port_of_its_own(monkeypatch):
+    """stream-perceptron@9464 and stream-perceptron@9465 on one host: two workers of one group,
+    each serving its own port under its own client id, keeping the partitions' states in the
+    one directory (a partition moving between them takes its state along)."""
+    assert UNIT_FILE.name.endswith("@.service"), "a template unit: one instance per worker"
+    service = systemd_unit()["Service"]
+    for key in ("StateDirectory", "ReadWritePaths", "WorkingDirectory", "EnvironmentFile"):
+        assert "%" not in service[key], f"{key}: every instance shares it"
+    values, _ = env_file(ENV_EXAMPLE)
+    per_instance = {"SP_OBSERVE__PORT", "SP_KAFKA__CLIENT_ID"}
+    assert not per_instance & set(values), (
+        "the EnvironmentFile overrides the unit's Environment=: it would give every instance one port"
+    )
+    loaded = {}
+    for instance in ("9464", "9465"):
+        with monkeypatch.context() as mp:
+            loaded[instance] = load(mp, systemd_environment(instance))
+    first, second = loaded["9464"], loaded["9465"]
+    assert (first.observe.port, second.observe.port) == (9464, 9465)
+    assert first.kafka.client_id != second.kafka.client_id and HOST in first.kafka.client_id
+    assert first.kafka.group_id == second.kafka.group_id
+    assert first.checkpoint.store == second.checkpoint.store == "directory"
+    assert checkpoint_dir(first) == checkpoint_dir(second)
 
 
 def test_env_example_is_a_plain_env_file():

@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors"},
     "worker": {"errors", "settings", "throttle", "runtime", "model", "codec", "state",
-               "kafka.edge", "kafka.admin", "kafka.factory"},
+               "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log"},
     "commands": {"errors", "settings", "throttle", "runtime", "model", "codec", "state", "sources",
                  "worker", "kafka.edge", "kafka.admin", "kafka.config"},
     "cli": {"*"},

@@ -336,3 +336,18 @@ def test_a_bootstrap_server_that_is_not_host_port_is_refused(monkeypatch, server
 def test_bootstrap_servers_in_every_accepted_form(monkeypatch, servers):
     monkeypatch.setenv("SP_KAFKA__BOOTSTRAP_SERVERS", servers)
     assert load_settings().kafka.servers == [s.strip() for s in servers.split(",")]
+
+
+def test_exactly_once_needs_the_kafka_store_and_an_interval_below_the_transaction_timeout(monkeypatch):
+    from stream_perceptron.errors import SettingsError
+    from stream_perceptron.settings import load_settings
+
+    monkeypatch.setenv("SP_OUTPUT__GUARANTEE", "exactly-once")
+    with pytest.raises(SettingsError, match=r"^invalid settings: SP_OUTPUT__GUARANTEE=exactly-once"
+                                            r" needs SP_CHECKPOINT__STORE=kafka"):
+        load_settings()
+    monkeypatch.setenv("SP_CHECKPOINT__STORE", "kafka")
+    with pytest.raises(SettingsError, match=r"SP_CHECKPOINT__EVERY_SECONDS=50 with SP_OUTPUT__GUARANTEE"):
+        load_settings(checkpoint={"every_seconds": 50})
+    monkeypatch.setenv("SP_CHECKPOINT__EVERY_SECONDS", "2")
+    assert load_settings().output.guarantee == "exactly-once"

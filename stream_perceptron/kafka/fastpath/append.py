@@ -22,10 +22,13 @@ This reaches into kafka-python's producer internals (``_accumulator``, ``_metada
 and takes the arguments it passes, and that ``append_run`` writes what ``try_append`` writes. The
 edge asks once per producer. Where a check fails (another kafka-python), the edge sends every
 record with ``send``. Where a batch is not one it can take exactly as ``send`` would (an unknown
-topic, records that would be too large, a partition to be chosen by the sticky partitioner, a
-transactional producer), :func:`append_many` returns None and the caller sends the records one by
-one. ``README.md`` beside this file says which kafka-python versions were checked and what to
-re-run on an upgrade.
+topic, records that would be too large, a partition to be chosen by the sticky partitioner),
+:func:`append_many` returns None and the caller sends the records one by one. A transactional
+producer's records are appended too: each partition is first added to the open transaction
+(``TransactionManager.maybe_add_partition_to_transaction``), as ``send`` adds it; a producer whose
+transaction has failed refuses that with a :class:`KafkaError`, and the records are left to
+``send``, which raises it. ``README.md`` beside this file says which kafka-python versions were
+checked and what to re-run on an upgrade.
 """
 
 from __future__ import annotations
@@ -96,6 +99,12 @@ def refusal(producer: Any) -> str | None:
         return "shape: RecordAccumulator.append takes other arguments"
     if list(appends)[:6] != ["self", "timestamp_ms", "key", "value", "headers", "now"]:
         return "shape: ProducerBatch.try_append takes other arguments"
+    manager = producer._transaction_manager
+    if manager is not None and not all(
+        callable(getattr(manager, name, None))
+        for name in ("is_transactional", "maybe_add_partition_to_transaction")
+    ):
+        return "shape: the transaction manager has no maybe_add_partition_to_transaction"
     encoding = kafka_encode.refusal(producer)
     return None if encoding is None else f"encode: {encoding}"
 
@@ -118,10 +127,11 @@ def append_many(
     added to each record's future as soon as the record is appended, so that a record appended
     before an exception is never left without it.
 
-    If the producer refuses a record with a :class:`KafkaError` partway (it was closed meanwhile),
-    the records not appended have None for a future: the caller sends those through ``send``,
-    which raises or retries as it does for any record. Any other exception propagates (a key or
-    value that is not bytes raises ``TypeError``; unlike ``send``, a null value too).
+    If the producer refuses a record with a :class:`KafkaError` partway (it was closed meanwhile,
+    or its transaction failed), the records not appended have None for a future: the caller
+    sends those through ``send``, which raises or retries as it does for any record. Any other
+    exception propagates (a key or value that is not bytes raises ``TypeError``; unlike
+    ``send``, a null value too).
     """
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys for {len(values)} values")
@@ -129,9 +139,14 @@ def append_many(
     if groups is None:
         return None
     futures: list[Any] = [None] * len(values)
+    manager = producer._transaction_manager
+    transactional = manager is not None and manager.is_transactional()
     for p, rows in groups.items():
+        tp = TopicPartition(topic, p)
         try:
-            _append_to(producer, TopicPartition(topic, p), rows, keys, values, futures, errback)
+            if transactional:  # as send does before appending (a failed transaction refuses)
+                manager.maybe_add_partition_to_transaction(tp)
+            _append_to(producer, tp, rows, keys, values, futures, errback)
         except KafkaError:  # producer or accumulator closed meanwhile: send says what it is
             break
     return futures
@@ -146,9 +161,6 @@ def _groups(
 ) -> Mapping[int, Sequence[int]] | None:
     """The rows of each partition, in order; None where ``send`` must take the batch."""
     if producer._closed or producer._accumulator._closed or not values:
-        return None
-    manager = producer._transaction_manager
-    if manager is not None and manager.is_transactional():
         return None
     known = producer._metadata.partitions_for_topic(topic)
     if not known or (partition is not None and partition not in known):

@@ -30,6 +30,7 @@ from rich.console import Console
 
 from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.codec.outputs import encode
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.commands.watch import follow_stats, run_plot, run_watch
 from stream_perceptron.errors import NoStatsError
 from stream_perceptron.kafka.admin import ensure_topics
@@ -47,16 +48,22 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 
 
 class WorkerStats:
-    """Statistics records computed the way a worker computes them: a learner over a generated stream."""
+    """Statistics records computed the way a worker computes them: a learner over a generated stream.
+
+    With ``partition``, the records of input partition ``examples``/``partition`` as a worker
+    publishes them now (``topic``, ``partition``, its offsets and lag only); without, an older
+    worker's (no partition in them)."""
 
     def __init__(self, client_id: str, every: int = 500, n: int = 6000, seed: int = 7,
-                 noise: float = 0.02, gamma: float = 0.05, model_id: str | None = None) -> None:
+                 noise: float = 0.02, gamma: float = 0.05, model_id: str | None = None,
+                 partition: int | None = None, input_topic: str = "examples") -> None:
         stream = list(open_source(f"separable:d=6,gamma={gamma},n={n},seed={seed},noise={noise}"))
         self.X = np.array([x for x, _ in stream], dtype=np.float64)
         self.y = np.array([y for _, y in stream], dtype=np.int8)
         self.learner = Learner(Perceptron(), RunningStats(window=1000, ewma_alpha=0.01))
         self.client_id, self.every, self.seen, self.seed = client_id, every, 0, seed
         self.model_id = model_id
+        self.partition, self.input_topic, self.n = partition, input_topic, n
         self.started = time.time()
 
     def next(self) -> dict[str, Any]:
@@ -70,20 +77,56 @@ class WorkerStats:
             "intercept": self.learner.model.intercept,
             "examples_per_s": 38_000.0 + 1_250.0 * (hi // self.every) + 3_100.0 * (self.seed % 5),
             "dead_letters": 2,
-            "offsets": {"examples": {"0": hi}},
+            "offsets": {self.input_topic: {str(self.partition or 0): hi}},
             "ts": now,
             "uptime_s": now - self.started + 1.0,
             "client_id": self.client_id,
             **({} if self.model_id is None else {"model_id": self.model_id}),
         }
+        if self.partition is not None:
+            where = f"{self.input_topic}:{self.partition}"
+            record.update(topic=self.input_topic, partition=self.partition, lag={where: self.n - hi})
         return orjson.loads(encode(record))  # JSON-native, as a consumer decodes it
 
     def many(self, count: int) -> list[dict[str, Any]]:
         return [self.next() for _ in range(count)]
 
 
-def publish(kafka: KafkaSettings, topic: str, records: list[dict[str, Any]]) -> None:
-    send_all(kafka, topic, [encode(r) for r in records], partition=0)
+def publish(kafka: KafkaSettings, topic: str, records: list[dict[str, Any]],
+            partition: int | None = 0) -> None:
+    """Send ``records`` to ``topic``, keyed as a worker keys them: ``"<topic>:<partition>"`` for an
+    input partition's, else by index; to ``partition``, or (None) where the key hashes."""
+    keys = [(f"{r['topic']}:{r['partition']}" if "partition" in r else str(i)).encode()
+            for i, r in enumerate(records)]
+    send_all(kafka, topic, [encode(r) for r in records], partition=partition, keys=keys)
+
+
+def row(frame: str, label: str) -> list[str]:
+    """The cells of the dashboard's row ``label`` (cells are at least two spaces apart); [] when
+    the row is not on the screen."""
+    for line in frame.splitlines():
+        cells = [c for c in re.split(r"\s{2,}", line.strip("│ ")) if c]
+        if cells and cells[0] == label:
+            return cells
+    return []
+
+
+def group_cells(records: list[dict[str, Any]]) -> list[str]:
+    """The group row's cells expected from the newest record of each partition: Σ labeled,
+    Σ mistakes, E_n = Σ mistakes / Σ labeled, the pooled window, Σ examples/s, Σ lag."""
+    labeled = sum(r["labeled"] for r in records)
+    mistakes = sum(r["mistakes"] for r in records)
+    window = sum(r["window_mistakes"] for r in records) / sum(r["window_labeled"] for r in records)
+    lag = sum(v for r in records for v in r["lag"].values())
+    return [f"group ({len(records)})", f"{labeled:,}", f"{mistakes:,}", f"{mistakes / labeled:.4f}",
+            f"{window:.4f}", f"{sum(r['examples_per_s'] for r in records):,.0f}", f"{lag:,}"]
+
+
+def partition_cells(rec: dict[str, Any]) -> list[str]:
+    """A partition row's cells from its newest record: labeled, mistakes, E_n, window, EWMA."""
+    return [str(rec["partition"]), f"{rec['labeled']:,}", f"{rec['mistakes']:,}",
+            f"{rec['mistake_rate']:.4f}", f"{rec['window_mistake_rate']:.4f}",
+            f"{rec['ewma_mistake_rate']:.4f}"]
 
 
 def strip_ansi(text: str) -> str:
@@ -195,36 +238,34 @@ def terminal_env() -> dict[str, str]:
     return env
 
 
-def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
+def test_watch_shows_a_row_per_partition_and_the_group_in_a_terminal(kafka_settings, new_topic):
     kafka = kafka_settings()
     topic = new_topic()
-    # mistakes all along: no γ, no bound
-    noisy = WorkerStats("worker-1", noise=0.02, model_id="5e0b1c2d" + "0" * 24)
-    # converges: γ > 0 and (R/γ)²
-    clean = WorkerStats("worker-2", noise=0.0, gamma=0.2, seed=3, model_id="a71f3e90" + "0" * 24)
-    one, two = "worker-1 · 5e0b1c2d", "worker-2 · a71f3e90"  # their columns
-    first, separated = noisy.many(3), clean.many(4)
-    publish(kafka, topic, first + separated)
-    last = first[-1]
-    assert separated[-1]["gamma"] is not None
+    # three input partitions: 0 and 1 held by worker-1, 2 by worker-2; partition 2 converges
+    parts = [
+        WorkerStats("worker-1", noise=0.02, partition=0, model_id="5e0b1c2d" + "0" * 24),
+        WorkerStats("worker-1", noise=0.05, seed=11, partition=1, model_id="9c4d2e71" + "0" * 24),
+        WorkerStats("worker-2", noise=0.0, gamma=0.2, seed=3, partition=2, model_id="a71f3e90" + "0" * 24),
+    ]
+    history = [p.many(3) for p in parts]
+    history[2] += parts[2].many(1)  # 2,000 examples: its window is separated
+    publish(kafka, topic, [r for records in zip(*history, strict=False) for r in records] + history[2][3:])
+    newest = [records[-1] for records in history]
+    assert newest[2]["gamma"] is not None and newest[0]["gamma"] is None
 
-    def shows(record: dict[str, Any], worker: str) -> Callable[[str], bool]:
-        return lambda f: (
-            cell(f, "seen", worker) == f"{record['seen']:,}"
-            and cell(f, "mistakes", worker) == f"{record['mistakes']:,}"
-            and cell(f, "mistake rate E_n", worker) == f"{record['mistake_rate']:.4f}"
-        )
+    def shows(records: list[dict[str, Any]]) -> Callable[[str], bool]:
+        return lambda f: (all(row(f, str(r["partition"]))[:6] == partition_cells(r) for r in records)
+                          and row(f, f"group ({len(records)})")[:7] == group_cells(records))
 
     child = PtyProcess(watch_argv(kafka, topic, duration_s=60.0), terminal_env())
     try:
-        child.read_until(lambda f: shows(last, one)(f) and shows(separated[-1], two)(f),
-                         timeout_s=30, what=f"mistakes {last['mistakes']} of the last records")
-        newer = noisy.next()
-        assert newer["mistakes"] != last["mistakes"]
+        child.read_until(shows(newest), timeout_s=30,
+                         what="the newest record of each partition and their sums")
+        newer = parts[1].next()  # partition 1 moves on while watch runs
+        assert newer["mistakes"] != newest[1]["mistakes"]
         publish(kafka, topic, [newer])
-        frame = child.read_until(shows(newer, one), timeout_s=15,
-                                 what=f"mistakes {newer['mistakes']} of the record published while it ran")
-        assert cell(frame, "records", one) == "4"
+        newest[1] = newer
+        child.read_until(shows(newest), timeout_s=15, what="partition 1's record published while it ran")
         time.sleep(0.5)
         child.proc.send_signal(signal.SIGINT)  # Ctrl+C: a clean exit with code 0
         assert child.finish(timeout_s=20) == 0
@@ -232,22 +273,40 @@ def test_watch_shows_the_live_figures_in_a_terminal(kafka_settings, new_topic):
         child.close()
 
     screen = last_frame(child.text)
-    assert "Traceback" not in child.text and "sp-watch" not in screen  # columns are the workers'
-    assert shows(newer, one)(screen) and shows(separated[-1], two)(screen)
-    assert cell(screen, "window rate", one) == (
-        f"{newer['window_mistake_rate']:.4f} ({newer['window_mistakes']:,}/{newer['window_labeled']:,})"
-    )
-    assert cell(screen, "offsets", one) == f"examples[0] {newer['seen']:,}"
-    converged = separated[-1]
-    assert cell(screen, "γ (window)", two) == f"{converged['gamma']:.6g}"
-    assert cell(screen, "window mistakes vs (R/γ)²", two) == (
-        f"{converged['window_mistakes']} ≤ {converged['bound']:,.6g}"
-    )
-    assert cell(screen, "window mistakes vs (R/γ)²", one) == f"{newer['window_mistakes']} · no bound"
-    spark = cell(screen, "window rate history", one)
-    assert spark is not None and len(re.findall("[▁▂▃▄▅▆▇█]", spark)) == 4
+    assert "Traceback" not in child.text and "sp-watch" not in screen
+    assert shows(newest)(screen)
+    converged = newest[2]
+    cells = row(screen, "2")
+    # margin min, R, γ and (R/γ)² beside the rates; throughput and lag
+    assert cells[6:12] == [f"{converged['margin_min']:.3g}", f"{converged['R']:.4g}",
+                           f"{converged['gamma']:.3g}", f"{converged['bound']:,.4g}",
+                           f"{converged['examples_per_s']:,.0f}", f"{converged['lag']['examples:2']:,}"]
+    assert row(screen, "0")[8:10] == ["n/a", "n/a"]  # not separated: no γ, no bound
+    assert ("input topic examples; partitions by the worker of their newest record: worker-1 0, 1;"
+            " worker-2 2") in screen
+    seen = sum(r["seen"] for r in newest)
+    assert f"group: the newest record of each partition summed: {seen:,} seen, 6 dead letters" in screen
+    spark = row(screen, "1")[-1]
+    assert len(re.findall("[▁▂▃▄▅▆▇█]", spark)) == 4  # its four records
     if os.environ.get("RECORD_WATCH_SCREENSHOT"):  # refresh docs/watch-screenshot.txt on request
         SCREENSHOT.write_text(screen, encoding="utf-8")
+
+
+def test_watch_reads_the_partitions_from_a_stats_topic_of_several_partitions(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic(partitions=3)
+    parts = [WorkerStats(f"w{p}", seed=p + 1, partition=p, noise=0.03) for p in range(3)]
+    records = [r for p in parts for r in p.many(4)]
+    publish(kafka, topic, records, partition=None)  # each partition's records land where its key hashes
+    assert len({part for part, _, _, _ in read_topic(kafka, topic)}) > 1  # spread over the topic
+    out = io.StringIO()
+    assert run_watch(kafka, topic, refresh_s=0.2, duration_s=4.0,
+                     console=Console(file=out, width=140, color_system=None)) == 0
+    frame = out.getvalue()[out.getvalue().rfind("╭"):]
+    newest = [records[4 * p + 3] for p in range(3)]
+    assert row(frame, "group (3)")[:7] == group_cells(newest), frame
+    for rec in newest:
+        assert row(frame, str(rec["partition"]))[:6] == partition_cells(rec), frame
 
 
 def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
@@ -264,9 +323,11 @@ def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
     assert code == 0
     assert 3.0 <= elapsed < 20
     text = out.getvalue()
-    header = next(line for line in text.splitlines() if "worker-a" in line)
-    assert "worker-b" in header  # one column per worker
-    assert f"{records[1]['mistakes']:,}" in text and f"{records[-1]['mistakes']:,}" in text
+    frame = text[text.rfind("╭"):]
+    # records of older workers (no partition): a row per worker, as before, and no group
+    assert row(frame, "worker-a")[1:3] == [f"{records[1]['labeled']:,}", f"{records[1]['mistakes']:,}"]
+    assert row(frame, "worker-b")[1:3] == [f"{records[-1]['labeled']:,}", f"{records[-1]['mistakes']:,}"]
+    assert "group (" not in frame
     assert "1 records skipped (not JSON, or not statistics records)" in text
 
 
@@ -396,6 +457,92 @@ def test_run_plot_tells_apart_workers_that_share_a_client_id(kafka_settings, new
     caplog.set_level(logging.WARNING, logger="stream_perceptron.commands.watch")
     assert run_plot(kafka, topic, tmp_path / "w.png", client_id="w")[1] == 5  # its latest model
     assert "plotting w · bbbbbbbb (others: w, w · aaaaaaaa)" in caplog.text
+
+
+def capture(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[Any, ...]]:
+    """Record the arguments of each call of ``watch.<name>`` (a plot), still drawing it."""
+    import stream_perceptron.commands.watch as watch
+
+    calls: list[tuple[Any, ...]] = []
+    real = getattr(watch, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append((*args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(watch, name, spy)
+    return calls
+
+
+def test_run_plot_draws_each_partition_and_the_group(kafka_settings, new_topic, tmp_path, monkeypatch):
+    kafka = kafka_settings()
+    topic = new_topic(partitions=2)
+    parts = [WorkerStats("w1", seed=p + 2, partition=p, noise=0.01 * (p + 1)) for p in range(3)]
+    intervals = [[p.next() for p in parts] for _ in range(6)]  # each interval, a record per partition
+    history = [list(records) for records in zip(*intervals, strict=True)]
+    # keyed, so spread over the two stats partitions, and read back partition by partition
+    publish(kafka, topic, [r for interval in intervals for r in interval], partition=None)
+    assert len({part for part, _, _, _ in read_topic(kafka, topic)}) == 2
+    calls = capture(monkeypatch, "plot_partitions")
+    path, used, of = run_plot(kafka, topic, tmp_path / "group.png")
+    assert (path, used, of) == (tmp_path / "group.png", 18, 18)
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size == (1200, 700)
+    ((drawn, curve, _, kwargs),) = calls
+    assert list(drawn) == ["0", "1", "2"]
+    for p, records in enumerate(history):
+        assert [(r["seen"], r["mistake_rate"]) for r in drawn[str(p)]] == [
+            (r["seen"], r["mistake_rate"]) for r in records]
+    # the group's curve: after each record, the sums over the newest record of each partition
+    assert len(curve) == 18 and [pt["seen"] for pt in curve] == sorted(pt["seen"] for pt in curve)
+    newest = [records[-1] for records in history]
+    mistakes, labeled = sum(r["mistakes"] for r in newest), sum(r["labeled"] for r in newest)
+    assert (curve[-1]["seen"], curve[-1]["mistakes"]) == (sum(r["seen"] for r in newest), mistakes)
+    assert curve[-1]["mistake_rate"] == mistakes / labeled
+    first_round = [records[0] for records in history]  # when each partition had published once
+    assert curve[2]["mistakes"] == sum(r["mistakes"] for r in first_round)
+    assert "input examples" in kwargs["title"]
+
+
+def test_run_plot_of_one_partition_draws_its_rates_and_margin(kafka_settings, new_topic, tmp_path,
+                                                              monkeypatch):
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish(kafka, topic, WorkerStats("w1", partition=4).many(5))
+    calls = capture(monkeypatch, "plot_stats")
+    assert run_plot(kafka, topic, tmp_path / "one.png")[1:] == (5, 5)
+    ((rows, _, kwargs),) = calls
+    assert [r["seen"] for r in rows] == [500, 1000, 1500, 2000, 2500]
+    assert kwargs["title"] == f"stream-perceptron · {topic} · examples[4]"
+
+
+def test_run_plot_leaves_out_older_records_beside_partitions_and_keeps_one_workers_partitions(
+        kafka_settings, new_topic, tmp_path, monkeypatch, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    older = WorkerStats("w1", seed=9).many(3)  # before the upgrade: no partition
+    parts = [WorkerStats("w1" if p < 2 else "w2", seed=p + 1, partition=p) for p in range(3)]
+    publish(kafka, topic, older + [r for p in parts for r in p.many(4)])
+    calls = capture(monkeypatch, "plot_partitions")
+    caplog.set_level(logging.INFO, logger="stream_perceptron.commands.watch")
+    assert run_plot(kafka, topic, tmp_path / "all.png")[1:] == (12, 12)
+    assert f"3 statistics records of {topic} name no partition (an older worker's): not drawn" in caplog.text
+    assert run_plot(kafka, topic, tmp_path / "w1.png", client_id="w1")[1:] == (8, 8)
+    assert list(calls[-1][0]) == ["0", "1"]  # the partitions worker w1 published last
+    with pytest.raises(NoStatsError, match=r"no statistics records of client_id 'w3' .*\(found: w1, w2\)"):
+        run_plot(kafka, topic, tmp_path / "w3.png", client_id="w3")
+
+
+def test_run_plot_shares_its_bound_among_the_partitions(kafka_settings, new_topic, tmp_path, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    parts = [WorkerStats("w1", seed=p + 1, partition=p) for p in range(3)]
+    publish(kafka, topic, [r for p in parts for r in p.many(10)])
+    caplog.set_level(logging.INFO, logger="stream_perceptron.commands.watch")
+    _, used, of = run_plot(kafka, topic, tmp_path / "thin.png", points=9)
+    # 3 of each partition's 10 (records 0, 4, 8) and its last
+    assert (used, of) == (12, 30)
+    assert "(at most 3 of each, evenly spaced)" in caplog.text
 
 
 def test_run_plot_on_an_empty_topic_raises_a_clear_error(kafka_settings, new_topic, tmp_path):

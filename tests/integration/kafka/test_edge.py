@@ -19,9 +19,10 @@ import pytest
 from pydantic import SecretStr
 
 from stream_perceptron.commands.broker import EmbeddedBroker
+from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import BrokerError, KafkaEdgeError
 from stream_perceptron.kafka.admin import ensure_topics
-from stream_perceptron.kafka.edge import Edge, Partition, Retry
+from stream_perceptron.kafka.edge import Edge, Partition, Retry, Unsent
 from stream_perceptron.settings import KafkaSettings
 from tests.integration.conftest import EDGES
 from tests.integration.helpers import (
@@ -100,6 +101,22 @@ def test_records_arrive_in_order_then_commit_resumes_the_group(
     assert "hunter2" not in caplog.text
     with pytest.raises(KafkaEdgeError, match="not started"):
         edge.poll(0, 1)
+
+
+@pytest.mark.parametrize("backend", EDGES, indirect=True)
+def test_a_record_sent_to_a_partition_lands_there_and_a_failed_one_is_sent_there_again(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    # one key for all, so the partitioner alone would put every record on one partition
+    kafka, source, out = kafka_settings(backend=backend), new_topic(1), new_topic(3)
+    with started(kafka, source) as edge:
+        for partition in (2, 0, 1, 2):
+            edge.send(out, b"same-key", b'"to-%d"' % partition, partition=partition)
+        # a delivery of a record to partition 1 that failed transiently, as the client reports it
+        edge._unsent.append(Unsent(out, b"same-key", b'"again-1"', True, "timed out", partition=1))  # type: ignore[attr-defined]
+        edge.flush()
+    assert [(partition, value) for partition, _, _, value in read_topic(kafka, out)] == [
+        (0, "to-0"), (1, "to-1"), (1, "again-1"), (2, "to-2"), (2, "to-2")]
 
 
 def test_seek_and_commit_inside_the_rebalance_callbacks(

@@ -21,7 +21,7 @@ from stream_perceptron.commands.read import read_topic
 from stream_perceptron.errors import KafkaEdgeError
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.kafka.producer_process import SplitKafkaEdge
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.worker.loop import Worker
 from tests.integration.conftest import PRODUCER_PROCESS
 from tests.integration.helpers import (
@@ -140,7 +140,7 @@ def test_a_dead_child_stops_the_worker_before_a_checkpoint_passes_it(kafka_setti
     # the worker stops with the error rather than checkpoint past outputs that were lost
     assert len(errors) == 1 and isinstance(errors[0], KafkaEdgeError), errors
     assert "the producer process is gone (exit code -9)" in str(errors[0])  # the cause, named
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt is not None
     claimed = ckpt.offsets[topics["input"]][0]
     assert claimed <= killed[0]
@@ -218,7 +218,8 @@ def test_ctrl_c_at_a_terminal_drains_the_worker_through_its_producer(kafka_setti
                                 env=worker_env(settings), stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # a group of its own, as a shell gives a job
     try:
-        wait_for(lambda: CheckpointStore(ckpt_dir).load() is not None, 60, "a first checkpoint")
+        wait_for(lambda: DirectoryStore(ckpt_dir).load(topics["input"], 0) is not None, 60,
+                 "a first checkpoint")
         os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=60)
     finally:

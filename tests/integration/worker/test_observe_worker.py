@@ -1,4 +1,5 @@
-"""A running worker's /metrics, /healthz and /readyz, and the health command."""
+"""A running worker's /metrics (a series per input partition, dropped on revocation), /healthz and
+/readyz, and the health command."""
 
 from __future__ import annotations
 
@@ -33,16 +34,37 @@ def _scrape(port: int) -> dict[str, float]:
     return {sample.name: sample.value for sample in _samples(port) if not sample.labels}
 
 
+def _by_partition(port: int, name: str) -> dict[tuple[str, str], float]:
+    """``stream_perceptron_<name>`` per (topic, partition), as scraped."""
+    return {(sample.labels["topic"], sample.labels["partition"]): sample.value
+            for sample in _samples(port) if sample.name == "stream_perceptron_" + name}
+
+
 def _lag_gauge(port: int) -> dict[tuple[str, str], float]:
     """``consumer_lag`` per (topic, partition), as scraped."""
-    return {(sample.labels["topic"], sample.labels["partition"]): sample.value
-            for sample in _samples(port) if sample.name == "stream_perceptron_consumer_lag"}
+    return _by_partition(port, "consumer_lag")
 
 
-def _model_info(port: int) -> list[str]:
-    """The ``model_id`` labels of ``model_info``, as scraped."""
-    return [sample.labels["model_id"] for sample in _samples(port)
-            if sample.name == "stream_perceptron_model_info"]
+def _model_info(port: int) -> dict[tuple[str, str], str]:
+    """The ``model_id`` label of ``model_info`` per (topic, partition), as scraped."""
+    return {(sample.labels["topic"], sample.labels["partition"]): sample.labels["model_id"]
+            for sample in _samples(port) if sample.name == "stream_perceptron_model_info"}
+
+
+def _partitions_labelled(port: int) -> set[tuple[str, str]]:
+    """Every (topic, partition) that labels a series of the worker's partitions."""
+    return {(sample.labels["topic"], sample.labels["partition"]) for sample in _samples(port)
+            if "partition" in sample.labels}
+
+
+def _newest_stats(kafka: Any, topic: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The newest statistics record of each input partition in ``topic``, by (topic, partition)."""
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, _, _, rec in read_topic(kafka, topic, idle_s=0.5):
+        where = (rec["topic"], str(rec["partition"]))
+        if where not in newest or rec["ts"] >= newest[where]["ts"]:
+            newest[where] = rec
+    return newest
 
 
 def _status(port: int, path: str) -> int:
@@ -53,38 +75,87 @@ def _status(port: int, path: str) -> int:
         return exc.code
 
 
-def test_metrics_mistake_counter_equals_the_statistics_record(kafka_settings, new_topic, tmp_path):
+def test_each_partitions_metrics_equal_its_statistics_record(kafka_settings, new_topic, tmp_path):
     kafka = kafka_settings()
-    topics = topics_for(new_topic)
-    send_all(kafka, topics["input"], encode_stream(noisy_stream(3000), unlabeled_every=7))
+    topics = topics_for(new_topic, partitions=2)
+    stream = encode_stream(noisy_stream(3000), unlabeled_every=7)
+    send_all(kafka, topics["input"], stream[::2], partition=0)
+    send_all(kafka, topics["input"], stream[1::2], partition=1)
     tw = ThreadedWorker(worker_settings(kafka, topics, tmp_path,
                                         stats={"every_examples": 1000, "every_seconds": 0.5})).start()
+    parts = {(topics["input"], "0"), (topics["input"], "1")}
     try:
         wait_for(lambda: tw.worker.counters.records == 3000, 60, "the worker to process the stream")
         port = tw.worker.observer.port
 
         def agree() -> bool:
-            stats = [v for _, _, _, v in read_topic(kafka, topics["stats"], idle_s=0.5)]
-            last = max(stats, key=lambda r: r["ts"])
-            metrics = _scrape(port)
-            return (last["seen"] == 3000
-                    and last["lag"] == {f"{topics['input']}:0": 0}
-                    and _lag_gauge(port) == {(topics["input"], "0"): 0}
-                    and metrics["stream_perceptron_mistakes_total"] == last["mistakes"]
-                    and metrics["stream_perceptron_examples_total"] == last["seen"]
-                    and metrics["stream_perceptron_labeled_examples_total"] == last["labeled"])
+            newest = _newest_stats(kafka, topics["stats"])
+            if set(newest) != parts or any(rec["seen"] != 1500 for rec in newest.values()):
+                return False
+            return all(
+                _by_partition(port, name) == {where: rec[key] for where, rec in newest.items()}
+                for name, key in [("mistakes_total", "mistakes"), ("examples_total", "seen"),
+                                  ("labeled_examples_total", "labeled"), ("mistake_rate", "mistake_rate")]
+            ) and _lag_gauge(port) == dict.fromkeys(parts, 0)
 
-        wait_for(agree, 30, "metrics to equal the last statistics record", every_s=0.5)
-        metrics = _scrape(port)
-        assert metrics["stream_perceptron_mistakes_total"] == tw.worker.learner.model.mistakes > 0
-        assert 0 < metrics["stream_perceptron_mistake_rate"] < 1
-        assert metrics["stream_perceptron_assigned_partitions"] == 1
+        wait_for(agree, 30, "each partition's metrics to equal its newest statistics record", every_s=0.5)
+        newest = _newest_stats(kafka, topics["stats"])
+        for (topic, part), rec in newest.items():  # one partition's offsets and lag only
+            assert rec["offsets"] == {topic: {part: 1500}} and rec["lag"] == {f"{topic}:{part}": 0}
+        assert _model_info(port) == {where: rec["model_id"] for where, rec in newest.items()}
+        # the group's E_n from the series: sum(mistakes_total) / sum(labeled_examples_total)
+        mistakes = _by_partition(port, "mistakes_total")
+        labeled = _by_partition(port, "labeled_examples_total")
+        assert sum(mistakes.values()) == sum(rec["mistakes"] for rec in newest.values()) > 0
+        assert sum(labeled.values()) == sum(rec["labeled"] for rec in newest.values())
+        assert set(_by_partition(port, "feature_names")) == parts  # dense input: 0 names
+        assert _partitions_labelled(port) == parts
+        metrics = _scrape(port)  # the worker's own series stay unlabelled
+        assert metrics["stream_perceptron_assigned_partitions"] == 2
+        assert metrics["stream_perceptron_ready"] == 1
+        assert metrics["stream_perceptron_rebalances_total"] >= 1
         assert _status(port, "/healthz") == 200
         assert _status(port, "/readyz") == 200
-        stats = [v for _, _, _, v in read_topic(kafka, topics["stats"], idle_s=0.5)]
-        assert {r["model_id"] for r in stats} == set(_model_info(port)) == {tw.worker.model_id}
     finally:
         assert tw.stop() == 0
+
+
+def test_a_revoked_partitions_series_leave_the_workers_metrics(kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings()
+    topics = topics_for(new_topic, partitions=2)
+    stream = encode_stream(noisy_stream(2000))
+    send_all(kafka, topics["input"], stream[:500:2], partition=0)
+    send_all(kafka, topics["input"], stream[1:500:2], partition=1)
+    stats = {"every_examples": 100, "every_seconds": 0.3}
+    first = ThreadedWorker(worker_settings(kafka, topics, tmp_path / "a", stats=stats)).start()
+    second: ThreadedWorker | None = None
+    both = {(topics["input"], "0"), (topics["input"], "1")}
+    try:
+        wait_for(lambda: first.worker.counters.records == 500, 60, "the first worker to take both")
+        port_a = first.worker.observer.port
+        wait_for(lambda: _partitions_labelled(port_a) == both, 30, "series of both partitions")
+        second = ThreadedWorker(worker_settings(kafka, topics, tmp_path / "b", stats=stats)).start()
+        wait_for(lambda: len(first.assignment()) == 1 and len(second.assignment()) == 1, 60,
+                 "the group to split the partitions")
+        send_all(kafka, topics["input"], stream[500::2], partition=0)
+        send_all(kafka, topics["input"], stream[501::2], partition=1)
+        wait_for(lambda: first.worker.counters.records + second.worker.counters.records >= 2000, 60,
+                 "the rest of the stream")
+        kept = {(t, str(p)) for t, p in first.assignment()}
+        taken = {(t, str(p)) for t, p in second.assignment()}
+        port_b = second.worker.observer.port
+        wait_for(lambda: _partitions_labelled(port_a) == kept and _partitions_labelled(port_b) == taken,
+                 30, "each worker to export only the partition it holds")
+        (where,) = kept
+        wait_for(lambda: _by_partition(port_a, "mistakes_total").get(where)
+                 == _newest_stats(kafka, topics["stats"])[where]["mistakes"], 30,
+                 "the kept partition's counter to follow its records")
+        assert set(_model_info(port_a)) == kept and set(_model_info(port_b)) == taken
+        assert set(_newest_stats(kafka, topics["stats"])) == both
+    finally:
+        if second is not None:
+            assert second.stop() == 0
+        assert first.stop() == 0
 
 
 def test_readyz_follows_checkpoint_storage(kafka_settings, new_topic, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.commands.read import read_topic
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.conftest import EDGES
 from tests.integration.helpers import (
     core_reference,
@@ -84,7 +84,7 @@ def test_end_to_end_predictions_learning_statistics_and_dead_letters(
     assert preds[(0, valid_offsets[-1])][0]["updates"] == model.mistakes
 
     # unlabeled records were predicted but not learned: the core (which skips them) agrees
-    ckpt = CheckpointStore(tmp_path / "ckpt").load()
+    ckpt = DirectoryStore(tmp_path / "ckpt").load(topics["input"], 0)
     assert ckpt.model["weights"] == model.weights.tolist()
     assert ckpt.model["intercept"] == model.intercept
     assert ckpt.model["mistakes"] == model.mistakes == worker.learner.model.mistakes

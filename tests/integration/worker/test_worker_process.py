@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.kafka.admin import client_config
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from tests.integration.conftest import EDGES
 from tests.integration.helpers import (
     EDGE_STARTED,
@@ -33,7 +33,7 @@ from tests.integration.helpers import (
 
 
 def _checkpoint_offset(ckpt_dir, topic) -> int:
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topic, 0)
     return 0 if ckpt is None else ckpt.offsets.get(topic, {}).get(0, 0)
 
 
@@ -61,7 +61,7 @@ def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(
     try:
         wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
                  "all predictions")
-        assert CheckpointStore(ckpt_dir).load() is None
+        assert DirectoryStore(ckpt_dir).load(topics["input"], 0) is None
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0, (tmp_path / "worker.log").read_text()
@@ -69,7 +69,7 @@ def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(
     finally:
         proc.kill()
     assert took < 10
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt.offsets == {topics["input"]: {0: n}}
     assert _committed(kafka, topics["input"]) == n
     log = (tmp_path / "worker.log").read_text()
@@ -78,7 +78,7 @@ def test_sigterm_checkpoints_commits_and_a_restart_relearns_nothing(
     # restart: resumes at the checkpoint; nothing is predicted or learned again
     restart = start_process(settings, "--until-caught-up", log=tmp_path / "restart.log")
     assert restart.wait(timeout=60) == 0, (tmp_path / "restart.log").read_text()
-    again = CheckpointStore(ckpt_dir).load()
+    again = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert again.model == ckpt.model and again.stats["seen"] == n
     assert all(len(v) == 1 for v in predictions_by_offset(kafka, topics["predictions"]).values())
 
@@ -133,7 +133,7 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
     assert final.wait(timeout=120) == 0, (tmp_path / "final.log").read_text()
 
     model, ref = core_reference(stream, [y for _, y in stream])
-    ckpt = CheckpointStore(ckpt_dir).load()
+    ckpt = DirectoryStore(ckpt_dir).load(topics["input"], 0)
     assert ckpt.offsets == {topics["input"]: {0: n}}
     assert ckpt.model["weights"] == model.weights.tolist()  # bit-identical
     assert ckpt.model["intercept"] == model.intercept
@@ -161,13 +161,14 @@ def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
 ):
     kafka = kafka_settings(backend=backend)
     topics = topics_for(new_topic, partitions=2)
+    shared = tmp_path / "shared"  # one directory for the group (a shared volume)
     a = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-a"), topics,
-                                       tmp_path / "a")).start()
+                                       shared)).start()
     b = None
     try:
         wait_for(lambda: len(a.assignment()) == 2, 30, "worker a to own both partitions")
         b = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-b"), topics,
-                                           tmp_path / "b")).start()
+                                           shared)).start()
         wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1,
                  30, "the partitions to be split")
         assert set(a.assignment()) | set(b.assignment()) == {
@@ -183,12 +184,11 @@ def test_two_workers_in_one_group_split_partitions_and_miss_no_offset(
         _stop(a, b)
     preds = predictions_by_offset(kafka, topics["predictions"])
     assert sorted(preds) == [(p, o) for p in (0, 1) for o in range(n // 2)]
-    # each worker learned its own partition: a model per worker
-    ca, cb = CheckpointStore(tmp_path / "a").load(), CheckpointStore(tmp_path / "b").load()
-    assert ca.stats["seen"] + cb.stats["seen"] == n
-    assert ca.stats["seen"] == cb.stats["seen"] == n // 2
-    assert set(ca.offsets[topics["input"]]) != set(cb.offsets[topics["input"]])
-    assert np.isfinite(ca.model["weights"]).all()
+    # each partition learned its own records: a model per partition, whichever worker held it
+    c0, c1 = (DirectoryStore(shared).load(topics["input"], p) for p in (0, 1))
+    assert c0.stats["seen"] == c1.stats["seen"] == n // 2
+    assert c0.offsets == {topics["input"]: {0: n // 2}} and c1.offsets == {topics["input"]: {1: n // 2}}
+    assert np.isfinite(c0.model["weights"]).all()
 
 
 def test_a_revoked_partition_is_handed_over_where_its_worker_stopped(
@@ -203,16 +203,17 @@ def test_a_revoked_partition_is_handed_over_where_its_worker_stopped(
     send_all(kafka, topics["input"], values[: n // 2], partition=0)
     send_all(kafka, topics["input"], values[n // 2 :], partition=1)
     rare = {"every_examples": 10**9, "every_seconds": 3600}
+    shared = tmp_path / "shared"  # one directory for the group (a shared volume)
     a = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-a"), topics,
-                                       tmp_path / "a", checkpoint=rare)).start()
+                                       shared, checkpoint=rare)).start()
     b = None
     try:
         wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == n, 60,
                  "worker a to predict every offset")
-        assert CheckpointStore(tmp_path / "a").files() == []  # nothing committed yet
+        assert all(DirectoryStore(shared).load(topics["input"], p) is None for p in (0, 1))  # none yet
         caplog.set_level(logging.INFO, logger="stream_perceptron.worker")
         b = ThreadedWorker(worker_settings(kafka_settings(backend=backend, client_id="worker-b"), topics,
-                                           tmp_path / "b", checkpoint=rare)).start()
+                                           shared, checkpoint=rare)).start()
         wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30,
                  "the partitions to be split")
     finally:
@@ -220,9 +221,10 @@ def test_a_revoked_partition_is_handed_over_where_its_worker_stopped(
     preds = predictions_by_offset(kafka, topics["predictions"])
     assert sorted(preds) == [(p, o) for p in (0, 1) for o in range(n // 2)]
     assert all(len(copies) == 1 for copies in preds.values())  # B replayed nothing A had done
-    assert re.search(rf"assigned {topics['input']}\[[01]\]: starting at {n // 2} \(group commit\)",
+    assert re.search(rf"assigned {topics['input']}\[[01]\]: starting at {n // 2} \(stored state\)",
                      caplog.text), caplog.text[-3000:]
-    assert CheckpointStore(tmp_path / "b").load() is None  # B learned nothing: nothing was left
+    for p in (0, 1):  # each partition's model learned its records once, whoever held it
+        assert DirectoryStore(shared).load(topics["input"], p).stats["seen"] == n // 2
 
 
 def test_a_second_interrupt_exits_at_once(backend, kafka_settings, new_topic, tmp_path):

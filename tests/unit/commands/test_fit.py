@@ -73,5 +73,5 @@ def test_an_averaged_fit_is_a_checkpoint_the_averaged_worker_restores(tmp_path):
     assert ckpt is not None and ckpt.config["average"] is True
     assert ckpt.model["average"]["steps"] > 1000  # two passes of labeled examples
     worker = Worker(settings)
-    worker.restore()
-    assert worker.learner.model.get_state() == ckpt.model
+    worker.restore()  # the seed of every partition without a state of its own
+    assert worker._state("examples", 0).learner.model.get_state() == ckpt.model

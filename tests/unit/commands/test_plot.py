@@ -1,11 +1,13 @@
-"""``plot_stats``: always a PNG, at the path given; a path it cannot write is one clear error."""
+"""The plots: always a PNG, at the path given; a path they cannot write is one clear error; the group's
+curve sums the partitions' newest records; a long history is thinned evenly within a shared bound."""
 
 from __future__ import annotations
 
 import pytest
 from PIL import Image
 
-from stream_perceptron.commands.plot import Thinned, plot_stats
+from stream_perceptron.commands.plot import Thinned, group_curve, plot_partitions, plot_stats
+from stream_perceptron.commands.series import group_figures
 from stream_perceptron.errors import OutputError
 
 ROWS = [{"seen": i, "labeled": i, "mistake_rate": 1 / i, "window_mistake_rate": 1 / i,
@@ -78,3 +80,83 @@ def test_the_legend_names_the_four_curves_and_covers_none_of_them(tmp_path, monk
     assert 0 <= box.x0 < box.x1 <= size[0] and 0 <= box.y0 < box.y1 <= size[1]  # within the image
     for axes in fig.axes:  # the first axes and their twin, which draws the margin
         assert not box.overlaps(axes.get_window_extent(renderer)), axes
+
+
+def test_shrink_keeps_the_even_spacing_and_bounds_what_follows():
+    thinned = Thinned(100)
+    for item in _items(90):
+        thinned.add(item)
+    thinned.shrink(20)  # 90 kept, then 45, 23, 12
+    assert thinned.stride == 8 and [i["seen"] for i in thinned.items] == list(range(0, 90, 8))
+    for item in _items(1000)[90:]:
+        thinned.add(item)
+    assert [i["seen"] for i in thinned.items] == list(range(0, 1000, 64)) and len(thinned.items) <= 20
+    thinned.shrink(500)  # never more than before
+    assert thinned.limit == 20
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        thinned.shrink(0)
+
+
+def _partition_history(part: int, n: int) -> list[dict]:
+    """Records of one partition: every 100 examples, published at ts part/10 + i."""
+    out = []
+    for i in range(1, n + 1):
+        seen, mistakes = 100 * i, (7 + part) * i + part
+        out.append({"seen": seen, "labeled": seen, "mistakes": mistakes, "mistake_rate": mistakes / seen,
+                    "window_labeled": 100, "window_mistakes": 7 + part, "ts": part / 10 + i})
+    return out
+
+
+def test_the_group_curve_is_the_sum_of_the_newest_records_at_each_moment():
+    histories = {("in", p): _partition_history(p, 20) for p in range(3)}
+    curve = group_curve(histories)
+    merged = sorted(((r["ts"], p, r) for (_, p), rs in histories.items() for r in rs), key=lambda x: x[0])
+    assert len(curve) == len(merged)
+    newest: dict[int, dict] = {}
+    for point, (_, part, record) in zip(curve, merged, strict=True):
+        newest[part] = record
+        expected = group_figures(newest.values())
+        assert expected is not None
+        assert (point["seen"], point["labeled"], point["mistakes"]) == (
+            expected.seen, expected.labeled, expected.mistakes)
+        assert point["mistake_rate"] == expected.mistakes / expected.labeled
+        assert point["window_mistake_rate"] == expected.window_mistake_rate
+    last = curve[-1]
+    assert (last["seen"], last["mistakes"]) == (6000, sum((7 + p) * 20 + p for p in range(3)))
+    assert len(group_curve(histories, points=10)) <= 11  # thinned, the last kept
+    assert group_curve(histories, points=10)[-1] == last
+
+
+def test_the_partitions_plot_draws_each_partition_and_the_group(tmp_path, monkeypatch):
+    import stream_perceptron.commands.plot as plot
+
+    closed = []
+    close = plot.plt.close
+    monkeypatch.setattr(plot.plt, "close", lambda fig: (closed.append(fig), close(fig)))
+    histories = {("in", p): _partition_history(p, 10) for p in range(3)}
+    curve = group_curve(histories)
+    path = plot_partitions({str(p): rs for (_, p), rs in histories.items()}, curve,
+                           tmp_path / "partitions.png", size=(800, 500))
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.size == (800, 500)
+    fig = closed[0]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "partition 0 (E_n)", "partition 1 (E_n)", "partition 2 (E_n)", "group E_n (3 partitions)",
+        "group windowed rate (pooled)"]
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    p1 = lines["partition 1 (E_n)"]
+    assert list(p1.get_xdata()) == [r["seen"] for r in histories[("in", 1)]]
+    assert list(p1.get_ydata()) == [r["mistake_rate"] for r in histories[("in", 1)]]
+    group = lines["group E_n (3 partitions)"]
+    assert list(group.get_xdata()) == [p["seen"] for p in curve] and group.get_xdata()[-1] == 3000
+    assert group.get_ydata()[-1] == pytest.approx(sum((7 + p) * 10 + p for p in range(3)) / 3000)
+    assert p1.get_marker() == "o"  # a short history is drawn point by point
+    long = {("in", 0): _partition_history(0, 60), ("in", 1): _partition_history(1, 1)}
+    plot_partitions({str(p): rs for (_, p), rs in long.items()}, group_curve(long), tmp_path / "l.png")
+    lines = {line.get_label(): line for line in closed[-1].axes[0].get_lines()}
+    assert lines["partition 0 (E_n)"].get_marker() == "None"  # a long one as a line
+    assert lines["partition 1 (E_n)"].get_marker() == "o"  # one record: one point, visible
+    with pytest.raises(OutputError):
+        (tmp_path / "f").write_text("")
+        plot_partitions({"0": histories[("in", 0)]}, curve, tmp_path / "f" / "x.png")

@@ -1,8 +1,10 @@
-"""The watch dashboard without a broker: sparklines, the table of two workers, bounded history."""
+"""The watch dashboard without a broker: sparklines, a row per input partition and the group's row,
+older workers' records, bounded history."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ NOW = 1_700_000_000.0
 
 def stats_record(client_id: str, seen: int, mistakes: int, window_rate: float | None, *, ts: float = NOW,
                  **extra: Any) -> dict[str, Any]:
-    """A statistics record shaped like a worker's (README, "Statistics")."""
+    """A statistics record shaped like an older worker's (README, "Statistics"): no partition."""
     rec: dict[str, Any] = {
         "seen": seen, "labeled": seen, "mistakes": mistakes, "updates": mistakes,
         "mistake_rate": mistakes / seen, "ewma_mistake_rate": 0.0123,
@@ -26,6 +28,18 @@ def stats_record(client_id: str, seen: int, mistakes: int, window_rate: float | 
         "intercept": -2.0, "examples_per_s": 48123.4, "dead_letters": 3,
         "offsets": {"examples": {"0": seen}}, "ts": ts, "uptime_s": 12.5, "client_id": client_id,
     }
+    rec.update(extra)
+    return rec
+
+
+def partition_record(partition: int, seen: int, mistakes: int, window_mistakes: int, *, ts: float = NOW,
+                     client_id: str = "w1", **extra: Any) -> dict[str, Any]:
+    """A statistics record of one input partition, as a worker publishes it now."""
+    rec = stats_record(client_id, seen, mistakes, window_mistakes / 1000, ts=ts,
+                       window_mistakes=window_mistakes, topic="examples", partition=partition,
+                       model_id=f"{partition}" * 32, offsets={"examples": {str(partition): seen}},
+                       lag={f"examples:{partition}": 10 + partition},
+                       examples_per_s=1000.0 * (partition + 1), dead_letters=partition)
     rec.update(extra)
     return rec
 
@@ -86,48 +100,71 @@ def test_sparkline_clamps_to_the_given_scale():
 # ------------------------------------------------------------------- the dashboard
 
 
+def cells(text: str, label: str) -> list[str]:
+    """The cells of the table's row ``label`` (cells are at least two spaces apart)."""
+    for line in text.splitlines():
+        parts = [c for c in re.split(r"\s{2,}", line.strip("│ ")) if c]
+        if parts and parts[0] == label:
+            return parts
+    raise AssertionError(f"no row {label!r} in:\n{text}")
+
+
 def test_empty_dashboard_says_it_is_waiting():
     text = screen(Dashboard(clock=lambda: NOW))
     assert "waiting for statistics records" in text
 
 
-def test_two_workers_render_side_by_side_with_their_figures():
+def test_a_row_per_partition_and_the_group_row_sums_them():
     dash = Dashboard(clock=lambda: NOW)
     dash.update([
-        stats_record("worker-a", 10_000, 123, 0.0456, ts=NOW - 5),
-        stats_record("worker-b", 5_000, 17, 0.0034, ts=NOW - 2, gamma=0.0152974, bound=4273.18,
-                     window_mistakes=3, lag={"examples": {"0": 30, "1": 12}}),
-        stats_record("worker-a", 15_000, 150, 0.0321, ts=NOW - 1),
+        partition_record(0, 10_000, 170, 68, ts=NOW - 5),
+        partition_record(1, 9_000, 14, 0, ts=NOW - 2, gamma=0.0322085, bound=1927.89),
+        partition_record(2, 1_000, 300, 100, ts=NOW - 3, client_id="w2"),
+        partition_record(0, 12_000, 180, 20, ts=NOW - 1),  # partition 0's newer record
     ])
-    assert dash.workers == ["worker-a", "worker-b"]
+    assert dash.rows == ["0", "1", "2"]
+    group = dash.group()
+    assert group is not None
+    assert (group.partitions, group.seen, group.labeled, group.mistakes) == (3, 22_000, 22_000, 494)
+    assert group.mistake_rate == 494 / 22_000
     text = screen(dash)
-    header = next(line for line in text.splitlines() if "worker-a" in line)
-    assert "worker-b" in header  # one column per worker
-    for figure in (
-        "15,000", "150", "0.0100",  # worker-a: seen, mistakes, E_n = 150/15000
-        "0.0321 (32/1,000)",  # its windowed rate with the window's mistakes
-        "5,000", "17", "0.0034",  # worker-b
-        "0.0152974", "3 ≤ 4,273.18",  # γ and the bound beside window_mistakes
-        "n/a (window not separated)", "32 · no bound",  # worker-a has no positive γ
-        "-0.0042 / 0.0871", "1.73205 / 2.44949", "14.0357 / -2",  # margins, R, ‖θ‖ / θ0
-        "48,123", "examples[0] 15,000", "examples[0] 5,000",
-        "42",  # lag: summed over partitions
-        "1.0 s", "2.0 s",  # age of the last record
-    ):
-        assert figure in text, figure
-    lag_row = next(line for line in text.splitlines() if line.strip("│ ").startswith("lag"))
-    assert "n/a" in lag_row and "42" in lag_row
+    # labeled, mistakes, E_n, window, EWMA, margin, R, γ, bound, ex/s, lag
+    assert cells(text, "0")[1:12] == ["12,000", "180", "0.0150", "0.0200", "0.0123", "-0.0042", "1.732",
+                                      "n/a", "n/a", "1,000", "10"]
+    assert cells(text, "1")[1:12] == ["9,000", "14", "0.0016", "0.0000", "0.0123", "-0.0042", "1.732",
+                                      "0.0322", "1,928", "2,000", "11"]
+    assert cells(text, "2")[1:4] == ["1,000", "300", "0.3000"]
+    # E_n over all the labeled examples, the window pooled (120/3000), throughput and lag summed
+    assert cells(text, "group (3)")[1:7] == ["22,000", "494", "0.0225", "0.0400", "6,000", "33"]
+    assert "input topic examples; partitions by the worker of their newest record: w1 0, 1; w2 2" in text
+    assert "22,000 seen, 3 dead letters" in text
+    assert "newest record 1.0 s old" in text
 
 
 def test_the_latest_record_wins_by_timestamp_not_arrival():
     dash = Dashboard(clock=lambda: NOW)
-    dash.update([stats_record("w", 2000, 20, 0.01, ts=NOW - 1),
-                 stats_record("w", 1000, 10, 0.02, ts=NOW - 9)])
-    assert dash.latest("w")["seen"] == 2000
-    assert dash.rate_history("w") == [0.01, 0.02]  # the history keeps arrival order
+    dash.update([partition_record(0, 2000, 20, 10, ts=NOW - 1),
+                 partition_record(0, 1000, 10, 20, ts=NOW - 9)])
+    assert dash.latest("0")["seen"] == 2000
+    assert dash.rate_history("0") == [0.01, 0.02]  # the history keeps arrival order
+    group = dash.group()
+    assert group is not None and group.seen == 2000  # the older record did not replace it
 
 
-def test_workers_sharing_a_client_id_stay_apart_by_their_model():
+def test_a_partition_with_two_models_has_two_rows_and_counts_once_in_the_group():
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([
+        partition_record(0, 9000, 90, 10, ts=NOW - 3, model_id="a" * 32),
+        partition_record(1, 1000, 10, 10, ts=NOW - 3),
+        partition_record(0, 500, 50, 10, ts=NOW - 1, model_id="b" * 32),  # its state began again
+    ])
+    assert dash.rows == ["0 · aaaaaaaa", "0 · bbbbbbbb", "1"]
+    group = dash.group()
+    assert group is not None and (group.partitions, group.seen, group.mistakes) == (2, 1500, 60)
+    assert cells(screen(dash, width=160), "group (2)")[1:3] == ["1,500", "60"]
+
+
+def test_records_of_older_workers_are_rows_of_their_own_outside_the_group():
     a, b = "3f2a9c1d" + "a" * 24, "77e0b512" + "b" * 24
     dash = Dashboard(clock=lambda: NOW)
     dash.update([
@@ -135,35 +172,60 @@ def test_workers_sharing_a_client_id_stay_apart_by_their_model():
         stats_record("stream-perceptron", 9000, 90, 0.01, ts=NOW - 2, model_id=b),
         stats_record("stream-perceptron", 2000, 50, 0.03, ts=NOW - 1, model_id=a),  # a restarted
     ])
-    assert dash.workers == ["stream-perceptron · 3f2a9c1d", "stream-perceptron · 77e0b512"]
+    assert dash.rows == ["stream-perceptron · 3f2a9c1d", "stream-perceptron · 77e0b512"]
     assert dash.latest("stream-perceptron · 3f2a9c1d")["seen"] == 2000
     assert dash.rate_history("stream-perceptron · 3f2a9c1d") == [0.04, 0.03]  # one series
-    assert dash.latest("stream-perceptron · 77e0b512")["seen"] == 9000
-    header = next(line for line in screen(dash, width=160).splitlines() if "3f2a9c1d" in line)
-    assert "77e0b512" in header  # two columns
+    assert dash.group() is None
+    text = screen(dash, width=160)
+    assert cells(text, "stream-perceptron · 3f2a9c1d")[1:4] == ["2,000", "50", "0.0250"]
+    assert cells(text, "stream-perceptron · 77e0b512")[1:4] == ["9,000", "90", "0.0100"]
+    assert "group" not in text
+
+    dash.update([partition_record(0, 100, 5, 5)])  # the workers were upgraded
+    group = dash.group()
+    assert group is not None and (group.partitions, group.seen) == (1, 100)
+    text = screen(dash, width=160)
+    assert cells(text, "group (1)")[1:3] == ["100", "5"]
+    assert "the rows of older workers (no partition in their records) are not in the group" in text
 
 
-def test_lag_row_only_when_a_record_has_lag():
+def test_a_partition_silent_for_over_a_minute_is_named():
     dash = Dashboard(clock=lambda: NOW)
-    dash.update([stats_record("w", 1000, 10, 0.01)])
-    assert not any(line.strip("│ ").startswith("lag") for line in screen(dash).splitlines())
+    dash.update([partition_record(0, 1000, 10, 1, ts=NOW - 2),
+                 partition_record(1, 1000, 10, 1, ts=NOW - 125)])
+    text = screen(dash, width=160)
+    assert "newest record 2.0 s old; nothing for over 60 s from: 1 (2 min 5 s)" in text
 
 
-def test_history_is_bounded_and_the_sparkline_shows_it():
+def test_history_is_bounded_and_the_sparklines_show_it():
     dash = Dashboard(history=10, clock=lambda: NOW)
     rates = [i / 100 for i in range(25)]
-    dash.update(stats_record("w", 1000 * (i + 1), i, r, ts=NOW - 25 + i) for i, r in enumerate(rates))
-    assert dash.rate_history("w") == rates[-10:]
+    dash.update(partition_record(0, 1000 * (i + 1), i, round(r * 1000), ts=NOW - 25 + i)
+                for i, r in enumerate(rates))
+    assert dash.rate_history("0") == rates[-10:]
+    assert dash.group_history() == rates[-10:]  # one partition: the group's window is its window
     assert dash.records == 25
     text = screen(dash)
-    assert sparkline(rates[-10:], dash.spark_width, lo=0.0) in text
-    assert "max 0.240" in text
+    line = sparkline(rates[-10:], dash.spark_width, lo=0.0, hi=0.24)  # one scale, up to the top kept
+    assert cells(text, "0")[-1] == cells(text, "group (1)")[-1] == line.strip()
+    assert "0 – 0.240" in text  # the scale, in the header
+
+
+def test_the_sparklines_share_one_scale():
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([partition_record(0, 1000, 10, 100, ts=NOW - 2),
+                 partition_record(1, 1000, 10, 50, ts=NOW - 2),
+                 partition_record(0, 2000, 20, 100, ts=NOW - 1),
+                 partition_record(1, 2000, 20, 50, ts=NOW - 1)])
+    text = screen(dash)
+    assert cells(text, "0")[-1] == "██" and cells(text, "1")[-1] == "▅▅"  # 0.05 is half of 0.1
+    assert "0 – 0.100" in text
 
 
 def test_records_that_are_not_statistics_are_skipped():
     dash = Dashboard(clock=lambda: NOW)
     dash.update([{"x": [1.0], "y": 1}, stats_record("w", 10, 1, None)])  # type: ignore[list-item]
-    assert dash.workers == ["w"] and dash.skipped == 1
+    assert dash.rows == ["w"] and dash.skipped == 1
     assert dash.rate_history("w") == [None]
     assert "1 records skipped" in screen(dash)
     assert is_stats_record({"seen": 1, "mistakes": 0}) and not is_stats_record([1, 2])

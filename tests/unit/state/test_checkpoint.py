@@ -236,19 +236,6 @@ def test_a_directory_that_cannot_be_listed_is_one_error_not_damage(tmp_path, mon
         store.load()
 
 
-def test_every_kept_checkpoint_holds_a_partition_before_it_counts_as_held(tmp_path):
-    store, learner = CheckpointStore(tmp_path, keep=2), _trained()
-    store.save(_ckpt(learner, {"in": {0: 5}}))
-    assert store.held_by_all() == {("in", 0)}
-    store.save(_ckpt(learner, {"in": {0: 6, 1: 3}}))
-    assert store.held_by_all() == {("in", 0)}
-    store.save(_ckpt(learner, {"in": {0: 7, 1: 4}}))
-    assert store.held_by_all() == {("in", 0), ("in", 1)}  # the first is pruned
-    reopened = CheckpointStore(tmp_path, keep=2)
-    assert reopened.held_by_all() == frozenset()  # nothing known before a load
-    assert reopened.load() is not None and reopened.held_by_all() == {("in", 0), ("in", 1)}
-
-
 def test_a_directory_the_first_save_creates_is_made_durable_in_its_parent(tmp_path, monkeypatch):
     import stream_perceptron.state.checkpoint as checkpoint
 
@@ -260,65 +247,6 @@ def test_a_directory_the_first_save_creates_is_made_durable_in_its_parent(tmp_pa
     synced.clear()
     CheckpointStore(tmp_path / "a" / "b").save(_ckpt(_trained()))
     assert synced == [tmp_path / "a" / "b"]  # nothing new above it
-
-
-def test_a_directory_held_by_another_process_is_refused(tmp_path):
-    # two workers on one directory would prune each other's files and restore each other's model
-    import subprocess
-    import sys
-
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from stream_perceptron.state.checkpoint import CheckpointStore;"
-         f" CheckpointStore({str(tmp_path)!r}).lock(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with pytest.raises(CheckpointError, match=r"is in use by another process \(SP_CHECKPOINT__DIR\)"):
-            CheckpointStore(tmp_path).lock()
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()
-    store = CheckpointStore(tmp_path)
-    store.lock()  # released by the kernel when the holder died
-    store.unlock()
-    assert CheckpointStore(tmp_path).load() is None  # the lock file is not a checkpoint
-
-
-def test_a_directory_that_cannot_be_created_is_refused_at_the_lock(tmp_path):
-    # a worker would otherwise learn and predict without ever checkpointing or committing
-    (tmp_path / "afile").write_text("")
-    with pytest.raises(CheckpointError, match=r"checkpoint directory .*afile/ck cannot be used: Not a"
-                                              r" directory.*\(SP_CHECKPOINT__DIR\)"):
-        CheckpointStore(tmp_path / "afile" / "ck").lock()
-    store = CheckpointStore(tmp_path / "afile")  # the path itself is a file: load() names it
-    store.lock()
-    with pytest.raises(CheckpointError, match="is not a directory"):
-        store.load()
-
-
-def test_a_lock_file_of_another_user_is_locked_read_only(tmp_path, monkeypatch):
-    # fit run as one user, the worker as another: the directory is writable, .lock is not
-    import fcntl
-    import os
-
-    real_open = os.open
-
-    def open_(path, flags, *args):
-        if str(path).endswith(".lock") and flags & os.O_RDWR:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, flags, *args)
-
-    CheckpointStore(tmp_path).lock()  # creates .lock (and holds it: this store is dropped)
-    monkeypatch.setattr(os, "open", open_)
-    store = CheckpointStore(tmp_path)
-    held: list[int] = []
-    monkeypatch.setattr(fcntl, "flock", lambda fd, op: held.append(fd))
-    store.lock()
-    assert held and store._lock_fd == held[0]
-    assert os.fstat(held[0]).st_size == 0  # the lock file, opened read-only
 
 
 def test_set_aside_moves_every_checkpoint_file_into_a_subdirectory_load_does_not_read(tmp_path):

@@ -36,6 +36,12 @@ class MemoryEdge:
     def commit(self, offsets):
         pass
 
+    def committed(self, topic, partition):
+        return None
+
+    def seek(self, topic, partition, offset):
+        pass
+
 
 def _worker(tmp_path) -> tuple[Worker, MemoryEdge]:
     edge = MemoryEdge()
@@ -181,11 +187,12 @@ def test_lag_is_the_high_water_mark_less_the_next_offset_per_known_partition(tmp
     edge = _LaggingEdge()
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)})
     w = Worker(settings, edge=edge)
+    w._on_assigned([("in", 0)])
     assert w.stats_record()["lag"] == {"in:0": 500}  # nothing processed: all of it
     w.process(Batch.of([InRecord("in", 0, i, None, input_record([1.0, -1.0], 1, i), 0) for i in range(300)]))
     assert w.lag() == {("in", 0): 200}
     assert w.stats_record()["lag"] == {"in:0": 200}  # partition 1: high-water mark unknown, left out
-    published = w.publish_stats()
+    (published,) = w.publish_stats()
     assert published["lag"] == {"in:0": 200}
     assert [v["lag"] for t, _, v in edge.sent if t == settings.topics.stats] == [{"in:0": 200}]
 
@@ -226,6 +233,7 @@ def test_the_first_rate_after_a_restore_counts_only_new_examples(tmp_path):
     assert first.checkpoint("test")
     again = Worker(settings, edge=MemoryEdge())
     again.restore()
+    again._on_assigned([("in", 0)])
     assert again.learner.stats.seen == 3000
     assert again.stats_record()["examples_per_s"] == 0.0  # not 3,000 over the time since start
 
@@ -240,8 +248,10 @@ def test_the_model_id_is_kept_across_restarts_and_new_for_a_new_model(tmp_path):
     model_id = first.stats_record()["model_id"]
     again = Worker(settings, edge=MemoryEdge())
     again.restore()
+    again._on_assigned([("in", 0)])
     assert again.stats_record()["model_id"] == model_id
     elsewhere = Worker(settings.model_copy(update={"checkpoint": settings.checkpoint.model_copy(
         update={"dir": str(tmp_path / "b")})}), edge=MemoryEdge())
     elsewhere.restore()
+    elsewhere._on_assigned([("in", 0)])
     assert elsewhere.stats_record()["model_id"] != model_id

@@ -13,7 +13,7 @@ from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.errors import KafkaEdgeError, UndeliveredError
 from stream_perceptron.kafka.edge import Batch, EdgeBase, InRecord, Retry, Unsent
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import CheckpointStore
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.observe import Observer
 
@@ -31,6 +31,12 @@ class _OneInputPartition:
 
     def highwater(self, topic, partition):
         return None
+
+    def committed(self, topic, partition):
+        return None
+
+    def seek(self, topic, partition, offset):
+        pass
 
     def log_held(self):
         pass
@@ -76,7 +82,7 @@ def test_a_batch_that_raised_half_way_is_never_checkpointed(tmp_path, caplog):
     for chunk in _batch(0, 20).chunks(10):  # as run() cuts a poll batch: sends 1 and 2
         w.process(chunk)
     assert w.checkpoint("interval")
-    saved = CheckpointStore(tmp_path).load()
+    saved = DirectoryStore(tmp_path).load("in", 0)
     assert saved.offsets == {"in": {0: 20}}
     with pytest.raises(KafkaEdgeError):
         for chunk in _batch(20, 20).chunks(10):
@@ -84,7 +90,7 @@ def test_a_batch_that_raised_half_way_is_never_checkpointed(tmp_path, caplog):
     assert w.offsets == {"in": {0: 30}}  # the second chunk's rows were learned, its offsets not
     assert not w.checkpoint("shutdown")
     assert not w.checkpoint("revocation")  # as edge.close() would call it
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 20}}
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 20}}
     assert edge.commits == [{("in", 0): 20}]
     assert "did not finish" in caplog.text and not w.checkpoint_ok
 
@@ -98,7 +104,7 @@ def test_outputs_given_up_stop_the_worker_and_no_checkpoint_covers_them(tmp_path
     w.process(_batch(10, 10))  # a batch already polled still finishes
     assert not w.checkpoint("shutdown")  # a flush would succeed now: the records are gone anyway
     assert edge.flushes == 1 and edge.commits == []
-    assert CheckpointStore(tmp_path).load() is None
+    assert DirectoryStore(tmp_path).load("in", 0) is None
     assert "outputs since the last checkpoint were given up" in caplog.text
 
 
@@ -114,7 +120,8 @@ def test_an_idle_worker_still_confirms_its_statistics_records(tmp_path, caplog):
     assert edge.flushes == 2 and "outputs not acknowledged" in caplog.text
     assert w.checkpoint("interval") and edge.flushes == 3  # the same records, confirmed now
     assert w.checkpoint("interval") and edge.flushes == 3
-    assert [c.name for c in sorted(tmp_path.glob("ckpt-*.json"))] == ["ckpt-000000000001.json"]
+    stored = sorted((tmp_path / "partitions/in/0").glob("ckpt-*.json"))
+    assert [c.name for c in stored] == ["ckpt-000000000001.json"]
     assert edge.commits == [{("in", 0): 10}] and w.counters.checkpoints == 1
 
 
@@ -143,7 +150,7 @@ def test_a_transient_flush_failure_only_postpones_the_checkpoint(tmp_path):
     assert not w.checkpoint("interval")
     assert not w._stop.is_set()
     assert w.checkpoint("interval")
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 10}}
 
 
 class _RoundEdge(EdgeBase):
@@ -262,7 +269,7 @@ def test_records_whose_resend_failed_are_kept_and_sent_before_the_next_checkpoin
     edge.outage = False
     assert w.checkpoint("interval")
     assert sorted(edge.delivered) == sorted(sent)  # every prediction acknowledged before ...
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}  # ... their offsets
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 10}}  # ... their offsets
     assert edge.commits == [{("in", 0): 10}]
 
 
@@ -367,7 +374,7 @@ def test_a_stop_during_a_poll_goes_straight_to_the_shutdown_checkpoint(tmp_path,
     assert "checkpoint (interval)" not in caplog.text
     assert "the shutdown checkpoint failed a moment ago; not tried again" in caplog.text
     assert "checkpoint (revocation)" not in caplog.text
-    assert CheckpointStore(tmp_path).load() is None and edge.commits == []
+    assert DirectoryStore(tmp_path).load("in", 0) is None and edge.commits == []
 
 
 def test_after_a_shutdown_checkpoint_the_revocation_still_hands_the_partitions_over(tmp_path, monkeypatch):
@@ -375,7 +382,7 @@ def test_after_a_shutdown_checkpoint_the_revocation_still_hands_the_partitions_o
     w, edge = _stopped_during_poll(tmp_path, monkeypatch)
     edge.flush = lambda: None  # the broker answers
     assert w.run() == 0
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 10}}
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 10}}
     assert edge.commits and edge.commits[-1] == {("in", 0): 10}
 
 
@@ -496,8 +503,8 @@ def test_a_shutdown_past_its_deadline_says_so_and_exits_1(tmp_path, monkeypatch,
     message = line.getMessage()
     assert "after the shutdown began (SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S=0.3)" in message
     assert "while writing the shutdown checkpoint (flushing the outputs first): exiting 1 now" in message
-    assert "a restart resumes from the start (no checkpoint yet)" in message
-    assert edge.flushes == 1 and CheckpointStore(tmp_path).load() is None
+    assert "a restart resumes from in[0] from its start (no stored state yet)" in message
+    assert edge.flushes == 1 and DirectoryStore(tmp_path).load("in", 0) is None
 
 
 def test_a_shutdown_done_in_time_never_exits(tmp_path, monkeypatch):
@@ -544,11 +551,11 @@ def test_a_deadline_past_the_checkpoint_names_the_commit_and_the_new_checkpoint(
     w.exit_process = lambda code: (exits.append((code, time.monotonic())), edge.release.set())  # type: ignore[method-assign]
     w.run()
     assert [code for code, _ in exits] == [1]
-    written = CheckpointStore(tmp_path).load()
+    written = DirectoryStore(tmp_path).load("in", 0)
     assert written is not None and written.offsets == {"in": {0: 10}}
     line = next(r.getMessage() for r in caplog.records if "shutdown not done" in r.getMessage())
-    assert "while committing the checkpoint's offsets to the group" in line
-    assert line.endswith(f"a restart resumes from {written.path}")
+    assert "while committing the stored states' offsets to the group" in line
+    assert line.endswith(f"a restart resumes from in[0] from {written.path}")
 
 
 def test_a_deadline_is_disarmed_once_the_shutdown_has_closed_the_clients(tmp_path, monkeypatch):
@@ -600,7 +607,7 @@ def test_a_commit_that_failed_is_sent_again_at_the_hand_over_with_nothing_new(tm
     edge.refusing = False
     w._on_revoked([("in", 0)])  # nothing new: no checkpoint written, the commit sent again
     assert edge.commits == [{("in", 0): 20}]
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 20}}
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 20}}
 
 
 def test_a_hand_over_s_own_commit_that_failed_is_not_tried_again_at_once(tmp_path):

@@ -37,7 +37,7 @@ def test_progress_and_interval_checkpoint_lines_are_at_info_once_per_interval(tm
     progress, ckpts = _lines(caplog, "seen "), _lines(caplog, "(interval) in ")
     assert [level for level, _ in progress] == ["INFO", "DEBUG", "DEBUG"]
     assert [level for level, _ in ckpts] == ["INFO", "DEBUG", "DEBUG"]
-    assert progress[2][1].startswith("seen 30, labeled 30,")  # the DEBUG ones are whole lines
+    assert progress[2][1].startswith("1 partitions: seen 30, labeled 30,")  # the DEBUG ones are whole lines
     assert "more at DEBUG" not in ckpts[0][1]
 
     time.sleep(1.0)
@@ -47,7 +47,7 @@ def test_progress_and_interval_checkpoint_lines_are_at_info_once_per_interval(tm
     _learn(w, 40)  # a checkpoint with nothing new is not written
     assert w.checkpoint("revocation")  # never held back
     assert [level for level, _ in _lines(caplog, "seen 40,")] == ["INFO"]
-    (ckpt,) = _lines(caplog, "ckpt-000000000004.json (interval) in ")
+    (ckpt,) = [line for line in _lines(caplog, "(interval) in ") if "ckpt-000000000004.json" in line[1]]
     assert ckpt[0] == "INFO" and ckpt[1].endswith(" (2 more at DEBUG since the last)"), ckpt
     assert [level for level, _ in _lines(caplog, "(revocation) in ")] == ["INFO"]
 

@@ -1,4 +1,5 @@
-"""The observer: metrics over real HTTP, counters that follow restored statistics, health and readiness."""
+"""The observer: metrics over real HTTP, a series per input partition, counters that follow restored
+statistics, forgetting revoked partitions, health and readiness."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from stream_perceptron.worker.observe import Observer, probe
 
 P = "stream_perceptron_"
 
+MODEL = "3f2a9c1d" + "0" * 24
 STATS = {
     "seen": 1000, "labeled": 900, "mistakes": 40, "updates": 40, "dead_letters": 3,
     "mistake_rate": 40 / 900, "window_mistake_rate": 0.02, "ewma_mistake_rate": 0.03,
     "margin_min": -0.5, "margin_mean": 0.25, "R": 2.0, "theta_norm": 7.5, "gamma": 0.1,
     "bound": 400.0, "examples_per_s": 1234.5, "window": 1000, "client_id": "w1",
+    "topic": "examples", "partition": 0, "model_id": MODEL,
 }
+P0 = {"topic": "examples", "partition": "0"}  # the labels of partition 0's series
+P1 = {"topic": "examples", "partition": "1"}
 
 
 class Clock:
@@ -67,6 +72,15 @@ def value(samples, name: str, **labels: str) -> float:
     return samples[(P + name, tuple(sorted(labels.items())))]
 
 
+def labelled(samples, name: str) -> set[tuple[tuple[str, str], ...]]:
+    """The label sets of ``name``'s samples."""
+    return {labels for sample, labels in samples if sample == P + name}
+
+
+def counts(topic: str = "examples", partition: int = 0, **kw: int) -> dict:
+    return {"topic": topic, "partition": partition, **kw}
+
+
 def answer(obs: Observer, path: str) -> tuple[bool, dict]:
     ok, body = probe(url(obs, path))
     return ok, json.loads(body)
@@ -83,18 +97,21 @@ def test_counters_and_gauges_after_a_sequence_of_calls(make):
     clock = Clock()
     obs = make(clock=clock)
     ready_worker(obs)
-    obs.batch(records=10, labeled=8, mistakes=2, dead_letters=1)
-    obs.batch(records=5, labeled=5, mistakes=1, dead_letters=0)
+    obs.batch(**counts(records=10, labeled=8, mistakes=2, dead_letters=1))
+    obs.batch(**counts(records=5, labeled=5, mistakes=1, dead_letters=0))
+    obs.batch(**counts(partition=1, records=7, labeled=6, mistakes=4, dead_letters=2))
     obs.checkpoint(ok=True, duration_s=0.25)
     obs.checkpoint(ok=False, duration_s=0.5)
     obs.lag({("examples", 0): 7, ("examples", 1): 0})
     clock.t += 4.0
     s = scrape(obs)
-    assert value(s, "examples_total") == 14  # records minus dead letters
-    assert value(s, "labeled_examples_total") == 13
-    assert value(s, "mistakes_total") == 3
-    assert value(s, "updates_total") == 3
-    assert value(s, "dead_letters_total") == 1
+    assert value(s, "examples_total", **P0) == 14  # records minus dead letters
+    assert value(s, "labeled_examples_total", **P0) == 13
+    assert value(s, "mistakes_total", **P0) == 3
+    assert value(s, "updates_total", **P0) == 3
+    assert value(s, "dead_letters_total", **P0) == 1
+    assert [value(s, n, **P1) for n in ["examples_total", "labeled_examples_total", "mistakes_total",
+                                        "updates_total", "dead_letters_total"]] == [5, 6, 4, 4, 2]
     assert value(s, "rebalances_total") == 1
     assert value(s, "checkpoints_total", result="ok") == 1
     assert value(s, "checkpoints_total", result="error") == 1
@@ -104,24 +121,48 @@ def test_counters_and_gauges_after_a_sequence_of_calls(make):
     assert value(s, "consumer_lag", topic="examples", partition="1") == 0
     assert value(s, "assigned_partitions") == 1
     assert value(s, "ready") == 0  # the last checkpoint failed
-    assert math.isnan(value(s, "mistake_rate"))  # no statistics record yet
+    assert labelled(s, "mistake_rate") == set()  # no statistics record yet
 
     obs.stats(STATS)
+    obs.stats({**STATS, "partition": 1, "mistake_rate": 0.5, "gamma": None})
     s = scrape(obs)
+    assert value(s, "mistake_rate", **P1) == 0.5 and math.isnan(value(s, "gamma", **P1))
     for name, key in [
         ("mistake_rate", "mistake_rate"), ("window_mistake_rate", "window_mistake_rate"),
         ("ewma_mistake_rate", "ewma_mistake_rate"), ("margin_min", "margin_min"),
         ("margin_mean", "margin_mean"), ("radius", "R"), ("theta_norm", "theta_norm"),
         ("gamma", "gamma"), ("mistake_bound", "bound"), ("examples_per_second", "examples_per_s"),
     ]:
-        assert value(s, name) == pytest.approx(STATS[key]), name
+        assert value(s, name, **P0) == pytest.approx(STATS[key]), name
 
 
-def test_the_model_is_named_once_given(make):
+def test_each_partition_names_its_model_and_a_new_model_replaces_the_old(make):
     obs = make()
-    assert not [name for name, _ in scrape(obs) if name == P + "model_info"]  # before the restore
-    obs.model("3f2a9c1d" + "0" * 24)
-    assert value(scrape(obs), "model_info", model_id="3f2a9c1d" + "0" * 24) == 1
+    assert labelled(scrape(obs), "model_info") == set()  # before the first statistics record
+    other = "77e0b512" + "1" * 24
+    obs.stats(STATS)
+    obs.stats({**STATS, "partition": 1, "model_id": other})
+    s = scrape(obs)
+    assert value(s, "model_info", **P0, model_id=MODEL) == 1
+    assert value(s, "model_info", **P1, model_id=other) == 1
+    assert len(labelled(s, "model_info")) == 2
+    fresh = "0badc0de" + "2" * 24  # partition 0's state began again: a new model
+    obs.stats({**STATS, "model_id": fresh})
+    s = scrape(obs)
+    assert labelled(s, "model_info") == {
+        tuple(sorted({**P0, "model_id": fresh}.items())), tuple(sorted({**P1, "model_id": other}.items()))}
+
+
+def test_a_record_without_topic_and_partition_sets_the_unlabelled_series(make):
+    obs = make()
+    old = {k: v for k, v in STATS.items() if k not in ("topic", "partition")}  # an older worker's
+    obs.stats(old)
+    s = scrape(obs)
+    empty = {"topic": "", "partition": ""}  # PromQL reads empty labels as none
+    assert value(s, "mistakes_total", **empty) == 40
+    assert value(s, "mistake_rate", **empty) == pytest.approx(40 / 900)
+    assert value(s, "model_info", **empty, model_id=MODEL) == 1
+    assert labelled(s, "mistakes_total") == {tuple(sorted(empty.items()))}
 
 
 def test_counter_names_end_in_total_and_the_scrape_parses(make):
@@ -146,15 +187,14 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
         "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
 
 
-def test_feature_names_in_use_and_their_limit_are_gauges(make):
+def test_feature_names_in_use_and_their_limit_are_gauges_per_partition(make):
     obs = make()
+    assert labelled(scrape(obs), "feature_names") == set()
+    obs.feature_names(3, 5, topic="examples", partition=0)
+    obs.feature_names(1, None, topic="examples", partition=1)  # no bound
     s = scrape(obs)
-    assert value(s, "feature_names") == 0 and math.isnan(value(s, "feature_names_limit"))
-    obs.feature_names(3, 5)
-    s = scrape(obs)
-    assert value(s, "feature_names") == 3 and value(s, "feature_names_limit") == 5
-    obs.feature_names(3, None)  # no bound
-    assert math.isnan(value(scrape(obs), "feature_names_limit"))
+    assert value(s, "feature_names", **P0) == 3 and value(s, "feature_names_limit", **P0) == 5
+    assert value(s, "feature_names", **P1) == 1 and math.isnan(value(s, "feature_names_limit", **P1))
 
 
 def test_none_statistics_become_nan(make):
@@ -162,50 +202,86 @@ def test_none_statistics_become_nan(make):
     obs.stats(STATS)
     obs.stats({**STATS, "gamma": None, "bound": None, "margin_min": None})
     s = scrape(obs)
-    assert math.isnan(value(s, "gamma"))
-    assert math.isnan(value(s, "mistake_bound"))
-    assert math.isnan(value(s, "margin_min"))
-    assert value(s, "radius") == 2.0
+    assert math.isnan(value(s, "gamma", **P0))
+    assert math.isnan(value(s, "mistake_bound", **P0))
+    assert math.isnan(value(s, "margin_min", **P0))
+    assert value(s, "radius", **P0) == 2.0
     obs.stats({k: v for k, v in STATS.items() if k != "examples_per_s"})  # missing: NaN too
     s = scrape(obs)
-    assert math.isnan(value(s, "examples_per_second"))
-    assert value(s, "gamma") == 0.1
+    assert math.isnan(value(s, "examples_per_second", **P0))
+    assert value(s, "gamma", **P0) == 0.1
 
 
 def test_counters_follow_the_restored_statistics_and_never_decrease(make):
     obs = make()
-    obs.stats(STATS)  # restored from a checkpoint: the counters jump to its totals
+    obs.batch(**counts(partition=1, records=4, labeled=4, mistakes=1, dead_letters=0))
+    obs.stats(STATS)  # partition 0 restored: its counters jump to its totals, partition 1's stay
     s = scrape(obs)
-    assert value(s, "examples_total") == 1000
-    assert value(s, "labeled_examples_total") == 900
-    assert value(s, "mistakes_total") == 40
-    assert value(s, "updates_total") == 40
-    assert value(s, "dead_letters_total") == 3
+    assert value(s, "examples_total", **P0) == 1000
+    assert value(s, "labeled_examples_total", **P0) == 900
+    assert value(s, "mistakes_total", **P0) == 40
+    assert value(s, "updates_total", **P0) == 40
+    assert value(s, "dead_letters_total", **P0) == 3
+    assert value(s, "examples_total", **P1) == 4 and value(s, "mistakes_total", **P1) == 1
 
-    obs.batch(records=12, labeled=10, mistakes=2, dead_letters=2)  # advanced between records
+    obs.batch(**counts(records=12, labeled=10, mistakes=2, dead_letters=2))  # advanced between records
     s = scrape(obs)
-    assert value(s, "examples_total") == 1010
-    assert value(s, "mistakes_total") == 42
-    assert value(s, "dead_letters_total") == 5
+    assert value(s, "examples_total", **P0) == 1010
+    assert value(s, "mistakes_total", **P0) == 42
+    assert value(s, "dead_letters_total", **P0) == 5
 
     obs.stats({**STATS, "seen": 990, "mistakes": 30, "updates": 30})  # an older record: no decrease
     s = scrape(obs)
-    assert value(s, "examples_total") == 1010
-    assert value(s, "mistakes_total") == 42
+    assert value(s, "examples_total", **P0) == 1010
+    assert value(s, "mistakes_total", **P0) == 42
 
     newer = {**STATS, "seen": 1500, "labeled": 1300, "mistakes": 55, "updates": 55, "dead_letters": 9}
     obs.stats(newer)
     s = scrape(obs)
-    assert [value(s, n) for n in ["examples_total", "labeled_examples_total", "mistakes_total",
-                                  "updates_total", "dead_letters_total"]] == [1500, 1300, 55, 55, 9]
+    assert [value(s, n, **P0) for n in ["examples_total", "labeled_examples_total", "mistakes_total",
+                                        "updates_total", "dead_letters_total"]] == [1500, 1300, 55, 55, 9]
+    assert value(s, "examples_total", **P1) == 4
+
+
+def test_forget_removes_the_series_of_revoked_partitions_only(make):
+    obs = make(clock=Clock())
+    for part in (0, 1):
+        obs.stats({**STATS, "partition": part})
+        obs.batch(**counts(partition=part, records=5, labeled=5, mistakes=1, dead_letters=0))
+        obs.feature_names(2, 10, topic="examples", partition=part)
+    obs.assigned([("examples", 0), ("examples", 1)])
+    obs.lag({("examples", 0): 3, ("examples", 1): 4})
+    obs.stats({**STATS, "topic": "other", "partition": 0})  # another input topic's partition 0
+    obs.forget([("examples", 0)])  # revoked
+    s = scrape(obs)
+    for name in ["examples_total", "labeled_examples_total", "mistakes_total", "updates_total",
+                 "dead_letters_total", "mistake_rate", "served_mistake_rate", "window_mistake_rate",
+                 "ewma_mistake_rate", "margin_min", "margin_mean", "radius", "theta_norm", "gamma",
+                 "mistake_bound", "examples_per_second", "feature_names", "feature_names_limit",
+                 "consumer_lag", "model_info"]:
+        held = {dict(labels)["topic"] + ":" + dict(labels)["partition"] for labels in labelled(s, name)}
+        assert "examples:0" not in held, name
+        assert "examples:1" in held, name
+    assert value(s, "mistakes_total", **P1) == 41
+    assert value(s, "mistakes_total", topic="other", partition="0") == 40
+    assert obs.readiness() == (True, f"partitions assigned: 2, lag 4; {obs.liveness()[1]}")  # 3 + 4 before
+    # assigned again later (a rebalance gave it back): from 0, raised to the totals of its state
+    obs.batch(**counts(records=2, labeled=2, mistakes=1, dead_letters=0))
+    assert value(scrape(obs), "mistakes_total", **P0) == 1
+    obs.stats({**STATS, "mistakes": 70})
+    s = scrape(obs)
+    assert value(s, "mistakes_total", **P0) == 70
+    assert value(s, "model_info", **P0, model_id=MODEL) == 1
+    obs.forget([("examples", 7)])  # never held: nothing happens
 
 
 def test_batch_rejects_impossible_counts(make):
     obs = make()
     with pytest.raises(ValueError):
-        obs.batch(records=1, labeled=0, mistakes=0, dead_letters=2)
+        obs.batch(**counts(records=1, labeled=0, mistakes=0, dead_letters=2))
     with pytest.raises(ValueError):
-        obs.batch(records=1, labeled=-1, mistakes=0, dead_letters=0)
+        obs.batch(**counts(records=1, labeled=-1, mistakes=0, dead_letters=0))
+    assert labelled(scrape(obs), "examples_total") == set()  # nothing counted
 
 
 def test_lag_of_revoked_partitions_disappears(make):
@@ -225,7 +301,7 @@ def test_calls_from_many_threads_add_up(make):
 
     def work():
         for _ in range(200):
-            obs.batch(records=3, labeled=2, mistakes=1, dead_letters=1)
+            obs.batch(**counts(records=3, labeled=2, mistakes=1, dead_letters=1))
             obs.polled()
 
     threads = [threading.Thread(target=work) for _ in range(4)]
@@ -234,8 +310,8 @@ def test_calls_from_many_threads_add_up(make):
     for t in threads:
         t.join()
     s = scrape(obs)
-    assert value(s, "examples_total") == 1600
-    assert value(s, "mistakes_total") == 800
+    assert value(s, "examples_total", **P0) == 1600
+    assert value(s, "mistakes_total", **P0) == 800
 
 
 # ---------------------------------------------------------------------- readiness and liveness
@@ -324,7 +400,7 @@ def test_not_ready_when_stalled_with_lag(make):
     ok, body = answer(obs, "/readyz")
     assert not ok and body["reason"].startswith("stalled: lag 50 and no progress for 301.0 s")
 
-    obs.batch(records=10, labeled=10, mistakes=0, dead_letters=0)  # progress: ready again
+    obs.batch(**counts(records=10, labeled=10, mistakes=0, dead_letters=0))  # progress: ready again
     assert answer(obs, "/readyz")[0]
 
 
@@ -386,10 +462,10 @@ def test_probe_never_raises():
 def test_two_observers_in_one_process_do_not_collide(make):
     a, b = make(), make()
     assert a.port != b.port and a.registry is not b.registry
-    a.batch(records=5, labeled=5, mistakes=5, dead_letters=0)
+    a.batch(**counts(records=5, labeled=5, mistakes=5, dead_letters=0))
     b.assigned([("examples", 0), ("examples", 1)])
     sa, sb = scrape(a), scrape(b)
-    assert value(sa, "mistakes_total") == 5 and value(sb, "mistakes_total") == 0
+    assert value(sa, "mistakes_total", **P0) == 5 and labelled(sb, "mistakes_total") == set()
     assert value(sa, "assigned_partitions") == 0 and value(sb, "assigned_partitions") == 2
 
 

@@ -39,6 +39,9 @@ def _fit(ck, d: int, n_features: int | None):
     return fit_source(settings, f"separable:d={d},n=200,seed=1", epochs=1).checkpoint
 
 
+_IN0 = {"topic": "in", "partition": "0"}  # the labels of in[0]'s series
+
+
 def _restored(ck, **model) -> tuple[Worker, MemoryEdge, Settings]:
     """A worker on an in-memory edge, restored from the checkpoint in ``ck``."""
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(ck)}, model=model)
@@ -62,7 +65,8 @@ def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_on
     with pytest.raises(SettingsError) as caught:
         worker.process(_batch(rng.normal(size=(50, 20)).tolist()))
     assert str(caught.value) == (
-        f"in[0]@0, the first record since the start, does not fit the model of checkpoint {path}"
+        f"in[0]@0, the partition's first record since its state was restored, does not fit the"
+        f" model of checkpoint {path}"
         " (x has 20 features, the model has 10); with SP_MODEL__N_FEATURES unset the width is the"
         " checkpoint's: point SP_CHECKPOINT__DIR at a directory of this input's own, or set"
         " SP_MODEL__N_FEATURES=10 to keep the model and send the records that do not fit it to the"
@@ -147,7 +151,7 @@ def test_reaching_the_names_bound_is_one_warning_and_the_names_are_metrics(tmp_p
     registry = worker.observer.registry
     worker.process(_batch([{"a": 1.0, "b": 1.0, "c": 1.0}, {"d": 1.0, "e": 1.0, "f": 1.0},
                            {"d": 1.0, "e": 1.0}, {"f": 1.0}]))
-    assert registry.get_sample_value("stream_perceptron_feature_names") == 5
+    assert registry.get_sample_value("stream_perceptron_feature_names", _IN0) == 5
     worker.process(_batch([{"g": 1.0}, {"a": 2.0}, {"h": 1.0, "a": 1.0}], start=4))
     assert _dead_letters(edge, settings) == {
         1: "x brings 3 new feature names; the model allows 5 in all (SP_LIMITS__MAX_NAMES)",
@@ -162,5 +166,5 @@ def test_reaching_the_names_bound_is_one_warning_and_the_names_are_metrics(tmp_p
         " stream_perceptron_feature_names on /metrics; SP_MODEL__HASH_BITS hashes names into a fixed"
         " width instead)"
     ]
-    assert registry.get_sample_value("stream_perceptron_feature_names") == 5
-    assert registry.get_sample_value("stream_perceptron_feature_names_limit") == 5
+    assert registry.get_sample_value("stream_perceptron_feature_names", _IN0) == 5
+    assert registry.get_sample_value("stream_perceptron_feature_names_limit", _IN0) == 5

@@ -1,4 +1,6 @@
-"""``kafka_append.append_many`` against ``KafkaProducer.send``, on the test broker.
+"""``kafka_append.append_many`` against ``KafkaProducer.send``, on the test broker (a
+transactional producer's, on Apache Kafka: the embedded broker gives aborted records to
+``read_committed`` readers).
 
 Each test sends the same records both ways, to two new topics, and reads both back: the records,
 their partitions and their order in each partition must be the same. Small batches
@@ -10,18 +12,21 @@ test of their own, with a linger of a minute.
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import IllegalStateError
 from kafka.partitioner import Partitioner
 
 from stream_perceptron.commands.read import read_topic
-from stream_perceptron.kafka.admin import client_config
+from stream_perceptron.kafka.admin import client_config, ensure_topics
 from stream_perceptron.kafka.fastpath.append import append_many, supports
 from stream_perceptron.settings import KafkaSettings
+from tests.apache_kafka import ApacheKafka
 from tests.integration.helpers import started
 
 Settings = Callable[..., KafkaSettings]
@@ -295,3 +300,65 @@ def test_nothing_is_appended_once_the_accumulator_closes_partway(
         accumulator._closed = False
         accumulator.append = opened
         small.close()
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, bytes | None, bytes]]:
+    """Every (partition, key, value) a ``read_committed`` consumer is given, read to each end."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        found: list[tuple[int, bytes | None, bytes]] = []
+        deadline = time.monotonic() + 30
+        while not all((end := consumer.highwater(tp)) is not None and consumer.position(tp) >= end
+                      for tp in tps):
+            assert time.monotonic() < deadline, f"{topic}: not at the end within 30 s"
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                found += [(tp.partition, r.key, r.value) for r in records]
+        return sorted(found, key=lambda r: r[0])  # each partition's records stay in order
+    finally:
+        consumer.close()
+
+
+def test_a_transactional_producers_records_are_appended_into_its_transaction(
+    apache_kafka: ApacheKafka,
+) -> None:
+    """A transactional producer (the exactly-once mode): records appended to 3 partitions in a
+    committed transaction are what ``send`` gives a ``read_committed`` reader in one; records
+    appended in an aborted one are not given at all; outside a transaction append_many appends
+    nothing and leaves the records to ``send``, which refuses them as it refuses any then."""
+    bootstrap = apache_kafka.bootstrap
+    sent, appended = (f"append-tx-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), {sent: 3, appended: 3})
+    keys, values = _records(1_500)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{uuid.uuid4().hex}",
+                             linger_ms=5, batch_size=1024)
+    try:
+        assert supports(producer)
+        producer.init_transactions()
+        for topic in (sent, appended):  # the metadata, as a worker's producer has it
+            producer.partitions_for(topic)
+        producer.begin_transaction()
+        for key, value in zip(keys, values, strict=True):
+            producer.send(sent, value=value, key=key)
+        for start in range(0, len(values), 500):
+            chunk = slice(start, start + 500)
+            futures = append_many(producer, appended, None, keys[chunk], values[chunk])
+            assert futures is not None and None not in futures
+        producer.commit_transaction()
+
+        producer.begin_transaction()
+        assert append_many(producer, appended, None, keys[:50], [b'{"aborted":1}'] * 50) is not None
+        producer.flush()  # in the log, then aborted
+        producer.abort_transaction()
+
+        futures = append_many(producer, appended, None, keys[:5], values[:5])  # no transaction open
+        assert futures == [None] * 5
+        with pytest.raises(IllegalStateError):
+            producer.send(appended, value=values[0], key=keys[0])
+    finally:
+        producer.close()
+    assert _read_committed(bootstrap, appended, 3) == _read_committed(bootstrap, sent, 3)
+    assert len(_read_committed(bootstrap, appended, 3)) == len(values)

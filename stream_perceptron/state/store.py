@@ -1,0 +1,61 @@
+"""The contract every partition-state store keeps (``SP_CHECKPOINT__STORE``).
+
+Each input partition ``(topic, partition)`` has one state of its own: a :class:`Checkpoint`
+whose ``offsets`` is ``{topic: {partition: next_offset}}`` and nothing else. A store keeps these
+states; the worker uses it like this:
+
+1. on assignment, ``epoch = store.claim(topic, partition)`` and then ``store.load(topic,
+   partition)`` (None: the partition has no state yet; the seed, if any, starts it);
+2. at each checkpoint, ``store.save(state, epoch)`` for every partition whose state moved;
+3. a save by a worker that lost the partition since its claim raises
+   :class:`~stream_perceptron.errors.FencedError` or, where the store cannot refuse it, is never
+   preferred by :meth:`load` to the state of the partition's new owner.
+
+A state is stored whole or not at all: a crash in the middle of a save leaves :meth:`load`
+answering the previous state. Every state a worker stores is a valid place to resume from (its
+outputs were acknowledged first, and a partition's learning is a function of its own records in
+offset order), so the newest state, or the one furthest on, is authoritative.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from stream_perceptron.state.checkpoint import Checkpoint
+
+
+class PartitionStore(Protocol):
+    """Stores one state per input partition (see the module's docstring)."""
+
+    def open(self) -> None:
+        """Make the store ready (create the directory, or the topic), before any partition is
+        assigned; raises :class:`~stream_perceptron.errors.CheckpointError` naming the setting to
+        fix when it cannot be used."""
+        ...
+
+    def claim(self, topic: str, partition: int) -> int:
+        """Take the partition for this worker; returns the fencing epoch to :meth:`save` with."""
+        ...
+
+    def load(self, topic: str, partition: int) -> Checkpoint | None:
+        """The partition's authoritative state, or None when it has none."""
+        ...
+
+    def save(self, state: Checkpoint, epoch: int) -> str:
+        """Store ``state`` (one partition's); returns where it went, for the log line.
+        Raises :class:`~stream_perceptron.errors.CheckpointError` when it cannot be stored, and
+        :class:`~stream_perceptron.errors.FencedError` when another worker has claimed the
+        partition since ``epoch``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (files, clients)."""
+        ...
+
+
+def partition_of(state: Checkpoint) -> tuple[str, int, int]:
+    """(topic, partition, next offset) of one partition's state; ValueError for any other."""
+    items = [(t, p, o) for t, ps in state.offsets.items() for p, o in ps.items()]
+    if len(items) != 1:
+        raise ValueError(f"a partition's state holds one offset, this one {len(items)}")
+    return items[0]

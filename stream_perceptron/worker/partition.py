@@ -1,0 +1,118 @@
+"""One input partition's state in the worker: its own model and statistics, its next offset, its
+fencing epoch, and what the worker has said about it.
+
+A partition's predictions and final model are a function of its own records in offset order:
+scoring and learning a record use only its partition's :class:`PartitionState`, so they do not
+depend on how partitions interleave in a poll, or on which worker holds the partition.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from stream_perceptron.errors import CheckpointError
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.stats import RunningStats
+from stream_perceptron.settings import Settings
+from stream_perceptron.state.checkpoint import Checkpoint, new_model_id
+
+
+def new_learner(settings: Settings) -> Learner:
+    """A learner at zero weights, configured by ``settings``."""
+    m, s = settings.model, settings.stats
+    return Learner(
+        Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                   max_names=settings.limits.max_names, average=m.average,
+                   hash_bits=m.hash_bits, hash_sign=m.hash_sign),
+        RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
+    )
+
+
+@dataclass
+class PartitionState:
+    """What the worker holds for one assigned input partition."""
+
+    topic: str
+    partition: int
+    learner: Learner
+    epoch: int
+    """The store's fencing epoch of this worker's claim."""
+    model_id: str = field(default_factory=new_model_id)
+    next_offset: int | None = None
+    """The next offset to process (past the last processed, or the restored state's); None
+    while nothing was processed and no state or seed named one."""
+    start: int | None = None
+    """Where the partition started on assignment (the state's offset, else the group's commit)."""
+    committed: int | None = None
+    """The group's committed offset, as read at assignment and raised by each commit: commits
+    never go below it."""
+    dead_letters: int = 0
+    dirty: bool = False
+    """Learned or advanced since the last stored state."""
+    fenced: bool = False
+    """Another worker claimed the partition since this one did: nothing more of it is processed,
+    stored or committed here."""
+    saved_at: str | None = None
+    """Where the last stored state went (the restored one's, at first)."""
+    origin: str = "zero weights"
+    """What the partition's model started from on assignment: "its stored state", "the seed" or
+    "zero weights"."""
+    width_from: str | None = None
+    width_unconfirmed: str | None = None
+    refusals_told: set[str] = field(default_factory=set)
+    stats_seen: int = 0
+    stats_time: float = field(default_factory=time.monotonic)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}[{self.partition}]"
+
+    def adopt(self, ckpt: Checkpoint, settings: Settings, *, own: bool) -> None:
+        """Take ``ckpt``'s model and statistics: the partition's own stored state (``own``), or
+        the seed (a `fit` checkpoint, or a version-1 worker's), whose offset for this partition,
+        if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
+        checkpoint of another configuration, or one this worker cannot restore."""
+        model = self.learner.model
+        ckpt.check_config(model.config())
+        try:
+            if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
+                model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
+            self.learner.restore(ckpt.model, ckpt.stats)
+            self.dead_letters = int(ckpt.stats.get("dead_letters", 0)) if own else 0
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # the checksum holds, so the file is intact: written by something else, not damaged
+            raise CheckpointError(
+                f"checkpoint {ckpt.path or 'record'} is intact but not one this worker can restore"
+                f" ({type(exc).__name__}: {exc}): move it away, or fix what wrote it"
+            ) from None
+        offset = ckpt.offsets.get(self.topic, {}).get(self.partition)
+        if offset is not None:
+            self.next_offset = offset
+        if ckpt.model_id is not None and (own or offset is not None):
+            self.model_id = ckpt.model_id  # the same model goes on; a `fit` seed begins a new one
+        if own:  # a file of the directory store, or a record of the state topic
+            self.saved_at = str(ckpt.path) if ckpt.path is not None else "its stored state"
+        self.origin = "its stored state" if own else "the seed"
+        if settings.model.n_features is None and model.dim:
+            where = ckpt.path or "the stored state"
+            self.width_unconfirmed = str(where)
+            self.width_from = (
+                f"checkpoint {where}'s, adopted with SP_MODEL__N_FEATURES unset; to learn"
+                " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"
+            )
+        self.stats_seen, self.stats_time = self.learner.stats.seen, time.monotonic()
+
+    def state(self) -> Checkpoint:
+        """The partition's state to store (its offset must be known)."""
+        if self.next_offset is None:
+            raise ValueError(f"{self.name} has no offset to store")
+        model_state, stats_state = self.learner.state()
+        stats_state["dead_letters"] = self.dead_letters
+        return Checkpoint(model_state, self.learner.model.config(), stats_state,
+                          {self.topic: {self.partition: self.next_offset}}, model_id=self.model_id)
