@@ -389,6 +389,9 @@ class Worker(Checkpointing, Progress, Transactions):
 
     # ------------------------------------------------------------------ rebalances
     def _on_assigned(self, partitions: list[Partition]) -> None:
+        if self._shutting_down:  # an assignment the client delivers while it closes: never used
+            log.info("assigned %s while shutting down: not taken", partitions)
+            return
         self.counters.rebalances += 1
         if self.observer is not None:
             self.observer.rebalance()
@@ -407,7 +410,13 @@ class Worker(Checkpointing, Progress, Transactions):
         """Open ``topic[part]``'s state (:meth:`_open`) and seek the consumer to where it
         resumes: its state's offset, else the group's commit (else the earliest offset)."""
         st = self._open(topic, part)
-        st.committed = self.edge.committed(topic, part)
+        try:
+            st.committed = self.edge.committed(topic, part)
+        except KafkaEdgeError as exc:  # the stored state still says where to resume
+            log.warning("%s: the group's committed offset could not be read (%s): resuming from"
+                        " %s, commits not held above it", st.name, exc,
+                        "its stored state" if st.next_offset is not None else "where the consumer starts it")
+            st.committed = None
         if (self._exactly_once and st.saved_at is not None and st.committed is not None
                 and (st.next_offset or 0) < st.committed):
             st = self._caught_up_state(st)

@@ -298,3 +298,28 @@ def test_exactly_once_waits_for_the_state_the_group_s_commit_was_made_with(tmp_p
     _assign(restarted, again, 0)
     assert HeldBack.loads == 3 and again.seeks == {("in", 0): 150}
     assert "the stored state is at 100, the group's commit at 150: waiting" in caplog.text
+
+
+def test_an_assignment_delivered_while_the_worker_shuts_down_is_not_taken(tmp_path):
+    # confluent-kafka may deliver one while it closes, when the group's commits can no longer be read
+    edge = GroupEdge({})
+    worker = _worker(tmp_path, edge)
+    worker._shutting_down = True
+    _assign(worker, edge, 0)
+    assert worker.parts == {} and edge.seeks == {}
+
+
+def test_a_group_commit_that_cannot_be_read_leaves_the_stored_state_in_charge(tmp_path, caplog):
+    from stream_perceptron.errors import KafkaEdgeError
+
+    _checkpointed(tmp_path, 40)
+
+    class Unreadable(GroupEdge):
+        def committed(self, topic, partition):
+            raise KafkaEdgeError("fetching the committed offsets failed: the handle is closing")
+
+    edge = Unreadable({})
+    worker = _worker(tmp_path, edge)
+    _assign(worker, edge, 0)
+    assert edge.seeks == {("in", 0): 40} and worker._refused is None
+    assert "the group's committed offset could not be read" in caplog.text
