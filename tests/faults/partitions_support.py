@@ -7,6 +7,7 @@ Everything waits with a deadline; nothing sleeps unboundedly.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import threading
@@ -123,6 +124,18 @@ class Member:
     proc: subprocess.Popen[bytes]
     log: Path
     settings: Settings
+    log_from: int = 0  # where this run's lines begin in the log (it continues across restarts)
+
+    def learned(self) -> bool:
+        """This run has published a statistics record of examples it processed (a progress
+        line ``N partitions: seen S`` with S > 0): a kill now finds work since its last state."""
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(self.log_from)
+                text = fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            return False
+        return re.search(r"\d+ partitions: seen [1-9]", text) is not None
 
 
 class Group:
@@ -178,7 +191,8 @@ class Group:
             self._before = self.members()[1]
         settings = self.settings(name)
         log = self.root / f"{name}.log"
-        member = self.live[name] = Member(name, start_worker(settings, log=log), log, settings)
+        start = log.stat().st_size if log.exists() else 0
+        member = self.live[name] = Member(name, start_worker(settings, log=log), log, settings, start)
         self.started.append(member.proc)
         return member
 

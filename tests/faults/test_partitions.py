@@ -82,6 +82,11 @@ def _faults(group: Group, rng: random.Random) -> list[str]:
         time.sleep(rng.uniform(0.1, 0.8))  # deliberate fault timing: a random moment
         victim = rng.choice(sorted(group.live))
         if action == "kill":
+            # once the victim has processed records since it started, so that a kill at this
+            # random moment finds work past its last stored state (on a loaded machine a kill
+            # 0.1 s after the group settles can come before its first batch)
+            wait_until(group.live[victim].learned, 30, f"{victim} to process records")
+            time.sleep(rng.uniform(0.0, 0.5))  # deliberate fault timing: a random moment
             group.kill9(victim)
             time.sleep(rng.uniform(0.0, 0.5))  # deliberate: restarted before or after its session ends
             group.start(victim)
