@@ -49,6 +49,7 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
 from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, Offsets
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
@@ -176,8 +177,15 @@ class Worker(Checkpointing, Progress, Transactions):
     def restore(self) -> None:
         """Read the seed, if any, and check it fits this model's configuration (fails clearly
         otherwise). Partitions' own states are restored when they are assigned."""
-        if self.settings.checkpoint.store == "directory":
+        if isinstance(self.store, DirectoryStore):
             self.store.open()  # a directory it cannot use stops the worker before it connects
+            # and so does a stored state of another configuration: found at an assignment, it
+            # would stop the worker with its clients in the middle of a rebalance
+            model_config = new_learner(self.settings).model.config()
+            for topic, part in self.store.partitions():
+                stored = self.store.load(topic, part)
+                if stored is not None:
+                    stored.check_config(model_config)
         seeds = CheckpointStore(self.settings.checkpoint.dir, self.settings.checkpoint.keep)
         seed = seeds.load()
         if seed is None:

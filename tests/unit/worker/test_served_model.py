@@ -73,9 +73,8 @@ def test_an_averaged_worker_restored_from_its_checkpoint_replays_bit_for_bit(tmp
     a, b = again.learner.model, whole.learner.model
     assert a.averaged_weights.tobytes() == b.averaged_weights.tobytes()
     plain = Worker(_settings(tmp_path / "cut"), edge=MemoryEdge())
-    plain.restore()
     with pytest.raises(CheckpointMismatchError, match="SP_MODEL__AVERAGE"):
-        plain._state("in", 0)
+        plain.restore()  # at the start, before the worker connects
 
 
 def test_the_hashed_worker_takes_every_new_name_and_keeps_its_width(tmp_path):
