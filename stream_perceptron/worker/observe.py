@@ -25,7 +25,8 @@ group's ``E_n``). What describes the worker itself is unlabelled: ``rebalances_t
 restored with its state) while a Prometheus counter starts at 0 in each process. So the counters
 that mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ←
 ``labeled``, ``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else
-``mistakes``), ``dead_letters_total`` ← ``dead_letters``) are *raised* to the record's value by
+``mistakes``), ``dead_letters_total`` ← ``dead_letters``, ``drifts_total`` ← ``drifts``) are
+*raised* to the record's value by
 :meth:`Observer.stats` (incremented by the difference, never lowered), and advanced by
 :meth:`Observer.batch` in between, each for its partition. After a ``stats()`` call a partition's
 counters equal its record's totals; at the first ``stats()`` after its state is restored they jump
@@ -75,6 +76,8 @@ _FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
     "updates": ("Perceptron updates (= mistakes); follows statistics 'updates'.", ("updates", "mistakes")),
     "dead_letters": ("Records sent to the dead-letter topic; follows statistics 'dead_letters'.",
                      ("dead_letters",)),
+    "drifts": ("Drift alarms: significant rises of the mistake rate; follows statistics 'drifts'.",
+               ("drifts",)),
 }
 
 # statistics-record key → gauge (prefix added) and help; None or a missing key sets NaN
@@ -288,6 +291,12 @@ class Observer:
                 self._raise_to(where, name, totals[name] + delta)
             if records:
                 self._progress_since = self._clock()
+
+    def drift(self, topic: str, partition: int) -> None:
+        """One drift alarm of input partition ``topic``/``partition``: ``drifts_total`` + 1."""
+        where = _labels(topic, partition)
+        with self._lock:
+            self._raise_to(where, "drifts", self._partition_totals(where)["drifts"] + 1)
 
     def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:
         """The feature names the model of ``topic``/``partition`` indexes, and the most it may
