@@ -111,25 +111,56 @@ class Adwin:
         """Add ``x``; returns whether a change is signalled at it (then :attr:`split` holds the
         window's parts at the split that passed the test by the most, as (n0, total0, n1,
         total1))."""
-        if self.drift_detected:
-            self._fresh()
-        self._insert(float(x))
-        self.drift_detected = self._detect()
-        return self.drift_detected
+        return bool(self.update_many([float(x)]))
 
-    def _insert(self, value: float) -> None:
+    def update_many(self, xs: list[float]) -> list[tuple[int, tuple[float, float, float, float]]]:
+        """Add the values ``xs`` in order; returns the position in ``xs`` of each value at which
+        a change is signalled, with its :attr:`split`. The same arithmetic as
+        :meth:`update` one value at a time, in one loop over local variables (the insert is
+        all a value costs between two of the ``clock``'s tests)."""
+        out: list[tuple[int, tuple[float, float, float, float]]] = []
+        full, clock, grace = self.max_buckets + 1, self.clock, self.grace_period
         totals, variances = self._levels[0]
-        totals.append(value)
-        variances.append(0.0)
-        self.width += 1.0
-        inc = 0.0
-        if self.width > 1.0:
-            d = value - self.total / (self.width - 1.0)
-            inc = (self.width - 1.0) * d * d / self.width
-        self.variance += inc
-        self.total += value
-        level = 0
-        while len(self._levels[level][0]) == self.max_buckets + 1:  # full: merge the oldest two
+        total, variance, width, tick = self.total, self.variance, self.width, self._tick
+        for i, value in enumerate(xs):
+            if self.drift_detected:  # river's ADWIN starts afresh at the value after a change
+                self._fresh()
+                self.drift_detected = False
+                totals, variances = self._levels[0]
+                total, variance, width, tick = 0.0, 0.0, 0.0, 0
+            totals.append(value)
+            variances.append(0.0)
+            width += 1.0
+            inc = 0.0
+            if width > 1.0:
+                d = value - total / (width - 1.0)
+                inc = (width - 1.0) * d * d / width
+            variance += inc
+            total += value
+            if len(totals) == full:  # merge level 0's oldest two (2**0 values each: mu = t)
+                a, b, va, vb = totals[0], totals[1], variances[0], variances[1]
+                del totals[:2], variances[:2]
+                if len(self._levels) == 1:
+                    self._levels.append(([], []))
+                up = self._levels[1]
+                up[0].append(a + b)
+                up[1].append(va + vb + 1.0 * 0.5 * (a - b) * (a - b))
+                if len(up[0]) == full:
+                    self._merge(1)
+            tick += 1
+            if tick % clock == 0 and width > grace:
+                self.total, self.variance, self.width, self._tick = total, variance, width, tick
+                if self._detect():
+                    self.drift_detected = True
+                    out.append((i, self.split or (0.0, 0.0, 0.0, 0.0)))
+                totals, variances = self._levels[0]
+                total, variance, width = self.total, self.variance, self.width
+        self.total, self.variance, self.width, self._tick = total, variance, width, tick
+        return out
+
+    def _merge(self, level: int) -> None:
+        """Merge the oldest two summaries of each full level, from ``level`` up, into the next."""
+        while len(self._levels[level][0]) == self.max_buckets + 1:
             totals, variances = self._levels[level]
             n = float(1 << level)
             mu1, mu2 = totals[0] / n, totals[1] / n
@@ -156,31 +187,37 @@ class Adwin:
             self._levels.pop()
 
     def _detect(self) -> bool:
-        self._tick += 1
-        if self._tick % self.clock != 0 or self.width <= self.grace_period:
-            return False
+        """Test every split (the clock's turn has come); drop the oldest bucket while one passes.
+        The bound's terms that do not depend on the split are computed once per pass, with the
+        operations in :meth:`_cut`'s order, so every comparison is the same to the last bit."""
         changed, again = False, True
         lmin = float(self.min_window_length)
         while again:
             again = False
-            n0, n1, u0, u1 = 0.0, self.width, 0.0, self.total
+            width = self.width
+            delta_prime = math.log(2.0 * math.log(width) / self.delta)
+            spread = self.variance / width
+            linear = 2.0 / 3.0 * delta_prime
+            n0, n1, u0, u1 = 0.0, width, 0.0, self.total
             for level in range(len(self._levels) - 1, -1, -1):  # oldest summaries first
                 size, totals = float(1 << level), self._levels[level][0]
-                last = level == 0
+                stop = len(totals) - 1 if level == 0 else -1  # the newest value is never split off
                 for k, t in enumerate(totals):
                     n0 += size
                     n1 -= size
                     u0 += t
                     u1 -= t
-                    if last and k == len(totals) - 1:
+                    if k == stop:
                         break
-                    if n1 >= lmin and n0 >= lmin and self._cut(n0, n1, u0 / n0 - u1 / n1) > 0:
-                        if not changed:
-                            self.split = self._best_split()
-                        changed = again = True
-                        if self.width > 0.0:
-                            self._drop_oldest()
-                        break
+                    if n1 >= lmin and n0 >= lmin:
+                        m = 1.0 / (n0 - lmin + 1.0) + 1.0 / (n1 - lmin + 1.0)
+                        if abs(u0 / n0 - u1 / n1) > math.sqrt(2.0 * m * spread * delta_prime) + linear * m:
+                            if not changed:
+                                self.split = self._best_split()
+                            changed = again = True
+                            if self.width > 0.0:
+                                self._drop_oldest()
+                            break
                 if again:
                     break
         return changed
@@ -284,13 +321,22 @@ class RiseDetector:
 
     def update(self, z: int | bool) -> tuple[float, float] | None:
         """Feed one flag; returns (rate_before, rate_after) when it raises an alarm (a rise)."""
-        x = 1 if z else 0
+        alarms = self.update_many([1 if z else 0])
+        return (alarms[0][1], alarms[0][2]) if alarms else None
+
+    def update_many(self, zs: list[int]) -> list[tuple[int, float, float]]:
+        """Feed the flags ``zs`` (0/1) in order; returns (position, rate_before, rate_after) of
+        each that raises an alarm."""
         if self._adwin is not None:
-            if not self._adwin.update(x):
-                return None
-            n0, u0, n1, u1 = self._adwin.split or (0.0, 0.0, 0.0, 0.0)
-            before, after = (u0 / n0 if n0 else 0.0), (u1 / n1 if n1 else 0.0)
-            return (before, after) if after > before else None
+            out = []
+            for i, (n0, u0, n1, u1) in self._adwin.update_many([float(z) for z in zs]):
+                before, after = (u0 / n0 if n0 else 0.0), (u1 / n1 if n1 else 0.0)
+                if after > before:
+                    out.append((i, before, after))
+            return out
+        return [(i, *rates) for i, z in enumerate(zs) if (rates := self._river_update(z)) is not None]
+
+    def _river_update(self, x: int) -> tuple[float, float] | None:
         det = self._river
         if det.drift_detected:  # river restarts the detector at this flag
             self._n = self._k = self._cut_n = self._cut_k = 0
@@ -372,19 +418,27 @@ class DriftWatch:
         with its row's index. With ``first_only``, stops after the first row that raises one (the
         rows after it are not fed)."""
         flags = {"mistakes": mistakes, "served": mistakes if served_mistakes is None else served_mistakes}
+        rows = np.flatnonzero(labels != 0)
+        columns = [(s, det, flags[s][rows].astype(np.int8).tolist()) for s, det in self.streams.items()]
         alarms: list[Alarm] = []
-        rows = np.flatnonzero(labels != 0).tolist()
-        columns = [(s, det, flags[s].tolist()) for s, det in self.streams.items()]
-        for i in rows:
-            raised = False
+        if not first_only or len(columns) == 1:
             for stream, det, zs in columns:
-                rates = det.update(zs[i])
-                if rates is not None:
-                    self.drifts += 1
-                    alarms.append(Alarm(i, stream, rates[0], rates[1]))
-                    raised = True
-            if raised and first_only:
-                break
+                if first_only:  # one stream: feed it up to its first alarm
+                    found = next(((k, *r) for k, z in enumerate(zs) if (r := det.update(z))), None)
+                    raised = [] if found is None else [found]
+                else:
+                    raised = det.update_many(zs)
+                alarms += [Alarm(int(rows[k]), stream, before, after) for k, before, after in raised]
+            alarms.sort(key=lambda a: (a.row, STREAMS.index(a.stream)))
+        else:  # both streams, row by row, up to the first row that raises an alarm
+            for k in range(len(rows)):
+                for stream, det, zs in columns:
+                    rates = det.update(zs[k])
+                    if rates is not None:
+                        alarms.append(Alarm(int(rows[k]), stream, rates[0], rates[1]))
+                if alarms:
+                    break
+        self.drifts += len(alarms)
         return alarms
 
     def get_state(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def test_a_tiny_run_gives_every_detector_on_both_streams_and_adwin_finds_the_fli
     adwin = rows[0]
     assert adwin["changes"] == 5 and adwin["missed"] <= 2 and adwin["delay_max"] < 300
     text = markdown(rows)
-    assert text.count("\n") == 1 + len(rows) and "`hddm-a`" in text
+    assert text.count("\n") == 1 + len(rows) + 4 and "`hddm-a`" in text and "median over the changes" in text
 
 
 def test_the_flip_stream_turns_every_label_at_each_change_but_the_noisy_ones() -> None:

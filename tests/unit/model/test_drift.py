@@ -186,3 +186,20 @@ def test_a_learner_restored_from_its_state_goes_on_as_the_uninterrupted_one():
     assert alarms == rows
     assert second.state()[0] == whole.state()[0]
     assert second.state()[1]["drift"] == whole.state()[1]["drift"]
+
+
+def test_reset_model_on_named_features_does_not_depend_on_the_batch_cuts():
+    X, y = flipped_stream(n=3000, flip=1500)
+    rows = [{f"f{j}": float(v) for j, v in enumerate(x)} for x in X]  # held as SparseRows
+
+    def learn_named(batch: int) -> tuple[dict, list[int]]:
+        learner = Learner(Perceptron(), RunningStats(window=100), DriftWatch("adwin"), "reset-model")
+        raised = []
+        for s in range(0, len(rows), batch):
+            learner.step(rows[s:s + batch], y[s:s + batch])
+            raised += [a.row + s for a in learner.alarms]
+        return learner.model.get_state(), raised
+
+    whole, raised = learn_named(3000)
+    assert raised and 1500 <= raised[0] < 1800
+    assert learn_named(45) == (whole, raised)
