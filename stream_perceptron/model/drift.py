@@ -122,37 +122,42 @@ class Adwin:
         full, clock, grace = self.max_buckets + 1, self.clock, self.grace_period
         totals, variances = self._levels[0]
         total, variance, width, tick = self.total, self.variance, self.width, self._tick
-        for i, value in enumerate(xs):
+        i, n = 0, len(xs)
+        while i < n:
             if self.drift_detected:  # river's ADWIN starts afresh at the value after a change
                 self._fresh()
                 self.drift_detected = False
                 totals, variances = self._levels[0]
                 total, variance, width, tick = 0.0, 0.0, 0.0, 0
-            totals.append(value)
-            variances.append(0.0)
-            width += 1.0
-            inc = 0.0
-            if width > 1.0:
-                d = value - total / (width - 1.0)
-                inc = (width - 1.0) * d * d / width
-            variance += inc
-            total += value
-            if len(totals) == full:  # merge level 0's oldest two (2**0 values each: mu = t)
-                a, b, va, vb = totals[0], totals[1], variances[0], variances[1]
-                del totals[:2], variances[:2]
-                if len(self._levels) == 1:
-                    self._levels.append(([], []))
-                up = self._levels[1]
-                up[0].append(a + b)
-                up[1].append(va + vb + 1.0 * 0.5 * (a - b) * (a - b))
-                if len(up[0]) == full:
-                    self._merge(1)
-            tick += 1
+            stop = min(n, i + clock - tick % clock)  # up to the clock's next test
+            for value in xs[i:stop]:
+                totals.append(value)
+                variances.append(0.0)
+                before = width  # = width - 1.0 after the increment, exactly (a count)
+                width = before + 1.0
+                if before > 0.0:
+                    d = value - total / before
+                    variance += before * d * d / width
+                else:
+                    variance += 0.0
+                total += value
+                if len(totals) == full:  # merge level 0's oldest two (2**0 values each: mu = t)
+                    a, b, va, vb = totals[0], totals[1], variances[0], variances[1]
+                    del totals[:2], variances[:2]
+                    if len(self._levels) == 1:
+                        self._levels.append(([], []))
+                    up = self._levels[1]
+                    up[0].append(a + b)
+                    up[1].append(va + vb + 1.0 * 0.5 * (a - b) * (a - b))
+                    if len(up[0]) == full:
+                        self._merge(1)
+            tick += stop - i
+            i = stop
             if tick % clock == 0 and width > grace:
                 self.total, self.variance, self.width, self._tick = total, variance, width, tick
                 if self._detect():
                     self.drift_detected = True
-                    out.append((i, self.split or (0.0, 0.0, 0.0, 0.0)))
+                    out.append((stop - 1, self.split or (0.0, 0.0, 0.0, 0.0)))
                 totals, variances = self._levels[0]
                 total, variance, width = self.total, self.variance, self.width
         self.total, self.variance, self.width, self._tick = total, variance, width, tick
@@ -199,19 +204,17 @@ class Adwin:
             spread = self.variance / width
             linear = 2.0 / 3.0 * delta_prime
             n0, n1, u0, u1 = 0.0, width, 0.0, self.total
+            sqrt = math.sqrt
             for level in range(len(self._levels) - 1, -1, -1):  # oldest summaries first
                 size, totals = float(1 << level), self._levels[level][0]
-                stop = len(totals) - 1 if level == 0 else -1  # the newest value is never split off
-                for k, t in enumerate(totals):
+                for t in totals if level else totals[:-1]:  # the newest value is never split off
                     n0 += size
                     n1 -= size
                     u0 += t
                     u1 -= t
-                    if k == stop:
-                        break
                     if n1 >= lmin and n0 >= lmin:
                         m = 1.0 / (n0 - lmin + 1.0) + 1.0 / (n1 - lmin + 1.0)
-                        if abs(u0 / n0 - u1 / n1) > math.sqrt(2.0 * m * spread * delta_prime) + linear * m:
+                        if abs(u0 / n0 - u1 / n1) > sqrt(2.0 * m * spread * delta_prime) + linear * m:
                             if not changed:
                                 self.split = self._best_split()
                             changed = again = True

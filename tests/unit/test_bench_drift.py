@@ -26,3 +26,10 @@ def test_the_flip_stream_turns_every_label_at_each_change_but_the_noisy_ones() -
     X2, y2 = flip_stream(4000, 1000, seed=3, noise=0.0, changes=False)
     assert (y[:1000] == y2[:1000]).all() and (y[1000:2000] == -y2[1000:2000]).all()
     assert score([5, 1010, 1500, 3999], [1000, 2000, 3000], 1000) == ([10, 999], 1)
+
+
+def test_the_adwin_cost_measure_times_both_adwins() -> None:
+    from bench.bench_drift import adwin_cost
+
+    cost = adwin_cost(2_000, repeats=1)
+    assert set(cost) == {"ours", "insert", "river"} and all(v > 0 for v in cost.values())
