@@ -50,10 +50,13 @@ from stream_perceptron.commands.plot import (
 )
 from stream_perceptron.commands.read import iter_topic
 from stream_perceptron.commands.series import (
+    Drifts,
     Group,
     GroupFigures,
     Partition,
     Series,
+    is_drift_event,
+    is_stats_or_drift,
     is_stats_record,
     labels,
     newer,
@@ -78,6 +81,8 @@ _MAX_POLL_RECORDS = 1_000
 _CONNECT_TIMEOUT_S = 10.0
 # A series with no record for this long is named under the table.
 _SILENT_S = 60.0
+# The drift events listed under the table, newest first.
+_DRIFTS_SHOWN = 5
 
 
 def _connect_timeout_s(kafka: KafkaSettings) -> float:
@@ -99,8 +104,9 @@ def follow_stats(
     each partition is read from its first record; otherwise only records published after the
     start are yielded (the end is the high-water mark of the first fetch). While the topic does
     not exist the generator yields ``[]`` every ``poll_timeout_ms`` and assigns the topic's
-    partitions once it appears. Records that are not JSON or not statistics records are skipped
-    (the first with a warning); ``on_skip``, if given, is called with the number skipped in each
+    partitions once it appears. Drift events (``"event": "drift"``) are yielded with the statistics
+    records, in their order. Records that are neither, or not JSON, are skipped (the first with a
+    warning); ``on_skip``, if given, is called with the number skipped in each
     batch that skipped any. The consumer is created on the first ``next()`` and closed when the generator
     is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
     when no bootstrap server can be reached.
@@ -168,7 +174,8 @@ def _seek_past_start(consumer: Any, tps: list[TopicPartition], start: dict[Topic
 
 
 def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
-    """The statistics record in a consumed record, or None (logged; at debug level if ``quiet``)."""
+    """The statistics record or drift event in a consumed record, or None (logged; at debug
+    level if ``quiet``)."""
     level = logging.DEBUG if quiet else logging.WARNING
     where = f"{record.topic}/{record.partition}@{record.offset}"
     more = "" if quiet else "; further ones are logged at debug level"
@@ -179,8 +186,8 @@ def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
     except ValueError as exc:
         log.log(level, "skipping %s: not JSON (%s)%s", where, exc, more)
         return None
-    if not is_stats_record(value):
-        log.log(level, "skipping %s: not a statistics record%s", where, more)
+    if not is_stats_or_drift(value):
+        log.log(level, "skipping %s: not a statistics record or drift event%s", where, more)
         return None
     stats: dict[str, Any] = value
     return stats
@@ -264,11 +271,24 @@ class _Column:
     group: Callable[[GroupFigures], str | Text] = lambda g: ""
 
 
-def _columns() -> list[_Column]:
-    """The table's columns after the partition, left to right."""
+def _columns(drifts: Drifts | None = None, pending: bool = False, group_drifts: int = 0) -> list[_Column]:
+    """The table's columns after the partition, left to right: with ``drifts``, the drift alarms
+    (how many, the last one's input offset; the group's ``group_drifts``), and with ``pending``
+    the predictions waiting for their labels (records of workers that have neither show no such
+    column)."""
     def field_(name: str, spec: str = ",") -> Callable[[dict[str, Any]], str]:
         return lambda rec: _fmt(rec.get(name), spec)
 
+    extra = []
+    if drifts is not None:
+        def count(rec: dict[str, Any]) -> Text:
+            n = drifts.count(Series.of(rec), rec)
+            return Text(_fmt(n), style="bold red" if n else "dim")
+
+        extra += [_Column("drifts", count, lambda g: _fmt(group_drifts)),
+                  _Column("last drift\noffset", lambda rec: _fmt(drifts.last_offset(Series.of(rec), rec)))]
+    if pending:
+        extra.append(_Column("pending\nlabels", field_("pending_labels"), lambda g: _fmt(g.pending_labels)))
     return [
         _Column("labeled", field_("labeled"), lambda g: _fmt(g.labeled)),
         _Column("mistakes", field_("mistakes"), lambda g: _fmt(g.mistakes)),
@@ -281,6 +301,7 @@ def _columns() -> list[_Column]:
         _Column("(R/γ)²", _bound),
         _Column("ex/s", field_("examples_per_s", ",.0f"), lambda g: _fmt(g.examples_per_s, ",.0f")),
         _Column("lag", lambda rec: _fmt(total_lag(rec.get("lag"))), lambda g: _fmt(g.lag)),
+        *extra,
     ]
 
 
@@ -310,7 +331,9 @@ class Dashboard:
         self._series: dict[Series, _SeriesView] = {}
         self._group = Group()
         self._group_history: deque[float | None] = deque(maxlen=history)
+        self._drifts = Drifts(latest=_DRIFTS_SHOWN)
         self.records = 0
+        self.events = 0
         self.skipped = 0
 
     @property
@@ -344,8 +367,13 @@ class Dashboard:
         """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
         self.skipped += n
 
+    def drifts(self) -> Drifts:
+        """The drift events taken so far."""
+        return self._drifts
+
     def update(self, records: Iterable[dict[str, Any]]) -> None:
-        """Take statistics records in arrival order; others (not dicts, no counters) are skipped.
+        """Take statistics records and drift events in arrival order; others (not dicts, no
+        counters) are skipped. A drift event counts in its series' drifts (:class:`Drifts`).
 
         The latest record of a series is the one with the greatest ``ts`` (arrival order when a
         record has none); every record adds its ``window_mistake_rate`` to its series' history,
@@ -353,6 +381,10 @@ class Dashboard:
         """
         now = self._clock()
         for rec in records:
+            if is_drift_event(rec):
+                self._drifts.add(rec)
+                self.events += 1
+                continue
             if not is_stats_record(rec):
                 self.skipped += 1
                 continue
@@ -381,7 +413,10 @@ class Dashboard:
         older = any(s.worker for s in named)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         table.add_column("partition / worker" if older else "partition", style="bold", no_wrap=True)
-        columns = _columns()
+        latest = [v.latest for v in self._series.values()]
+        drifts = self._drifts if self._drifts or any("drifts" in r for r in latest) else None
+        columns = _columns(drifts, pending=any("pending_labels" in r for r in latest),
+                           group_drifts=self._drifts.total(self._group.newest().values()))
         for column in columns:
             table.add_column(column.header, justify="right", overflow="fold", header_style="bold cyan")
         top = self._spark_top()
@@ -425,10 +460,42 @@ class Dashboard:
         if silent:
             line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
         notes.append(line)
+        notes += self._drift_lines(named, now)
+        notes += self._label_lines()
         if self.skipped:
             notes.append(Text(f"{self.skipped} records skipped (not JSON, or not statistics records)",
                               style="dim"))
         return notes
+
+    def _drift_lines(self, named: Mapping[Series, str], now: float) -> list[Text]:
+        """The latest drift events, newest first: where, when, the rates before and after."""
+        events = self._drifts.latest()
+        if not events:
+            return []
+        lines = [Text(f"drift alarms ({self.events} events; the latest {len(events)}, newest first):",
+                      style="bold red")]
+        for event in reversed(events):
+            series = Series.of(event)
+            label = named.get(series, f"{series.topic}[{series.partition}]")
+            ts = number(event.get("ts"))
+            age = "" if ts is None else f", {_duration(max(now - ts, 0.0))} ago"
+            lines.append(Text(
+                f"  {label} at offset {_fmt(event.get('offset'))}: {event.get('stream', 'mistakes')}"
+                f" rate {_fmt(event.get('rate_before'), '.4f')} → {_fmt(event.get('rate_after'), '.4f')}"
+                f" ({event.get('detector', '?')}, alarm {_fmt(event.get('drifts'))}{age})", style="red"))
+        return lines
+
+    def _label_lines(self) -> list[Text]:
+        """The late labels of the group: joins, expiries and the mean delay of the newest records."""
+        latest = [v.latest for s, v in self._series.items() if not s.worker]
+        if not any("label_joins" in r for r in latest):
+            return []
+        joins = sum(int(number(r.get("label_joins")) or 0) for r in latest)
+        expiries = sum(int(number(r.get("label_expiries")) or 0) for r in latest)
+        delays = [d for r in latest if (d := number(r.get("label_delay_s"))) is not None]
+        delay = f"{sum(delays) / len(delays):.3g} s" if delays else "n/a"
+        return [Text(f"late labels: {joins:,} joined, {expiries:,} expired; mean delay of the partitions'"
+                     f" windows {delay}", style="dim")]
 
     def _spark_top(self) -> float | None:
         """The greatest windowed rate kept, of any series or the group: the sparklines' common top."""
