@@ -579,7 +579,7 @@ def run_watch(
         kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=dashboard.count_skipped
     )
     interrupted = threading.Event()
-    restore = _stop_on_interrupt(interrupted)
+    restore = stop_on_interrupt(interrupted)
     try:
         with Live(dashboard.render(), console=console, auto_refresh=False) as live:
             next_refresh = time.monotonic() + refresh_s
@@ -600,7 +600,7 @@ def run_watch(
     return 0
 
 
-def _stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
+def stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
     """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
     ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
     the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
@@ -777,5 +777,6 @@ __all__ = [
     "run_plot",
     "run_watch",
     "sparkline",
+    "stop_on_interrupt",
     "worker_key",
 ]
