@@ -83,6 +83,8 @@ _CONNECT_TIMEOUT_S = 10.0
 _SILENT_S = 60.0
 # The drift events listed under the table, newest first.
 _DRIFTS_SHOWN = 5
+# The drift events ``plot`` marks per series, the latest.
+_DRIFTS_PLOTTED = 1_000
 
 
 def _connect_timeout_s(kafka: KafkaSettings) -> float:
@@ -635,7 +637,8 @@ def run_plot(
     older worker's records only (no partition in them) is drawn as before: one worker's, the one
     ``client_id`` names (a worker key, or a client id: its worker of the most recent record), by
     default the worker of the most recent record, the others named in a warning. Records without
-    a partition beside records with one are not drawn (a line says how many).
+    a partition beside records with one are not drawn (a line says how many). Drift events are
+    marked where they were raised (dotted lines; the latest 1,000 of each series).
 
     Returns the path written, the number of records plotted and the number they were drawn from:
     the drawn series' records with labeled examples, of which at most ``points`` in all (each
@@ -645,22 +648,7 @@ def run_plot(
     or holds other records), :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot
     be reached.
     """
-    connect_s = _connect_timeout_s(kafka)
-    check_reachable(kafka, connect_s)
-    histories: dict[Series, _History] = {}
-    values = 0
-    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
-        values += 1
-        if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
-            continue
-        key = Series.of(value)
-        history = histories.get(key)
-        if history is None:
-            history = histories[key] = _History(Thinned(points))
-            share = max(1, points // len(histories))  # POINTS in all, evenly shared
-            for each in histories.values():
-                each.labeled.shrink(share)
-        history.add(value)
+    histories, drifts, values = _read_histories(kafka, topic, timeout_s, points)
     if not histories:
         detail = (f"it holds {values} records, none a statistics record" if values
                   else "it is empty or does not exist")
@@ -680,7 +668,8 @@ def run_plot(
     named = labels(partitions)
     if len(partitions) == 1:
         ((series, history),) = partitions.items()
-        return _plot_one(history, topic, f"{series.topic}[{series.partition}]", out, size)
+        return _plot_one(history, topic, f"{series.topic}[{series.partition}]", out, size,
+                         drifts.get(series, ()))
     kept = {s: h.labeled.kept() for s, h in partitions.items()}
     if not any(kept.values()):
         raise NoStatsError(f"the {sum(h.records for h in partitions.values())} statistics records in"
@@ -691,7 +680,8 @@ def run_plot(
     curve = group_curve(newest, points)
     topics = sorted({s.topic for s in partitions})
     title = f"stream-perceptron · {topic} · input {', '.join(topics)}"
-    path = plot_partitions({named[s]: kept[s] for s in partitions}, curve, out, title=title, size=size)
+    path = plot_partitions({named[s]: kept[s] for s in partitions}, curve, out, title=title, size=size,
+                           drifts={named[s]: list(drifts.get(s, ())) for s in partitions})
     used = sum(len(records) for records in kept.values())
     of = sum(h.labeled.seen for h in partitions.values())
     spacing = "" if used == of else f" (at most {max(1, points // len(histories))} of each, evenly spaced)"
@@ -700,17 +690,49 @@ def run_plot(
     return path, used, of
 
 
+def _read_histories(
+    kafka: KafkaSettings, topic: str, timeout_s: float, points: int,
+) -> tuple[dict[Series, _History], dict[Series, deque[dict[str, Any]]], int]:
+    """Read ``topic`` to its end: each series' :class:`_History` (``points`` records in all,
+    evenly shared), the latest drift events of each series (where each was raised), and the
+    number of records read."""
+    connect_s = _connect_timeout_s(kafka)
+    check_reachable(kafka, connect_s)
+    histories: dict[Series, _History] = {}
+    drifts: dict[Series, deque[dict[str, Any]]] = {}
+    values = 0
+    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
+        values += 1
+        if is_drift_event(value):  # marked where it was raised; the latest _DRIFTS_PLOTTED of each
+            drifts.setdefault(Series.of(value), deque(maxlen=_DRIFTS_PLOTTED)).append(
+                {"labeled": value.get("labeled"), "offset": value.get("offset")})
+            continue
+        if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
+            continue
+        key = Series.of(value)
+        history = histories.get(key)
+        if history is None:
+            history = histories[key] = _History(Thinned(points))
+            share = max(1, points // len(histories))  # POINTS in all, evenly shared
+            for each in histories.values():
+                each.labeled.shrink(share)
+        history.add(value)
+    return histories, drifts, values
+
+
 def _plot_one(
     history: _History, topic: str, name: str, out: Path, size: tuple[int, int],
+    drifts: Iterable[dict[str, Any]] = (),
 ) -> tuple[Path, int, int]:
-    """Plot one series (:func:`plot_stats`): a worker's, or one input partition's."""
+    """Plot one series (:func:`plot_stats`): a worker's, or one input partition's, with its drift
+    events."""
     labeled = history.labeled
     plotted = labeled.kept()
     if not plotted:
         raise NoStatsError(f"the {history.records} statistics records in topic {topic!r} have no "
                            "labeled examples yet: nothing to plot")
     title = f"stream-perceptron · {topic}" + (f" · {name}" if name else "")
-    path = plot_stats(plotted, out, title=title, size=size)
+    path = plot_stats(plotted, out, title=title, size=size, drifts=list(drifts))
     thinned = "" if labeled.stride == 1 else f" (1 in {labeled.stride} of {labeled.seen}, evenly spaced)"
     log.info("plotted %d statistics records of %s%s to %s", len(plotted), topic, thinned, path)
     return path, len(plotted), labeled.seen
