@@ -1,7 +1,7 @@
 """``dashboard``: the statistics topic of a whole group as a live web page on localhost.
 
-* :class:`DashboardState` turns statistics records and drift events (README, "Statistics" and
-  "Drift events") into what the page draws: per series (an input partition and its model, or an
+* :class:`DashboardState` turns statistics records and drift events (README, "Record formats")
+  into what the page draws: per series (an input partition and its model, or an
   older worker's, :class:`~stream_perceptron.commands.series.Series`) its newest record and the
   last ``history`` points of its curves against its labeled examples (``E_n``, the windowed and
   EWMA mistake rates, the window's margins, R, γ and the bound (R/γ)² beside the window's

@@ -190,7 +190,7 @@ function renderSeries(s) {
   stat(dl, "mistakes", fmt(r.mistakes));
   stat(dl, "window mistakes", fmt(r.window_mistakes));
   const within = r.bound !== null && r.window_mistakes !== null && r.window_mistakes <= r.bound;
-  stat(dl, "(R/γ)²", r.bound === null ? "n/a (γ ≤ 0)" : sig(r.bound, 4), r.bound === null ? "" : (within ? "within" : "past"));
+  stat(dl, "(R/γ)²", r.bound === null ? "n/a" : sig(r.bound, 4), r.bound === null ? "" : (within ? "within" : "past"));
   stat(dl, "R", sig(r.R, 4));
   stat(dl, "γ", sig(r.gamma, 3));
   stat(dl, "margin min", sig(r.margin_min, 3));
