@@ -46,8 +46,9 @@ from stream_perceptron.commands.series import (
     partition_of,
     total_lag,
 )
-from stream_perceptron.commands.watch import follow_stats, stop_on_interrupt
+from stream_perceptron.commands.watch import connect_timeout_s, follow_stats, stop_on_interrupt
 from stream_perceptron.errors import OutputError
+from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -308,6 +309,7 @@ def run_dashboard(
     """
     if refresh_s <= 0:
         raise ValueError("refresh_s must be positive")
+    check_reachable(kafka, connect_timeout_s(kafka))  # before the page is offered
     state = DashboardState(history, topic=topic)
     server = DashboardServer(host, port, state, refresh_s=refresh_s)
     thread = threading.Thread(target=server.serve_forever, name="dashboard-http", daemon=True)

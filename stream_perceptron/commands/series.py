@@ -25,7 +25,7 @@ Partition = tuple[str, int]
 
 
 DRIFT_EVENT = "drift"
-"""The ``event`` of a drift alarm published on the statistics topic (README, "Record formats": drift event)."""
+"""The ``event`` of a drift alarm on the statistics topic (README, "Record formats": drift event)."""
 
 
 def is_stats_record(value: Any) -> bool:

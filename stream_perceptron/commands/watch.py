@@ -87,7 +87,7 @@ _DRIFTS_SHOWN = 5
 _DRIFTS_PLOTTED = 1_000
 
 
-def _connect_timeout_s(kafka: KafkaSettings) -> float:
+def connect_timeout_s(kafka: KafkaSettings) -> float:
     """How long ``watch`` and ``plot`` wait for their first connection: a port that accepts and
     does not answer as Kafka is named within it, not after a whole request timeout."""
     return min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000)
@@ -113,7 +113,7 @@ def follow_stats(
     is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
     when no bootstrap server can be reached.
     """
-    connect_s = _connect_timeout_s(kafka)
+    connect_s = connect_timeout_s(kafka)
     check_reachable(kafka, connect_s)
     with reaching(kafka):
         consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False,
@@ -696,7 +696,7 @@ def _read_histories(
     """Read ``topic`` to its end: each series' :class:`_History` (``points`` records in all,
     evenly shared), the latest drift events of each series (where each was raised), and the
     number of records read."""
-    connect_s = _connect_timeout_s(kafka)
+    connect_s = connect_timeout_s(kafka)
     check_reachable(kafka, connect_s)
     histories: dict[Series, _History] = {}
     drifts: dict[Series, deque[dict[str, Any]]] = {}
@@ -798,6 +798,7 @@ __all__ = [
     "is_stats_record",
     "run_plot",
     "run_watch",
+    "connect_timeout_s",
     "sparkline",
     "stop_on_interrupt",
     "worker_key",

@@ -247,7 +247,7 @@ def test_history_must_be_positive():
 
 
 def drift_event(partition: int, offset: int, drifts: int, *, ts: float = NOW, **extra: Any) -> dict[str, Any]:
-    """A drift alarm as a worker publishes it on the statistics topic (README, "Drift events")."""
+    """A drift alarm as a worker publishes it (README, "Record formats": drift event)."""
     return {"event": "drift", "topic": "examples", "partition": partition, "offset": offset,
             "detector": "adwin", "stream": "mistakes", "rate_before": 0.02, "rate_after": 0.31,
             "drifts": drifts, "labeled": offset, "model_id": f"{partition}" * 32, "client_id": "w1",
