@@ -27,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -100,11 +100,10 @@ def _texts(rec: Mapping[str, Any]) -> dict[str, str | None]:
 
 @dataclass
 class _SeriesData:
-    """What the page is given of one series: its newest record, the last points, its drift events."""
+    """What the page is given of one series: its newest record and its last points."""
 
     latest: dict[str, Any]
     points: deque[dict[str, Any]]
-    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def series_id(series: Series) -> str:

@@ -1,16 +1,19 @@
 """``watch`` and ``plot``: follow a statistics topic live in the terminal, or draw it to a PNG.
 
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
-  assigned by hand) and yields the decoded records in batches as they arrive, ``[]`` on an
-  idle poll so a display can refresh.
+  assigned by hand) and yields the decoded records (statistics records and drift events) in
+  batches as they arrive, ``[]`` on an idle poll so a display can refresh.
 * :class:`Dashboard` keeps the newest record of each series (an input partition's, or an older
   worker's: :mod:`~stream_perceptron.commands.series`), the group's figures summed over the
-  input partitions, and bounded histories of the windowed mistake rate, and renders them as a
-  rich table: a row per partition, then the group's.
+  input partitions, bounded histories of the windowed mistake rate, and the drift events
+  (:class:`~stream_perceptron.commands.series.Drifts`), and renders them as a rich table: a row
+  per partition (with its drift alarms and pending labels when the records carry them), then the
+  group's, and the latest alarms under it.
 * :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
   :func:`~stream_perceptron.commands.plot.plot_partitions` (each partition's ``E_n`` and the
-  group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`.
+  group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`, with the
+  drift events marked.
 
 ``watch`` reads the topic from its beginning: the table shows each series' newest record and
 the sparklines have history at once. (The end of a partition is taken from fetch responses,
