@@ -38,7 +38,8 @@ weight not yet learned is 0). That is right only when index *j* means the same f
 partition: dense rows, hashed names (``hash_bits``), or an index of names agreed across
 partitions (append-only, in the order the mix first saw them); per-partition name indices are not.
 
-Three entry points: :func:`mix` (what a worker does at one partition's mixing point),
+Three entry points: :func:`mix` and :func:`adopt` (what a worker does at one partition's
+mixing point),
 :func:`ipm` (synchronous IPM, the theorem's setting) and :func:`simulate_stream` (mixing on a
 stream without a barrier, as the worker would).
 
@@ -159,6 +160,30 @@ def mix(states: Iterable[Published], weights: Weighting = "uniform") -> Mix:
         theta0 = theta0 + m * s.intercept
     return Mix(theta, theta0, tuple(parts), tuple(s.epoch for s in ordered),
                tuple(s.offset for s in ordered), tuple(s.mistakes for s in ordered), mu, rule)
+
+
+def adopt(model: Perceptron, mixed: Mix) -> None:
+    """Replace the model's [θ, θ0] by the mix, keeping the rest of its state.
+
+    Kept: its mistake count, feature names and labels taught. Dropped: the kept ‖θ‖² (recomputed
+    from the new θ) and, with ``average=True``, the averaging sums, so the average restarts from
+    the mixed θ (averages of weights before a mix are not averages of the mixed model). A mix
+    wider than the model (names the partition has not indexed yet) is refused by
+    :meth:`Perceptron.set_state` only when the model's width is fixed.
+
+    >>> import numpy as np
+    >>> model = Perceptron()
+    >>> model.learn_one([1.0, 2.0], 1)
+    True
+    >>> adopt(model, mix([Published(0, np.array([0.5, 0.0]), -1.0, 0, 0, 0)]))
+    >>> model.weights.tolist(), model.intercept, model.mistakes
+    ([0.5, 0.0], -1.0, 1)
+    """
+    state = model.get_state()
+    state.pop("theta_sq", None)
+    state.pop("average", None)
+    state["weights"], state["intercept"] = mixed.weights, mixed.intercept
+    model.set_state(state)
 
 
 def _padded(w: FloatArray, width: int) -> FloatArray:
@@ -366,7 +391,6 @@ def _adopt(run: StreamRun, ps: list[_Partition], newest: dict[int, tuple[Publish
             run.age_epochs.append(p.epoch - s.epoch)
     run.mixes.append(mixed)
     run.sum_mu_k += mixed.weighted_mistakes / len(ps)
-    p.model.set_state({"weights": mixed.weights, "intercept": mixed.intercept,
-                       "mistakes": p.model.mistakes})
+    adopt(p.model, mixed)
     p.since = 0
     p.epoch += 1

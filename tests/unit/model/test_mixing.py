@@ -15,6 +15,7 @@ from stream_perceptron.model.mixing import (
     WEIGHTINGS,
     Mix,
     Published,
+    adopt,
     ipm,
     mix,
     mixing_weights,
@@ -126,6 +127,21 @@ def test_states_of_different_widths_mix_as_if_padded_with_zeros():
     b = Published(1, np.array([3.0, 4.0, 6.0]), 2.0, 1, 0, 0)
     m = mix([a, b])
     assert m.weights.tolist() == [2.0, 3.0, 3.0] and m.intercept == 1.0
+
+
+def test_adopting_a_mix_replaces_theta_and_keeps_the_names_labels_and_mistake_count():
+    model = Perceptron(average=True)
+    model.learn_many([{"a": 1.0, "b": 2.0}, {"b": -3.0, "c": 1.0}, {"a": -1.0}], [True, False, True])
+    before = model.get_state()
+    mixed = mix([Published(0, np.array([1.0, -2.0, 0.5]), 0.25, 1, 0, 0),
+                 Published(1, np.array([3.0, 0.0, 0.5]), -0.25, 1, 0, 0)])
+    adopt(model, mixed)
+    assert model.weights.tolist() == [2.0, -1.0, 0.5] and model.intercept == 0.0
+    assert model.mistakes == before["mistakes"] and model.feature_names == ["a", "b", "c"]
+    assert model.norms()[0] == pytest.approx(np.sqrt(5.25))  # not the ‖θ‖ kept before the mix
+    # the averaged model restarts from the mix: served = θ until the next labeled example
+    assert model.averaged_weights.tolist() == [2.0, -1.0, 0.5]
+    assert model.predict_one({"a": 1.0}) is True and model.score_one({"b": 1.0}) == -1.0
 
 
 @pytest.mark.parametrize("bad, message", [
