@@ -10,9 +10,9 @@ After its epoch :math:`n`, shard :math:`i` has made :math:`k_{i,n}` mistakes and
 .. math:: w_n = \sum_i \mu_{i,n} w_{i,n}, \qquad \mu_{i,n} \ge 0, \quad \sum_i \mu_{i,n} = 1,
 
 with :math:`\mu_{i,n} = 1/S` (``weights="uniform"``) or :math:`\mu_{i,n} = k_{i,n}/\sum_j k_{j,n}`
-(``weights="mistakes"``). **When every k is 0**, ``"mistakes"`` falls back to uniform (no shard
-changed its weights relative to the others' claim on the mix, and uniform is the only
-choice that treats them alike); the record then says ``"rule": "uniform"``.
+(``weights="mistakes"``). **When every k is 0**, ``"mistakes"`` falls back to uniform (there is
+nothing to weigh the states by, and uniform treats them alike); the mix's record then says
+``"rule": "uniform"``.
 
 **The bound** (their Theorem 3, for any μ on the simplex, so for both weightings): on data
 separable with margin γ by a unit :math:`u` in the augmented space (:math:`y\,u\cdot[x, 1] \ge
@@ -282,8 +282,10 @@ class StreamRun:
     synchronous round is P adoptions of one mix, so this equals :func:`ipm`'s running sum there);
     ``age_examples``/``age_epochs``: for every state mixed from another partition, how many
     examples of the whole stream had passed since it was published, and how many epochs the
-    adopting partition was ahead of it. ``final``: the mix of every partition's last state
-    (what a reader of the model topic would score with), or None when unmixed.
+    adopting partition was ahead of it. ``final``: the mix, with the run's weighting, of every
+    partition's last state (what a reader of the model topic would score with); unmixed, their
+    uniform average (one-shot averaging, which the bound does not cover); None if no example
+    was learned.
     """
 
     pass_mistakes: list[int] = field(default_factory=list)
