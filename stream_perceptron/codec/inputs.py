@@ -257,6 +257,12 @@ class BatchDecoder:
             forbid_unknown_fields=True,
         )
         self._decode = msgspec.json.Decoder(schema).decode
+        label_schema = msgspec.defstruct(  # a label record: id and a label, no x (nor anything else)
+            "LabelRecord",
+            [("id", _ID_INT | float | text_id), ("y", bool | int | float | str)],
+            forbid_unknown_fields=True,
+        )
+        self._decode_label = msgspec.json.Decoder(label_schema).decode
         labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
         if limits.negative_class is not None:
             labels[limits.negative_class] = -1
@@ -293,7 +299,16 @@ class BatchDecoder:
                     raise ValueError
                 rec: Any = decode(value)
                 y = labels[rec.y]
-            except Exception:  # anything at all: the reference decoder decides and explains
+            except Exception:  # not a plain example
+                try:  # a plain label record (the size and key were checked above)
+                    if value is None or len(value) > limits.max_record_bytes or (
+                            key is not None and len(key) > limits.max_key_bytes):
+                        raise ValueError
+                    lab: Any = self._decode_label(value)
+                    out.labels[i] = LabelRecord(lab.id, labels[lab.y])
+                    continue
+                except Exception:  # noqa: S110 - anything at all: the reference decoder decides and explains
+                    pass
                 try:
                     example = decode_record(value, limits, key)
                 except DecodeError as exc:
