@@ -306,6 +306,8 @@ CATALOGUE: list[tuple[str, bytes | None]] = [
     ("random bytes", bytes(range(256))),
     ("empty", b""),
     ("tombstone", None),
+    ("label record", b'{"id": "v", "y": 1}'),
+    ("label record, null label", b'{"id": "v", "y": null}'),
     ("NaN literal", b'{"x": [NaN, 1, 2, 3], "y": 1}'),
     ("Infinity literal", b'{"x": [Infinity, 1, 2, 3], "y": 1}'),
     ("-Infinity literal", b'{"x": [-Infinity, 1, 2, 3], "y": 1}'),
@@ -367,6 +369,8 @@ def test_catalogue_of_hostile_records(fast_kafka, new_topic, tmp_path):
     assert errors["key too long " + "k" * 12] == (
         "key is 25 bytes, over the limit of 24 (SP_LIMITS__MAX_KEY_BYTES)")
     assert errors["tombstone"] == "record has no value"
+    assert errors["label record"] == "label record for id 'v': late labels are off (SP_LABELS__PENDING_MAX=0)"
+    assert errors["label record, null label"] == "record has no 'x' (a label record has 'id' and 'y')"
     assert "unknown label" in errors["unknown label"] and "unknown label" in errors["label 2"]
 
 
