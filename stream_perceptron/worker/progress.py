@@ -88,6 +88,10 @@ class Progress:
             "model_id": st.model_id,
             "topic": st.topic,
             "partition": st.partition,
+            "pending_labels": len(st.pending),
+            "label_joins": st.pending.joins,
+            "label_expiries": st.pending.expiries,
+            "label_delay_s": st.pending.delay_mean,
         }
 
     def publish_stats(self) -> list[dict[str, Any]]:
