@@ -25,10 +25,10 @@ demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded
 	$(BIN)/stream-perceptron demo
 
 test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 test-tansu: $(STAMP)  ## the whole suite with tansu as the broker (apache_kafka tests: Apache Kafka)
-	SP_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	SP_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 unit: $(STAMP)  ## the fast tests only (no broker)
 	$(BIN)/pytest tests/unit stream_perceptron

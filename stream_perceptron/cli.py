@@ -373,6 +373,34 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 
 @main.command()
 @click.option("--topic", "-t", help="Default: the stats topic setting.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to serve on (keep it local: the page has no login).")
+@click.option("--port", "-p", default=8765, show_default=True, type=click.IntRange(0, 65535),
+              help="0 takes a free port.")
+@click.option("--refresh", default=1.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between the page's updates.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after N seconds.")
+@click.pass_context
+@exits()
+def dashboard(ctx: click.Context, topic: str | None, host: str, port: int, refresh: float,
+              duration: float | None) -> None:
+    """A live web page of the statistics topic for the whole group: each partition's mistake
+    rates with its drift alarms, margins, R, γ and (R/γ)², throughput, lag, pending labels
+    (Ctrl+C stops it)."""
+    from stream_perceptron.commands.dashboard import run_dashboard
+
+    settings = cluster_settings_from(ctx, log_level="WARNING")
+    stats = topic or settings.topics.stats
+
+    def ready(url: str) -> None:
+        click.echo(f"dashboard of {stats} at {url} (Ctrl+C stops it)")
+
+    sys.exit(run_dashboard(settings.kafka, stats, host=host, port=port, refresh_s=refresh,
+                           duration_s=duration, on_ready=ready))
+
+
+@main.command()
+@click.option("--topic", "-t", help="Default: the stats topic setting.")
 @click.option("--out", "-o", default="stats.png", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--client-id", help="Only the partitions whose newest record this worker published (a "

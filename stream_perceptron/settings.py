@@ -147,12 +147,13 @@ def server_list(value: str | None) -> list[str]:
 
 
 class TopicSettings(_Section):
-    """Topic names: one input, three outputs."""
+    """Topic names: one input, four outputs."""
 
     input: str = "examples"
     predictions: str = "predictions"
     stats: str = "stats"
     dead_letter: str = "dead-letters"
+    outcomes: str = "outcomes"
 
 
 class CheckpointSettings(_Section):
@@ -296,6 +297,15 @@ class OutputSettings(_Section):
     guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
 
 
+class LabelSettings(_Section):
+    """Labels that arrive late: how many predictions wait for theirs, and for how long
+    (model/pending.py). Age is measured with Kafka record timestamps, never the wall clock."""
+
+    pending_max: int = Field(10_000, ge=0, le=10_000_000)
+    pending_ttl_s: float = Field(86_400.0, gt=0)  # inf: no bound by age
+    pending_max_offsets: int | None = Field(None, ge=1)
+
+
 class ObserveSettings(_Section):
     """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
 
@@ -324,6 +334,7 @@ class Settings(BaseSettings):
     stats: StatsSettings = StatsSettings()
     drift: DriftSettings = DriftSettings()
     output: OutputSettings = OutputSettings()
+    labels: LabelSettings = LabelSettings()
     observe: ObserveSettings = ObserveSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"

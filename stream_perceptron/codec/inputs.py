@@ -13,16 +13,19 @@ Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
   never learned).
 * ``id`` (optional): a string of at most ``limits.max_id_chars`` characters, or a number; copied
   to the outputs.
+* A record without ``x`` but with ``id`` and a ``y`` (not null) is a *label record*, a label that
+  arrives late for the earlier event of that id (:class:`LabelRecord`; joined by the worker,
+  ``model/pending.py``). Its ``id``, ``y``, size and key are checked as an example's are.
 * The record's Kafka key: at most ``limits.max_key_bytes`` bytes. With the id it is copied to the
   prediction, so the two bounds keep every output record within a producer request
   (:func:`~stream_perceptron.codec.outputs.largest_prediction_bytes`,
   :func:`~stream_perceptron.codec.outputs.largest_dead_letter_bytes`).
 
 Anything else raises :class:`DecodeError` with the reason the dead-letter record carries.
-:func:`decode_example` is the reference decoder, one record at a time; :class:`BatchDecoder` is
-the worker's fast path to the same result (a typed msgspec decoder validates in C and falls back to
-:func:`decode_example` for anything it does not take). :func:`input_record` encodes an input record
-(for ``produce``).
+:func:`decode_record` is the reference decoder, one record at a time (:func:`decode_example`
+the same for examples only); :class:`BatchDecoder` is the worker's fast path to the same result
+(a typed msgspec decoder validates in C and falls back to :func:`decode_record` for anything it
+does not take). :func:`input_record` encodes an input record (for ``produce``).
 """
 
 from __future__ import annotations
@@ -51,11 +54,20 @@ class Example:
     id: Scalar = None
 
 
+@dataclass(frozen=True, slots=True)
+class LabelRecord:
+    """A label that arrives late: ``{"id": ..., "y": ...}`` without ``x``; ``y`` is −1/+1."""
+
+    id: str | int | float
+    y: int
+
+
 _NUMBER = (int, float)
 
 
 def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example:
-    """Decode and validate one input record: its value, and its key's size.
+    """Decode and validate one input record that must be an example (``x`` present): a label
+    record is refused with the reason "record has no 'x'" (see :func:`decode_record`).
 
     >>> decode_example(b'{"x": [1, 2.5], "y": 0, "id": 7}', Limits())
     Example(x=[1, 2.5], y=-1, id=7)
@@ -63,6 +75,23 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
     Traceback (most recent call last):
     ...
     stream_perceptron.errors.DecodeError: x[1] is not a number (got bool)
+    """
+    record = decode_record(value, limits, key)
+    if isinstance(record, LabelRecord):
+        raise DecodeError("record has no 'x'")
+    return record
+
+
+def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example | LabelRecord:
+    """Decode and validate one input record, an example or a label record: its value, and its
+    key's size.
+
+    >>> decode_record(b'{"id": "evt-17", "y": 0}', Limits())
+    LabelRecord(id='evt-17', y=-1)
+    >>> decode_record(b'{"id": "evt-17", "y": null}', Limits())
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: record has no 'x' (a label record has 'id' and 'y')
     """
     if key is not None and len(key) > limits.max_key_bytes:
         raise DecodeError(
@@ -81,18 +110,25 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
         raise DecodeError(f"not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
+    rid = obj.get("id")
     if "x" not in obj:
-        raise DecodeError("record has no 'x'")
+        if rid is None or obj.get("y") is None:
+            raise DecodeError("record has no 'x' (a label record has 'id' and 'y')")
+        _check_id(rid, limits)
+        return LabelRecord(rid, decode_label(obj["y"], limits))
     x = check_features(obj["x"], limits)
     y = decode_label(obj.get("y"), limits)
-    rid = obj.get("id")
+    _check_id(rid, limits)
+    return Example(x, y, rid)
+
+
+def _check_id(rid: Any, limits: Limits) -> None:
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
         raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
     if isinstance(rid, str) and len(rid) > limits.max_id_chars:
         raise DecodeError(
             f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (SP_LIMITS__MAX_ID_CHARS)"
         )
-    return Example(x, y, rid)
 
 
 def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
@@ -162,13 +198,16 @@ class Decoded:
     """A batch of decoded inputs, column-wise: ``rows[k]`` is the position in the batch of the
     k-th accepted record; ``rejected`` maps the others' positions to their reasons. ``xs`` is a
     float64 matrix, one row per record, when every record of the batch was dense, of one width,
-    and read by :mod:`~stream_perceptron.codec.dense_json`; otherwise a list of lists and dicts."""
+    and read by :mod:`~stream_perceptron.codec.dense_json`; otherwise a list of lists and dicts.
+    ``labels`` maps the positions of the label records (neither in ``rows`` nor ``rejected``) to
+    them."""
 
     xs: list[list[float] | dict[str, float]] | np.ndarray = field(default_factory=list)
     ys: list[int] = field(default_factory=list)
     ids: list[Scalar] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
     rejected: dict[int, str] = field(default_factory=dict)
+    labels: dict[int, LabelRecord] = field(default_factory=dict)
 
 
 # Ids outside int64 are left to the reference decoder (orjson keeps uint64, reads larger as floats).
@@ -218,6 +257,12 @@ class BatchDecoder:
             forbid_unknown_fields=True,
         )
         self._decode = msgspec.json.Decoder(schema).decode
+        label_schema = msgspec.defstruct(  # a label record: id and a label, no x (nor anything else)
+            "LabelRecord",
+            [("id", _ID_INT | float | text_id), ("y", bool | int | float | str)],
+            forbid_unknown_fields=True,
+        )
+        self._decode_label = msgspec.json.Decoder(label_schema).decode
         labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
         if limits.negative_class is not None:
             labels[limits.negative_class] = -1
@@ -254,11 +299,23 @@ class BatchDecoder:
                     raise ValueError
                 rec: Any = decode(value)
                 y = labels[rec.y]
-            except Exception:  # anything at all: the reference decoder decides and explains
+            except Exception:  # not a plain example
+                try:  # a plain label record (the size and key were checked above)
+                    if value is None or len(value) > limits.max_record_bytes or (
+                            key is not None and len(key) > limits.max_key_bytes):
+                        raise ValueError
+                    lab: Any = self._decode_label(value)
+                    out.labels[i] = LabelRecord(lab.id, labels[lab.y])
+                    continue
+                except Exception:  # noqa: S110 - anything at all: the reference decoder decides and explains
+                    pass
                 try:
-                    example = decode_example(value, limits, key)
+                    example = decode_record(value, limits, key)
                 except DecodeError as exc:
                     out.rejected[i] = exc.reason
+                    continue
+                if isinstance(example, LabelRecord):
+                    out.labels[i] = example
                     continue
                 xs.append(example.x)
                 out.ys.append(example.y)

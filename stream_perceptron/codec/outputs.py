@@ -2,7 +2,8 @@
 
 Prediction records are encoded a batch at a time by msgspec (one struct per record,
 :func:`encode_predictions`); every other output record by orjson (:func:`encode`). The formats
-are in :func:`prediction_record`, :func:`dead_letter_record` and the README.
+are in :func:`prediction_record`, :func:`outcome_record`, :func:`dead_letter_record` and the
+README.
 """
 
 from __future__ import annotations
@@ -144,6 +145,48 @@ def encode_predictions(
             offsets, keys, ids, predictions, scores, labels, mistakes, margins, updates, strict=True
         )
     ]
+
+
+def outcome_record(
+    *,
+    id: Scalar,
+    topic: str,
+    partition: int,
+    offset: int,
+    event_offset: int,
+    prediction: int,
+    score: float,
+    label: int,
+    mistake: bool,
+    delay_s: float | None,
+) -> dict[str, Any]:
+    """What a late label joined to its event publishes (topic ``SP_TOPICS__OUTCOMES``).
+
+    ``offset`` is the label record's, ``event_offset`` the event's; ``prediction`` (−1/+1) and
+    ``score`` are what the event was given when it was predicted; ``correct`` is whether that
+    prediction equals ``label`` (−1/+1); ``mistake`` is the learning model's flag now, when the
+    kept features are learned: ``label·(θ·x+θ0) ≤ 0``. ``delay_s`` is the label record's Kafka
+    timestamp minus the event's, in seconds (None when either has none). No wall-clock field: a
+    record re-emitted after a restart is identical to the first.
+
+    >>> r = outcome_record(id="a", topic="t", partition=0, offset=9, event_offset=4, prediction=1,
+    ...                    score=0.5, label=-1, mistake=True, delay_s=2.5)
+    >>> r["correct"], r["mistake"], r["delay_s"]
+    (False, True, 2.5)
+    """
+    return {
+        "id": id,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "event_offset": event_offset,
+        "prediction": prediction,
+        "score": score,
+        "label": label,
+        "correct": prediction == label,
+        "mistake": mistake,
+        "delay_s": delay_s,
+    }
 
 
 def dead_letter_record(

@@ -9,7 +9,7 @@ long history to draw.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,12 +114,47 @@ def group_curve(partitions: Mapping[Partition, Sequence[Mapping[str, Any]]],
     return curve.kept()
 
 
+def drift_marks(events: Iterable[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Where drift events fall on a curve of examples seen: each event's ``labeled`` (the labeled
+    examples when it was raised) mapped to examples seen by the series' records ``rows`` (sorted
+    by ``seen``), linearly between two records, clamped to the first and the last. Events without
+    ``labeled``, or rows without labeled examples, give none.
+
+    >>> rows = [{"seen": 100, "labeled": 50}, {"seen": 300, "labeled": 150}]
+    >>> drift_marks([{"labeled": 100}, {"labeled": 10}, {"offset": 7}], rows)
+    [200.0, 100.0]
+    """
+    points = [(float(r["labeled"]), float(r["seen"])) for r in rows
+              if number(r.get("labeled")) is not None and number(r.get("seen")) is not None]
+    if not points:
+        return []
+    xs: list[float] = []
+    for event in events:
+        labeled = number(event.get("labeled"))
+        if labeled is None:
+            continue
+        below = [p for p in points if p[0] <= labeled]
+        above = [p for p in points if p[0] >= labeled]
+        if not below or not above:
+            xs.append((below or above)[-1 if below else 0][1])
+            continue
+        (l0, s0), (l1, s1) = below[-1], above[0]
+        xs.append(s0 if l1 == l0 else s0 + (labeled - l0) / (l1 - l0) * (s1 - s0))
+    return xs
+
+
+def _mark_drifts(ax: Any, xs: Sequence[float], color: str = "tab:red", label: str = "drift alarm") -> None:
+    """Dotted vertical lines at ``xs``, named once in the legend."""
+    for i, x in enumerate(xs):
+        ax.axvline(x, color=color, linestyle=":", linewidth=1.2, label=label if i == 0 else None)
+
+
 def plot_stats(
     records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",
-    size: tuple[int, int] = (1200, 700),
+    size: tuple[int, int] = (1200, 700), drifts: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin
-    of one series.
+    of one series, and its drift events (``drifts``) as dotted red lines where they were raised.
 
     ``records`` are statistics records in any order (sorted by ``seen`` here); ``size`` is in
     pixels. Returns the path written.
@@ -134,6 +169,7 @@ def plot_stats(
     ):
         ax.plot(seen, [_num(r.get(key)) for r in rows], label=label)
     ax.set_xlabel("examples seen")
+    _mark_drifts(ax, drift_marks(drifts, rows))
     ax2 = ax.twinx()
     ax2.plot(seen, [_num(r.get("margin_min")) for r in rows], color="tab:gray", linestyle="--",
              label="window min margin")
@@ -144,9 +180,11 @@ def plot_stats(
 def plot_partitions(
     partitions: Mapping[str, Sequence[dict[str, Any]]], group: Sequence[dict[str, Any]],
     path: str | Path, *, title: str = "stream-perceptron", size: tuple[int, int] = (1200, 700),
+    drifts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Path:
     """Draw each input partition's cumulative mistake rate ``E_n`` against its own examples seen
-    (``partitions``: label → its statistics records), and the group's (:func:`group_curve`) ``E_n``
+    (``partitions``: label → its statistics records), its drift events (``drifts``: label → its
+    events) as dotted lines of its colour, and the group's (:func:`group_curve`) ``E_n``
     over all the labeled examples and pooled windowed rate against the examples seen by all of
     them. ``size`` is in pixels. Returns the path written.
     """
@@ -154,8 +192,11 @@ def plot_partitions(
     for label, records in partitions.items():
         rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
         # a short history (one point, or a partition learned at once) shows as points, not as nothing
-        ax.plot([r["seen"] for r in rows], [_num(r.get("mistake_rate")) for r in rows], linewidth=1.0,
-                marker="o" if len(rows) < _MARKED else None, markersize=3, label=f"partition {label} (E_n)")
+        (line,) = ax.plot([r["seen"] for r in rows], [_num(r.get("mistake_rate")) for r in rows],
+                          linewidth=1.0, marker="o" if len(rows) < _MARKED else None, markersize=3,
+                          label=f"partition {label} (E_n)")
+        _mark_drifts(ax, drift_marks((drifts or {}).get(label, ()), rows), color=line.get_color(),
+                     label=f"partition {label}: drift alarm")
     seen = [p["seen"] for p in group]
     ax.plot(seen, [_num(p.get("mistake_rate")) for p in group], color="black", linewidth=2.2,
             marker="o" if len(group) < _MARKED else None, markersize=3,

@@ -15,6 +15,7 @@ worker's series stands for partitions it does not name, so it is never summed in
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +24,39 @@ Partition = tuple[str, int]
 """An input partition: (topic, partition)."""
 
 
+DRIFT_EVENT = "drift"
+"""The ``event`` of a drift alarm on the statistics topic (README, "Record formats": drift event)."""
+
+
 def is_stats_record(value: Any) -> bool:
-    """Whether a decoded value looks like a statistics record (a dict with the counters).
+    """Whether a decoded value looks like a statistics record (a dict with the counters and no
+    ``event``: an event on the statistics topic is not a statistics record).
 
     >>> is_stats_record({"seen": 3, "mistakes": 1}), is_stats_record({"x": [1.0], "y": 1})
     (True, False)
+    >>> is_stats_record({"event": "drift", "seen": 3, "mistakes": 1})
+    False
     """
-    return isinstance(value, dict) and "seen" in value and "mistakes" in value
+    return isinstance(value, dict) and "seen" in value and "mistakes" in value and "event" not in value
+
+
+def is_drift_event(value: Any) -> bool:
+    """Whether a decoded value is a drift alarm: ``"event": "drift"`` and the partition it was
+    raised on (``topic``, ``partition``) and where (``offset``).
+
+    >>> is_drift_event({"event": "drift", "topic": "in", "partition": 0, "offset": 17})
+    True
+    >>> is_drift_event({"event": "drift"}), is_drift_event({"seen": 3, "mistakes": 1})
+    (False, False)
+    """
+    return (isinstance(value, dict) and value.get("event") == DRIFT_EVENT
+            and partition_of(value) is not None and number(value.get("offset")) is not None)
+
+
+def is_stats_or_drift(value: Any) -> bool:
+    """Whether a reader of the statistics topic takes ``value``: a statistics record or a drift
+    event (:func:`is_stats_record`, :func:`is_drift_event`)."""
+    return is_stats_record(value) or is_drift_event(value)
 
 
 def worker_key(rec: Mapping[str, Any]) -> str:
@@ -187,6 +214,7 @@ class GroupFigures:
     dead_letters: int
     examples_per_s: float | None
     lag: int | float | None
+    pending_labels: int = 0
 
     @property
     def mistake_rate(self) -> float | None:
@@ -250,15 +278,78 @@ def group_figures(newest: Iterable[Mapping[str, Any]]) -> GroupFigures | None:
         mistakes=total("mistakes"), window_labeled=total("window_labeled"),
         window_mistakes=total("window_mistakes"), dead_letters=total("dead_letters"),
         examples_per_s=math.fsum(rates) if rates else None, lag=sum(lags) if lags else None,
+        pending_labels=total("pending_labels"),
     )
 
 
+class Drifts:
+    """The drift alarms seen on a statistics topic: per series, how many and the last one's offset,
+    and the ``latest`` events of all series, newest last.
+
+    A series' count is the greater of the alarms seen here and the count its newest statistics
+    record or event states (``drifts``: the alarms in the partition's state, so alarms published
+    before the topic's retention are counted); its last offset likewise the greatest of the
+    events' ``offset`` and the record's ``last_drift_offset``.
+
+    >>> d = Drifts(latest=2)
+    >>> s = d.add({"event": "drift", "topic": "in", "partition": 0, "offset": 900, "drifts": 3})
+    >>> d.count(s), d.last_offset(s), d.count(s, {"drifts": 4, "last_drift_offset": 950})
+    (3, 900, 4)
+    >>> d.last_offset(Series("", "in", 1, ""), {"last_drift_offset": None}) is None
+    True
+    """
+
+    def __init__(self, latest: int = 20) -> None:
+        self._count: dict[Series, int] = {}
+        self._offset: dict[Series, int] = {}
+        self._latest: deque[dict[str, Any]] = deque(maxlen=latest)
+
+    def add(self, event: Mapping[str, Any]) -> Series:
+        """Take a drift event (:func:`is_drift_event`); returns its series."""
+        series = Series.of(event)
+        stated = int(number(event.get("drifts")) or 0)
+        self._count[series] = max(self._count.get(series, 0) + 1, stated)
+        offset = int(number(event.get("offset")) or 0)
+        self._offset[series] = max(self._offset.get(series, offset), offset)
+        self._latest.append(dict(event))
+        return series
+
+    def count(self, series: Series, rec: Mapping[str, Any] | None = None) -> int | None:
+        """The alarms of ``series`` (None when neither an event nor ``rec`` tells of any)."""
+        stated = number(rec.get("drifts")) if rec is not None else None
+        seen = self._count.get(series)
+        if stated is None:
+            return seen
+        return max(int(stated), seen or 0)
+
+    def last_offset(self, series: Series, rec: Mapping[str, Any] | None = None) -> int | None:
+        """The input offset of the last alarm of ``series``; None before one."""
+        stated = number(rec.get("last_drift_offset")) if rec is not None else None
+        offsets = [int(v) for v in (stated, self._offset.get(series)) if v is not None]
+        return max(offsets) if offsets else None
+
+    def total(self, newest: Iterable[Mapping[str, Any]]) -> int:
+        """The alarms of a group whose partitions' newest records are ``newest``."""
+        return sum(self.count(Series.of(rec), rec) or 0 for rec in newest)
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The latest drift events of any series, oldest first."""
+        return list(self._latest)
+
+    def __bool__(self) -> bool:
+        return bool(self._count)
+
+
 __all__ = [
+    "DRIFT_EVENT",
+    "Drifts",
     "Group",
     "GroupFigures",
     "Partition",
     "Series",
     "group_figures",
+    "is_drift_event",
+    "is_stats_or_drift",
     "is_stats_record",
     "labels",
     "newer",

@@ -1,16 +1,19 @@
 """``watch`` and ``plot``: follow a statistics topic live in the terminal, or draw it to a PNG.
 
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
-  assigned by hand) and yields the decoded records in batches as they arrive, ``[]`` on an
-  idle poll so a display can refresh.
+  assigned by hand) and yields the decoded records (statistics records and drift events) in
+  batches as they arrive, ``[]`` on an idle poll so a display can refresh.
 * :class:`Dashboard` keeps the newest record of each series (an input partition's, or an older
   worker's: :mod:`~stream_perceptron.commands.series`), the group's figures summed over the
-  input partitions, and bounded histories of the windowed mistake rate, and renders them as a
-  rich table: a row per partition, then the group's.
+  input partitions, bounded histories of the windowed mistake rate, and the drift events
+  (:class:`~stream_perceptron.commands.series.Drifts`), and renders them as a rich table: a row
+  per partition (with its drift alarms and pending labels when the records carry them), then the
+  group's, and the latest alarms under it.
 * :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
   :func:`~stream_perceptron.commands.plot.plot_partitions` (each partition's ``E_n`` and the
-  group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`.
+  group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`, with the
+  drift events marked.
 
 ``watch`` reads the topic from its beginning: the table shows each series' newest record and
 the sparklines have history at once. (The end of a partition is taken from fetch responses,
@@ -50,10 +53,13 @@ from stream_perceptron.commands.plot import (
 )
 from stream_perceptron.commands.read import iter_topic
 from stream_perceptron.commands.series import (
+    Drifts,
     Group,
     GroupFigures,
     Partition,
     Series,
+    is_drift_event,
+    is_stats_or_drift,
     is_stats_record,
     labels,
     newer,
@@ -78,9 +84,13 @@ _MAX_POLL_RECORDS = 1_000
 _CONNECT_TIMEOUT_S = 10.0
 # A series with no record for this long is named under the table.
 _SILENT_S = 60.0
+# The drift events listed under the table, newest first.
+_DRIFTS_SHOWN = 5
+# The drift events ``plot`` marks per series, the latest.
+_DRIFTS_PLOTTED = 1_000
 
 
-def _connect_timeout_s(kafka: KafkaSettings) -> float:
+def connect_timeout_s(kafka: KafkaSettings) -> float:
     """How long ``watch`` and ``plot`` wait for their first connection: a port that accepts and
     does not answer as Kafka is named within it, not after a whole request timeout."""
     return min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000)
@@ -99,13 +109,14 @@ def follow_stats(
     each partition is read from its first record; otherwise only records published after the
     start are yielded (the end is the high-water mark of the first fetch). While the topic does
     not exist the generator yields ``[]`` every ``poll_timeout_ms`` and assigns the topic's
-    partitions once it appears. Records that are not JSON or not statistics records are skipped
-    (the first with a warning); ``on_skip``, if given, is called with the number skipped in each
+    partitions once it appears. Drift events (``"event": "drift"``) are yielded with the statistics
+    records, in their order. Records that are neither, or not JSON, are skipped (the first with a
+    warning); ``on_skip``, if given, is called with the number skipped in each
     batch that skipped any. The consumer is created on the first ``next()`` and closed when the generator
     is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
     when no bootstrap server can be reached.
     """
-    connect_s = _connect_timeout_s(kafka)
+    connect_s = connect_timeout_s(kafka)
     check_reachable(kafka, connect_s)
     with reaching(kafka):
         consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False,
@@ -168,7 +179,8 @@ def _seek_past_start(consumer: Any, tps: list[TopicPartition], start: dict[Topic
 
 
 def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
-    """The statistics record in a consumed record, or None (logged; at debug level if ``quiet``)."""
+    """The statistics record or drift event in a consumed record, or None (logged; at debug
+    level if ``quiet``)."""
     level = logging.DEBUG if quiet else logging.WARNING
     where = f"{record.topic}/{record.partition}@{record.offset}"
     more = "" if quiet else "; further ones are logged at debug level"
@@ -179,8 +191,8 @@ def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
     except ValueError as exc:
         log.log(level, "skipping %s: not JSON (%s)%s", where, exc, more)
         return None
-    if not is_stats_record(value):
-        log.log(level, "skipping %s: not a statistics record%s", where, more)
+    if not is_stats_or_drift(value):
+        log.log(level, "skipping %s: not a statistics record or drift event%s", where, more)
         return None
     stats: dict[str, Any] = value
     return stats
@@ -264,11 +276,24 @@ class _Column:
     group: Callable[[GroupFigures], str | Text] = lambda g: ""
 
 
-def _columns() -> list[_Column]:
-    """The table's columns after the partition, left to right."""
+def _columns(drifts: Drifts | None = None, pending: bool = False, group_drifts: int = 0) -> list[_Column]:
+    """The table's columns after the partition, left to right: with ``drifts``, the drift alarms
+    (how many, the last one's input offset; the group's ``group_drifts``), and with ``pending``
+    the predictions waiting for their labels (records of workers that have neither show no such
+    column)."""
     def field_(name: str, spec: str = ",") -> Callable[[dict[str, Any]], str]:
         return lambda rec: _fmt(rec.get(name), spec)
 
+    extra = []
+    if drifts is not None:
+        def count(rec: dict[str, Any]) -> Text:
+            n = drifts.count(Series.of(rec), rec)
+            return Text(_fmt(n), style="bold red" if n else "dim")
+
+        extra += [_Column("drifts", count, lambda g: _fmt(group_drifts)),
+                  _Column("last drift\noffset", lambda rec: _fmt(drifts.last_offset(Series.of(rec), rec)))]
+    if pending:
+        extra.append(_Column("pending\nlabels", field_("pending_labels"), lambda g: _fmt(g.pending_labels)))
     return [
         _Column("labeled", field_("labeled"), lambda g: _fmt(g.labeled)),
         _Column("mistakes", field_("mistakes"), lambda g: _fmt(g.mistakes)),
@@ -281,6 +306,7 @@ def _columns() -> list[_Column]:
         _Column("(R/γ)²", _bound),
         _Column("ex/s", field_("examples_per_s", ",.0f"), lambda g: _fmt(g.examples_per_s, ",.0f")),
         _Column("lag", lambda rec: _fmt(total_lag(rec.get("lag"))), lambda g: _fmt(g.lag)),
+        *extra,
     ]
 
 
@@ -310,7 +336,9 @@ class Dashboard:
         self._series: dict[Series, _SeriesView] = {}
         self._group = Group()
         self._group_history: deque[float | None] = deque(maxlen=history)
+        self._drifts = Drifts(latest=_DRIFTS_SHOWN)
         self.records = 0
+        self.events = 0
         self.skipped = 0
 
     @property
@@ -344,8 +372,13 @@ class Dashboard:
         """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
         self.skipped += n
 
+    def drifts(self) -> Drifts:
+        """The drift events taken so far."""
+        return self._drifts
+
     def update(self, records: Iterable[dict[str, Any]]) -> None:
-        """Take statistics records in arrival order; others (not dicts, no counters) are skipped.
+        """Take statistics records and drift events in arrival order; others (not dicts, no
+        counters) are skipped. A drift event counts in its series' drifts (:class:`Drifts`).
 
         The latest record of a series is the one with the greatest ``ts`` (arrival order when a
         record has none); every record adds its ``window_mistake_rate`` to its series' history,
@@ -353,6 +386,10 @@ class Dashboard:
         """
         now = self._clock()
         for rec in records:
+            if is_drift_event(rec):
+                self._drifts.add(rec)
+                self.events += 1
+                continue
             if not is_stats_record(rec):
                 self.skipped += 1
                 continue
@@ -381,7 +418,10 @@ class Dashboard:
         older = any(s.worker for s in named)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         table.add_column("partition / worker" if older else "partition", style="bold", no_wrap=True)
-        columns = _columns()
+        latest = [v.latest for v in self._series.values()]
+        drifts = self._drifts if self._drifts or any("drifts" in r for r in latest) else None
+        columns = _columns(drifts, pending=any("pending_labels" in r for r in latest),
+                           group_drifts=self._drifts.total(self._group.newest().values()))
         for column in columns:
             table.add_column(column.header, justify="right", overflow="fold", header_style="bold cyan")
         top = self._spark_top()
@@ -425,10 +465,42 @@ class Dashboard:
         if silent:
             line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
         notes.append(line)
+        notes += self._drift_lines(named, now)
+        notes += self._label_lines()
         if self.skipped:
             notes.append(Text(f"{self.skipped} records skipped (not JSON, or not statistics records)",
                               style="dim"))
         return notes
+
+    def _drift_lines(self, named: Mapping[Series, str], now: float) -> list[Text]:
+        """The latest drift events, newest first: where, when, the rates before and after."""
+        events = self._drifts.latest()
+        if not events:
+            return []
+        lines = [Text(f"drift alarms ({self.events} events; the latest {len(events)}, newest first):",
+                      style="bold red")]
+        for event in reversed(events):
+            series = Series.of(event)
+            label = named.get(series, f"{series.topic}[{series.partition}]")
+            ts = number(event.get("ts"))
+            age = "" if ts is None else f", {_duration(max(now - ts, 0.0))} ago"
+            lines.append(Text(
+                f"  {label} at offset {_fmt(event.get('offset'))}: {event.get('stream', 'mistakes')}"
+                f" rate {_fmt(event.get('rate_before'), '.4f')} → {_fmt(event.get('rate_after'), '.4f')}"
+                f" ({event.get('detector', '?')}, alarm {_fmt(event.get('drifts'))}{age})", style="red"))
+        return lines
+
+    def _label_lines(self) -> list[Text]:
+        """The late labels of the group: joins, expiries and the mean delay of the newest records."""
+        latest = [v.latest for s, v in self._series.items() if not s.worker]
+        if not any("label_joins" in r for r in latest):
+            return []
+        joins = sum(int(number(r.get("label_joins")) or 0) for r in latest)
+        expiries = sum(int(number(r.get("label_expiries")) or 0) for r in latest)
+        delays = [d for r in latest if (d := number(r.get("label_delay_s"))) is not None]
+        delay = f"{sum(delays) / len(delays):.3g} s" if delays else "n/a"
+        return [Text(f"late labels: {joins:,} joined, {expiries:,} expired; mean delay of the partitions'"
+                     f" windows {delay}", style="dim")]
 
     def _spark_top(self) -> float | None:
         """The greatest windowed rate kept, of any series or the group: the sparklines' common top."""
@@ -512,7 +584,7 @@ def run_watch(
         kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=dashboard.count_skipped
     )
     interrupted = threading.Event()
-    restore = _stop_on_interrupt(interrupted)
+    restore = stop_on_interrupt(interrupted)
     try:
         with Live(dashboard.render(), console=console, auto_refresh=False) as live:
             next_refresh = time.monotonic() + refresh_s
@@ -533,7 +605,7 @@ def run_watch(
     return 0
 
 
-def _stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
+def stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
     """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
     ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
     the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
@@ -568,7 +640,8 @@ def run_plot(
     older worker's records only (no partition in them) is drawn as before: one worker's, the one
     ``client_id`` names (a worker key, or a client id: its worker of the most recent record), by
     default the worker of the most recent record, the others named in a warning. Records without
-    a partition beside records with one are not drawn (a line says how many).
+    a partition beside records with one are not drawn (a line says how many). Drift events are
+    marked where they were raised (dotted lines; the latest 1,000 of each series).
 
     Returns the path written, the number of records plotted and the number they were drawn from:
     the drawn series' records with labeled examples, of which at most ``points`` in all (each
@@ -578,22 +651,7 @@ def run_plot(
     or holds other records), :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot
     be reached.
     """
-    connect_s = _connect_timeout_s(kafka)
-    check_reachable(kafka, connect_s)
-    histories: dict[Series, _History] = {}
-    values = 0
-    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
-        values += 1
-        if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
-            continue
-        key = Series.of(value)
-        history = histories.get(key)
-        if history is None:
-            history = histories[key] = _History(Thinned(points))
-            share = max(1, points // len(histories))  # POINTS in all, evenly shared
-            for each in histories.values():
-                each.labeled.shrink(share)
-        history.add(value)
+    histories, drifts, values = _read_histories(kafka, topic, timeout_s, points)
     if not histories:
         detail = (f"it holds {values} records, none a statistics record" if values
                   else "it is empty or does not exist")
@@ -613,7 +671,8 @@ def run_plot(
     named = labels(partitions)
     if len(partitions) == 1:
         ((series, history),) = partitions.items()
-        return _plot_one(history, topic, f"{series.topic}[{series.partition}]", out, size)
+        return _plot_one(history, topic, f"{series.topic}[{series.partition}]", out, size,
+                         drifts.get(series, ()))
     kept = {s: h.labeled.kept() for s, h in partitions.items()}
     if not any(kept.values()):
         raise NoStatsError(f"the {sum(h.records for h in partitions.values())} statistics records in"
@@ -624,7 +683,8 @@ def run_plot(
     curve = group_curve(newest, points)
     topics = sorted({s.topic for s in partitions})
     title = f"stream-perceptron · {topic} · input {', '.join(topics)}"
-    path = plot_partitions({named[s]: kept[s] for s in partitions}, curve, out, title=title, size=size)
+    path = plot_partitions({named[s]: kept[s] for s in partitions}, curve, out, title=title, size=size,
+                           drifts={named[s]: list(drifts.get(s, ())) for s in partitions})
     used = sum(len(records) for records in kept.values())
     of = sum(h.labeled.seen for h in partitions.values())
     spacing = "" if used == of else f" (at most {max(1, points // len(histories))} of each, evenly spaced)"
@@ -633,17 +693,49 @@ def run_plot(
     return path, used, of
 
 
+def _read_histories(
+    kafka: KafkaSettings, topic: str, timeout_s: float, points: int,
+) -> tuple[dict[Series, _History], dict[Series, deque[dict[str, Any]]], int]:
+    """Read ``topic`` to its end: each series' :class:`_History` (``points`` records in all,
+    evenly shared), the latest drift events of each series (where each was raised), and the
+    number of records read."""
+    connect_s = connect_timeout_s(kafka)
+    check_reachable(kafka, connect_s)
+    histories: dict[Series, _History] = {}
+    drifts: dict[Series, deque[dict[str, Any]]] = {}
+    values = 0
+    for _, _, _, value in iter_topic(kafka, topic, timeout_s=timeout_s, connect_timeout_s=connect_s):
+        values += 1
+        if is_drift_event(value):  # marked where it was raised; the latest _DRIFTS_PLOTTED of each
+            drifts.setdefault(Series.of(value), deque(maxlen=_DRIFTS_PLOTTED)).append(
+                {"labeled": value.get("labeled"), "offset": value.get("offset")})
+            continue
+        if not is_stats_record(value):  # not JSON (None), or not a statistics record: skipped
+            continue
+        key = Series.of(value)
+        history = histories.get(key)
+        if history is None:
+            history = histories[key] = _History(Thinned(points))
+            share = max(1, points // len(histories))  # POINTS in all, evenly shared
+            for each in histories.values():
+                each.labeled.shrink(share)
+        history.add(value)
+    return histories, drifts, values
+
+
 def _plot_one(
     history: _History, topic: str, name: str, out: Path, size: tuple[int, int],
+    drifts: Iterable[dict[str, Any]] = (),
 ) -> tuple[Path, int, int]:
-    """Plot one series (:func:`plot_stats`): a worker's, or one input partition's."""
+    """Plot one series (:func:`plot_stats`): a worker's, or one input partition's, with its drift
+    events."""
     labeled = history.labeled
     plotted = labeled.kept()
     if not plotted:
         raise NoStatsError(f"the {history.records} statistics records in topic {topic!r} have no "
                            "labeled examples yet: nothing to plot")
     title = f"stream-perceptron · {topic}" + (f" · {name}" if name else "")
-    path = plot_stats(plotted, out, title=title, size=size)
+    path = plot_stats(plotted, out, title=title, size=size, drifts=list(drifts))
     thinned = "" if labeled.stride == 1 else f" (1 in {labeled.stride} of {labeled.seen}, evenly spaced)"
     log.info("plotted %d statistics records of %s%s to %s", len(plotted), topic, thinned, path)
     return path, len(plotted), labeled.seen
@@ -709,6 +801,8 @@ __all__ = [
     "is_stats_record",
     "run_plot",
     "run_watch",
+    "connect_timeout_s",
     "sparkline",
+    "stop_on_interrupt",
     "worker_key",
 ]

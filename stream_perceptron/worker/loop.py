@@ -54,6 +54,7 @@ from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
 from stream_perceptron.worker.drifts import Drifts
+from stream_perceptron.worker.labels import LateLabels, label_cuts, new_pending
 from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
@@ -75,8 +76,8 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress, Transactions, Drifts):
-    """One consumer, one state per assigned input partition, three output topics, one store."""
+class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
+    """One consumer, one state per assigned input partition, four output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
         self.settings = settings
@@ -321,7 +322,7 @@ class Worker(Checkpointing, Progress, Transactions, Drifts):
                 " create it with the partitions you want"
             )
         try:
-            ensure_topics(kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1}, timeout_s)
+            ensure_topics(kafka, {t.predictions: 1, t.stats: 1, t.dead_letter: 1, t.outcomes: 1}, timeout_s)
         except KafkaAuthError:
             raise
         except KafkaEdgeError as exc:
@@ -483,7 +484,8 @@ class Worker(Checkpointing, Progress, Transactions, Drifts):
         key = (topic, part)
         self.released.pop(key, None)
         self.parts.pop(key, None)
-        st = PartitionState(topic, part, new_learner(self.settings), self.store.claim(topic, part))
+        st = PartitionState(topic, part, new_learner(self.settings), self.store.claim(topic, part),
+                            pending=new_pending(self.settings))
         if self.settings.model.n_features is not None:
             st.width_from = "SP_MODEL__N_FEATURES"
         stored = self.store.load(topic, part)
@@ -551,12 +553,21 @@ class Worker(Checkpointing, Progress, Transactions, Drifts):
         xs, rows, ys, ids = decoded.xs, decoded.rows, decoded.ys, decoded.ids
         learner = st.learner
         model = learner.model
+        cuts = label_cuts(decoded)  # label records: each joined between the rows around it
         start = 0
-        while start < len(xs):
+        while start < len(xs) or cuts:
+            if cuts and cuts[0][0] == start:
+                at = cuts.popleft()[1]
+                n_labeled, n_mistakes = self._join_label(st, batch, at, decoded.labels[at])
+                labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
+                continue
             end = learner.chunk_end(xs, start)
+            if cuts:
+                end = min(end, cuts[0][0])
             names_refused = model.names_refused
             X, rejected = model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
+            raw = xs[start:end] if st.pending.max_entries else None
             start = end
             if rejected and st.width_unconfirmed is not None and 0 in rejected:
                 self._refuse_width(st, batch, chunk_rows[0], rejected[0])
@@ -571,11 +582,13 @@ class Worker(Checkpointing, Progress, Transactions, Drifts):
                 chunk_rows = [chunk_rows[k] for k in keep]
                 chunk_ys = [chunk_ys[k] for k in keep]
                 chunk_ids = [chunk_ids[k] for k in keep]
+                raw = None if raw is None else [raw[k] for k in keep]
             if chunk_rows:
                 st.width_unconfirmed = None  # the stored state's width fits the input
                 n_labeled, n_mistakes = self._learn_and_publish(
-                    learner, X, batch, chunk_rows, chunk_ys, chunk_ids)
+                    learner, X, batch, chunk_rows, chunk_ys, chunk_ids, st=st, raw=raw)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
+        self._pending_to_end(st, batch)
         st.next_offset = batch.offsets[-1] + 1
         st.dirty = True
         self._open_batch = None
@@ -634,14 +647,19 @@ class Worker(Checkpointing, Progress, Transactions, Drifts):
             )
 
     def _learn_and_publish(
-        self, learner: Learner, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any]
+        self, learner: Learner, X: Any, batch: Batch, rows: list[int], ys: list[int], ids: list[Any],
+        *, st: PartitionState | None = None, raw: Any = None,
     ) -> tuple[int, int]:
         """Learn the decoded rows ``rows`` of ``batch`` with ``learner`` (the partition's) and
-        publish their predictions; returns (labeled, mistakes) among them."""
+        publish their predictions; returns (labeled, mistakes) among them. With ``raw`` (the
+        rows' features as decoded), the unlabeled rows with an id wait in ``st.pending`` for
+        their late labels."""
         y = np.array(ys, dtype=np.int8)
         model = learner.model
         before = model.mistakes
         result, margin = learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
+        if st is not None and raw is not None:
+            self._keep_pending(st, batch, raw, rows, ys, ids, result)
         counts = int((y != 0).sum()), int(result.mistakes.sum())
         if learner.alarms:
             self._publish_drifts(self._state(batch.topic, batch.partition), learner.alarms,

@@ -25,7 +25,8 @@ group's ``E_n``). What describes the worker itself is unlabelled: ``rebalances_t
 restored with its state) while a Prometheus counter starts at 0 in each process. So the counters
 that mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ←
 ``labeled``, ``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else
-``mistakes``), ``dead_letters_total`` ← ``dead_letters``, ``drifts_total`` ← ``drifts``) are
+``mistakes``), ``dead_letters_total`` ← ``dead_letters``, ``label_joins_total`` ←
+``label_joins``, ``label_expiries_total`` ← ``label_expiries``, ``drifts_total`` ← ``drifts``) are
 *raised* to the record's value by
 :meth:`Observer.stats` (incremented by the difference, never lowered), and advanced by
 :meth:`Observer.batch` in between, each for its partition. After a ``stats()`` call a partition's
@@ -78,6 +79,10 @@ _FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
                      ("dead_letters",)),
     "drifts": ("Drift alarms: significant rises of the mistake rate; follows statistics 'drifts'.",
                ("drifts",)),
+    "label_joins": ("Late labels joined to their kept predictions; follows statistics 'label_joins'.",
+                    ("label_joins",)),
+    "label_expiries": ("Kept predictions dropped without their label; follows statistics"
+                       " 'label_expiries'.", ("label_expiries",)),
 }
 
 # statistics-record key → gauge (prefix added) and help; None or a missing key sets NaN
@@ -94,6 +99,7 @@ _STAT_GAUGES: dict[str, tuple[str, str]] = {
     "gamma": ("gamma", "The window's minimum augmented margin when positive, else NaN."),
     "bound": ("mistake_bound", "The mistake bound (R/gamma)^2; NaN when undefined."),
     "examples_per_s": ("examples_per_second", "Examples per second between the last two statistics records."),
+    "pending_labels": ("pending_labels", "Predictions kept waiting for a late label."),
 }
 
 

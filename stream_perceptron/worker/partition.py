@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.pending import PendingLabels
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import Settings
@@ -60,6 +61,8 @@ class PartitionState:
     """The group's committed offset, as read at assignment and raised by each commit: commits
     never go below it."""
     dead_letters: int = 0
+    pending: PendingLabels = field(default_factory=lambda: PendingLabels(0))
+    """Predictions waiting for late labels (none kept until the worker sets the bounds)."""
     dirty: bool = False
     """Learned or advanced since the last stored state."""
     fenced: bool = False
@@ -96,6 +99,8 @@ class PartitionState:
                 model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
             self.learner.restore(ckpt.model, ckpt.stats)
             self.dead_letters = int(ckpt.stats.get("dead_letters", 0)) if own else 0
+            if own and "labels" in ckpt.stats:
+                self.pending.set_state(ckpt.stats["labels"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # the checksum holds, so the file is intact: written by something else, not damaged
             raise CheckpointError(
@@ -125,5 +130,7 @@ class PartitionState:
             raise ValueError(f"{self.name} has no offset to store")
         model_state, stats_state = self.learner.state()
         stats_state["dead_letters"] = self.dead_letters
+        if self.pending.max_entries or len(self.pending):
+            stats_state["labels"] = self.pending.get_state()
         return Checkpoint(model_state, self.learner.model.config(), stats_state,
                           {self.topic: {self.partition: self.next_offset}}, model_id=self.model_id)

@@ -90,6 +90,10 @@ class Progress:
             "last_drift_offset": learner.last_drift_offset,
             "topic": st.topic,
             "partition": st.partition,
+            "pending_labels": len(st.pending),
+            "label_joins": st.pending.joins,
+            "label_expiries": st.pending.expiries,
+            "label_delay_s": st.pending.delay_mean,
         }
 
     def publish_stats(self) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from stream_perceptron.codec.inputs import decode_example
+from stream_perceptron.codec.inputs import LabelRecord, decode_record
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import decode, key_text
 from stream_perceptron.commands.read import read_topic
@@ -100,10 +100,13 @@ class Harness:
         kept = key if key is None or kind == "pred" else key[: self.limits.max_key_bytes]
         assert body["key"] == key_text(kept)
         try:
-            example = decode_example(value, self.limits, key)
+            example = decode_record(value, self.limits, key)
             reason = None
         except DecodeError as exc:
             example, reason = None, exc.reason
+        if isinstance(example, LabelRecord):  # a label record, with late labels off here
+            assert kind == "dead" and body["error"].endswith("late labels are off (SP_LABELS__PENDING_MAX=0)")
+            return kind
         if kind == "dead":
             assert isinstance(body["error"], str) and body["error"].strip()
             assert (None if body["value"] is None else base64.b64decode(body["value"])) == value
@@ -131,8 +134,9 @@ class Harness:
 def _start(fast_kafka: Any, new_topic: Any, tmp_path: Any, **limits: Any) -> Harness:
     kafka = fast_kafka()
     topics = topics_for(new_topic)
+    # late labels off: a label record is a dead letter, never an outcome on a topic not read here
     s = fault_settings(kafka, topics, tmp_path / "ckpt", limits={**LIMITS, **limits},
-                       checkpoint={"every_examples": 200, "every_seconds": 1})
+                       checkpoint={"every_examples": 200, "every_seconds": 1}, labels={"pending_max": 0})
     h = Harness(kafka, topics, s)
     wait_until(lambda: h.tw.assignment(), 30, "the worker's assignment")
     h.settle(h.send([(SEED_RECORD, b"seed")]))
@@ -302,6 +306,8 @@ CATALOGUE: list[tuple[str, bytes | None]] = [
     ("random bytes", bytes(range(256))),
     ("empty", b""),
     ("tombstone", None),
+    ("label record", b'{"id": "v", "y": 1}'),
+    ("label record, null label", b'{"id": "v", "y": null}'),
     ("NaN literal", b'{"x": [NaN, 1, 2, 3], "y": 1}'),
     ("Infinity literal", b'{"x": [Infinity, 1, 2, 3], "y": 1}'),
     ("-Infinity literal", b'{"x": [-Infinity, 1, 2, 3], "y": 1}'),
@@ -363,6 +369,8 @@ def test_catalogue_of_hostile_records(fast_kafka, new_topic, tmp_path):
     assert errors["key too long " + "k" * 12] == (
         "key is 25 bytes, over the limit of 24 (SP_LIMITS__MAX_KEY_BYTES)")
     assert errors["tombstone"] == "record has no value"
+    assert errors["label record"] == "label record for id 'v': late labels are off (SP_LABELS__PENDING_MAX=0)"
+    assert errors["label record, null label"] == "record has no 'x' (a label record has 'id' and 'y')"
     assert "unknown label" in errors["unknown label"] and "unknown label" in errors["label 2"]
 
 

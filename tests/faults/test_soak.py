@@ -3,7 +3,12 @@
 ``SP_FAULTS_SOAK_RECORDS`` sets the size (CI default 200,000: about 10 s of worker time here,
 enough for 20 checkpoints and 40 statistics periods after a 20% warm-up; the 1,000,000 run is in
 docs/reliability.md). Measured from /proc/PID/status (VmRSS, Threads) and /proc/PID/fd every
-0.25 s; throughput per tenth of the stream from the timestamps of the worker's statistics lines.
+0.1 s; throughput per tenth of the stream from the timestamps of the worker's statistics lines.
+
+The flatness of throughput is judged on the worker's own time: each tenth's wall time less the
+time its main thread spent runnable but waiting for a CPU (``/proc/PID/schedstat``, second
+field). On a shared machine, other processes take CPUs away from the worker for a while; that is
+their doing, not a slow-down of the worker, and the wall-clock rates alone would count it.
 """
 
 from __future__ import annotations
@@ -64,7 +69,10 @@ def _produce(kafka, topic: str, X: np.ndarray, y: np.ndarray) -> float:
 def _sample(pid: int) -> dict[str, int]:
     with open(f"/proc/{pid}/status") as fh:
         threads = next(int(ln.split()[1]) for ln in fh if ln.startswith("Threads:"))
-    return {"rss_kb": rss_kb(pid), "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads}
+    with open(f"/proc/{pid}/schedstat") as fh:  # ns on a CPU, ns runnable but waiting, slices
+        waited_s = int(fh.read().split()[1]) / 1e9
+    return {"rss_kb": rss_kb(pid), "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads,
+            "at": time.time(), "waited_s": waited_s}
 
 
 @pytest.mark.timeout(max(300, SOAK_RECORDS // 2_000))
@@ -96,7 +104,7 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
                     ckpt_sizes.setdefault(p.name, (p.stat().st_size, tail.seen))
                 except FileNotFoundError:  # pruned meanwhile
                     pass
-            time.sleep(0.25)
+            time.sleep(0.1)
         samples.append({"seen": tail.seen, **_sample(proc.pid)})
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
@@ -140,7 +148,12 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
     at = np.interp(bounds, seens, times)
     rates = [float((bounds[k + 1] - bounds[k]) / max(1e-3, at[k + 1] - at[k]))
              for k in range(SEGMENTS)]
-    steady = rates[int(WARM_UP * SEGMENTS):]
+    # the same, on the worker's own time: less what its main thread waited for a CPU
+    waited = np.interp(at, [s["at"] for s in samples], [s["waited_s"] for s in samples])
+    own = [float((bounds[k + 1] - bounds[k])
+                 / max(1e-3, at[k + 1] - at[k] - (waited[k + 1] - waited[k])))
+           for k in range(SEGMENTS)]
+    steady = own[int(WARM_UP * SEGMENTS):]
     median = statistics.median(steady)
 
     # memory after warm-up, while records flow (idle samples at the end are left out); a leak
@@ -154,7 +167,9 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
     figures = {
         "records": n, "produce_rec_per_s": round(produce_rate),
         "segment_rec_per_s": [round(r) for r in rates],
-        "steady_median_rec_per_s": round(median),
+        "segment_rec_per_own_s": [round(r) for r in own],
+        "waited_for_cpu_s": round(float(waited[-1] - waited[0]), 2),
+        "steady_median_rec_per_own_s": round(median),
         "rss_kb_after_warm_up": {"first": rss[0], "min": min(rss), "max": max(rss),
                                  "last": rss[-1], "peak_1st_half": first_peak,
                                  "peak_2nd_half": second_peak},
@@ -174,7 +189,7 @@ def test_soak_memory_throughput_and_checkpoint_size_stay_flat(fast_kafka, new_to
     assert second_peak <= 1.10 * first_peak, figures  # flat within 10%: no growth
     assert figures["fds"][1] - figures["fds"][0] <= 4, figures  # no descriptor leak
     assert figures["threads"][1] - figures["threads"][0] <= 2, figures
-    assert min(steady) >= 0.5 * median, figures  # no segment at half speed or worse
+    assert min(steady) >= 0.5 * median, figures  # no segment at half speed or worse (own time)
     assert sizes and max(sizes) <= 1.10 * min(sizes), figures  # checkpoint size flat ...
     # ... and the model's size: the weights, the statistics window and a header, not the stream
     assert max(sizes) < 200_000, figures

@@ -591,3 +591,25 @@ def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings
         part = reader.read_topic(kafka, topic, timeout_s=8, idle_s=100)
     assert len(part) < 20_000
     assert f"read {len(part)} records of {topic} in 8 s and stopped short of its end" in caplog.text
+
+
+def test_drift_events_are_followed_and_plotted(kafka_settings, new_topic, tmp_path, caplog):
+    kafka = kafka_settings()
+    topic = new_topic()
+    stats = WorkerStats("w1", partition=0, model_id="a" * 32).many(4)
+    event = {"event": "drift", "topic": "examples", "partition": 0, "offset": 1_200, "detector": "adwin",
+             "stream": "mistakes", "rate_before": 0.02, "rate_after": 0.3, "drifts": 1, "labeled": 1_200,
+             "model_id": "a" * 32, "client_id": "w1", "ts": time.time()}
+    publish(kafka, topic, [*stats[:2], event, *stats[2:]])
+    batches = follow_stats(kafka, topic, poll_timeout_ms=200)
+    got: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            got.extend(next(batches))
+    finally:
+        batches.close()
+    assert got == [*stats[:2], event, *stats[2:]]
+    assert not [r for r in caplog.records if "skipping" in r.getMessage()]
+    path, used, of = run_plot(kafka, topic, tmp_path / "drift.png")
+    assert (used, of) == (4, 4) and path.exists()

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_perceptron.codec.inputs import BatchDecoder, Example, decode_example, input_record
+from stream_perceptron.codec.inputs import (
+    BatchDecoder,
+    Example,
+    LabelRecord,
+    decode_example,
+    decode_record,
+    input_record,
+)
 from stream_perceptron.codec.limits import FRAMING_BYTES, OUTPUT_RECORD_BYTES, Limits, check_output_bounds
 from stream_perceptron.codec.outputs import (
     dead_letter_record,
@@ -127,21 +134,25 @@ def test_arbitrary_json_objects_are_decoded_or_refused_with_a_reason(obj):
 
 
 def reference(values, limits, keys=None):
-    """What decode_example makes of each value: ``(x, y, id)`` or the refusal's reason."""
+    """What decode_record makes of each value: ``(x, y, id)``, ``LabelRecord`` or the refusal's
+    reason."""
     out = []
     for i, v in enumerate(values):
         try:
-            ex = decode_example(v, limits, None if keys is None else keys[i])
+            ex = decode_record(v, limits, None if keys is None else keys[i])
         except DecodeError as exc:
             out.append(exc.reason)
         else:
-            out.append((ex.x, ex.y, ex.id))
+            out.append(ex if isinstance(ex, LabelRecord) else (ex.x, ex.y, ex.id))
     return out
 
 
 def fast(values, limits, keys=None):
     d = BatchDecoder(limits).decode_many(values, keys)
     out = [d.rejected.get(i) for i in range(len(values))]
+    for i, label in d.labels.items():
+        assert out[i] is None, "a label record both taken and rejected"
+        out[i] = label
     for k, i in enumerate(d.rows):
         assert out[i] is None, "a row both accepted and rejected"
         x = d.xs[k]
@@ -151,8 +162,9 @@ def fast(values, limits, keys=None):
 
 def same(a, b):
     """Equal results, with ``1 == 1.0`` in features but not ``True == 1`` anywhere."""
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
+    if isinstance(a, str | LabelRecord) or isinstance(b, str | LabelRecord):
+        return a == b and type(a.id if isinstance(a, LabelRecord) else a) is type(
+            b.id if isinstance(b, LabelRecord) else b)
     (xa, ya, ia), (xb, yb, ib) = a, b
 
     def values(x):
@@ -444,3 +456,55 @@ def test_the_default_limits_leave_every_output_within_a_request():
 def test_limits_that_allow_an_output_too_large_to_send_are_refused(limits, named):
     with pytest.raises(ValueError, match=named):
         check_output_bounds(limits)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (b'{"id": "evt-1", "y": 1}', LabelRecord("evt-1", 1)),
+        (b'{"id": 7, "y": 0}', LabelRecord(7, -1)),
+        (b'{"id": 7.5, "y": "spam", "note": "late"}', LabelRecord(7.5, 1)),
+        (b'{"id": "e", "y": false}', LabelRecord("e", -1)),
+    ],
+)
+def test_a_record_with_id_and_y_and_no_x_is_a_label_record(value, expected):
+    got = decode_record(value, LIMITS)
+    assert got == expected and type(got.id) is type(expected.id)
+    with pytest.raises(DecodeError, match="record has no 'x'$"):
+        decode_example(value, LIMITS)  # the examples-only decoder (produce) refuses it
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "reason"),
+    [
+        (b'{"id": "e"}', None, "record has no 'x' (a label record has 'id' and 'y')"),
+        (b'{"id": "e", "y": null}', None, "record has no 'x' (a label record has 'id' and 'y')"),
+        (b'{"y": 1}', None, "record has no 'x' (a label record has 'id' and 'y')"),
+        (b'{"id": "e", "y": 2}', None, "unknown label 2"),
+        (b'{"id": true, "y": 1}', None, "id must be a string or a number, got bool"),
+        (b'{"id": "e", "y": 1}', b"k" * 4097, "key is 4097 bytes, over the limit"),
+        (b'{"id": "e", "y": 1, "pad": "' + b"a" * 1000 + b'"}', None, "over the limit of 1000"),
+    ],
+)
+def test_a_label_record_is_bounded_like_every_record(value, key, reason):
+    with pytest.raises(DecodeError) as exc:
+        decode_record(value, LIMITS, key)  # LIMITS: ids of 1,024 characters, keys of 4,096 bytes
+    assert reason in exc.value.reason
+    assert BatchDecoder(LIMITS).decode_many([value], [key]).rejected == {0: exc.value.reason}
+
+
+def test_a_label_record_id_is_bounded_by_max_id_chars():
+    reason = r"^id is 4 characters, over the limit of 3 \(SP_LIMITS__MAX_ID_CHARS\)$"
+    with pytest.raises(DecodeError, match=reason):
+        decode_record(b'{"id": "abcd", "y": 1}', Limits(max_id_chars=3))
+
+
+def test_the_batch_decoder_sets_label_records_apart_in_offset_order():
+    values = [b'{"x": [1, 2], "id": "a"}', b'{"id": "a", "y": 1}', b'{"x": [3, 4], "y": -1}',
+              b'{"id": 9, "y": 0}', b'{"id": 9}']
+    d = BatchDecoder(LIMITS).decode_many(values)
+    assert d.rows == [0, 2]
+    assert d.labels == {1: LabelRecord("a", 1), 3: LabelRecord(9, -1)}
+    assert set(d.rejected) == {4}
+    plain = BatchDecoder(LIMITS).decode_many([values[0], values[2]])
+    assert plain.labels == {} and plain.rows == [0, 1]  # the typed path takes examples as before

@@ -160,3 +160,27 @@ def test_the_partitions_plot_draws_each_partition_and_the_group(tmp_path, monkey
     with pytest.raises(OutputError):
         (tmp_path / "f").write_text("")
         plot_partitions({"0": histories[("in", 0)]}, curve, tmp_path / "f" / "x.png")
+
+
+def _red_pixels(path) -> int:
+    import numpy as np
+
+    with Image.open(path) as img:
+        rgb = np.asarray(img.convert("RGB")).astype(int)
+    # matplotlib's tab:red is (214, 39, 40); a thin dotted line is drawn blended with white
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    return int(((r > 150) & (r - g > 60) & (abs(g - b) < 25)).sum())  # orange has g well above b
+
+
+def test_drift_events_are_marked_where_they_were_raised(tmp_path):
+    plain = plot_stats(ROWS, tmp_path / "plain.png", size=(600, 400))
+    marked = plot_stats(ROWS, tmp_path / "marked.png", size=(600, 400),
+                        drifts=[{"labeled": 2.5, "offset": 2}, {"offset": 3}])  # the second: nowhere
+    assert _red_pixels(plain) == 0 and _red_pixels(marked) > 100
+    parts = {"0": ROWS, "1": ROWS}
+    group = group_curve({("in", 0): ROWS})
+    without = plot_partitions(parts, group, tmp_path / "p0.png", size=(600, 400))
+    with_ = plot_partitions(parts, group, tmp_path / "p1.png", size=(600, 400),
+                            drifts={"1": [{"labeled": 3}]})
+    with Image.open(without) as a, Image.open(with_) as b:
+        assert a.tobytes() != b.tobytes()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from stream_perceptron.commands.series import Series
 from stream_perceptron.commands.watch import SPARK_CHARS, Dashboard, is_stats_record, sparkline
 
 NOW = 1_700_000_000.0
@@ -243,3 +244,56 @@ def test_a_record_without_client_id_or_ts_still_renders():
 def test_history_must_be_positive():
     with pytest.raises(ValueError):
         Dashboard(history=0)
+
+
+def drift_event(partition: int, offset: int, drifts: int, *, ts: float = NOW, **extra: Any) -> dict[str, Any]:
+    """A drift alarm as a worker publishes it (README, "Record formats": drift event)."""
+    return {"event": "drift", "topic": "examples", "partition": partition, "offset": offset,
+            "detector": "adwin", "stream": "mistakes", "rate_before": 0.02, "rate_after": 0.31,
+            "drifts": drifts, "labeled": offset, "model_id": f"{partition}" * 32, "client_id": "w1",
+            "ts": ts, **extra}
+
+
+def test_drift_events_and_pending_labels_get_columns_and_the_latest_events_are_listed():
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([
+        partition_record(0, 10_000, 170, 68, ts=NOW - 5, drifts=0, last_drift_offset=None,
+                         pending_labels=40, label_joins=900, label_expiries=3, label_delay_s=2.5),
+        partition_record(1, 9_000, 14, 0, ts=NOW - 4, drifts=0, last_drift_offset=None,
+                         pending_labels=7, label_joins=100, label_expiries=1, label_delay_s=0.5),
+        drift_event(0, 10_412, 1, ts=NOW - 3),
+        drift_event(0, 11_007, 2, ts=NOW - 2, rate_after=0.45),
+    ])
+    assert dash.rows == ["0", "1"]  # an event is not a row of its own
+    assert dash.records == 2 and dash.events == 2 and dash.skipped == 0
+    text = screen(dash, width=160)
+    # after lag: the alarms (the events seen count before the next record states them), the
+    # last one's offset, the pending labels
+    assert cells(text, "0")[11:15] == ["10", "2", "11,007", "40"]
+    assert cells(text, "1")[12:15] == ["0", "n/a", "7"]
+    assert cells(text, "group (2)")[-3:-1] == ["2", "47"]
+    lines = [line.strip("│ ") for line in text.splitlines()]
+    at = lines.index("drift alarms (2 events; the latest 2, newest first):")
+    newest = "0 at offset 11,007: mistakes rate 0.0200 → 0.4500 (adwin, alarm 2, 2.0 s ago)"
+    assert lines[at + 1] == newest
+    assert lines[at + 2].startswith("0 at offset 10,412:")
+    assert "late labels: 1,000 joined, 4 expired; mean delay of the partitions' windows 1.5 s" in text
+
+
+def test_a_newer_record_states_the_alarms_of_its_partition_state():
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([partition_record(0, 10_000, 170, 68, drifts=5, last_drift_offset=9_000),
+                 drift_event(0, 8_000, 4, ts=NOW - 9)])  # an older event read after
+    assert dash.drifts().count(dash_series(dash, "0"), dash.latest("0")) == 5
+    assert dash.drifts().last_offset(dash_series(dash, "0"), dash.latest("0")) == 9_000
+
+
+def test_older_records_show_no_drift_or_label_columns():
+    dash = Dashboard(clock=lambda: NOW)
+    dash.update([partition_record(0, 10_000, 170, 68)])
+    text = screen(dash, width=160)
+    assert "drifts" not in text and "pending" not in text and "late labels" not in text
+
+
+def dash_series(dash: Dashboard, row: str) -> Series:
+    return Series.of(dash.latest(row))

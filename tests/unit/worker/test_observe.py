@@ -172,7 +172,8 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     families = {f.name: f for f in text_string_to_metric_families(text + "\n")}
     counters = {name for name, f in families.items() if f.type == "counter"}
     assert counters == {P + n for n in ["examples", "labeled_examples", "mistakes", "updates",
-                                        "dead_letters", "drifts", "rebalances", "checkpoints"]}
+                                        "dead_letters", "label_joins", "label_expiries", "drifts",
+                                        "rebalances", "checkpoints"]}
     for name in counters:
         for sample in families[name].samples:
             assert sample.name.endswith(("_total", "_created")), sample.name
@@ -183,7 +184,7 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
         "margin_mean", "radius",
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
         "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
-        "feature_names", "feature_names_limit",
+        "feature_names", "feature_names_limit", "pending_labels",
         "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
 
 
@@ -498,3 +499,15 @@ def test_drift_alarms_count_per_partition_and_follow_the_restored_statistics(mak
     assert value(scrape(obs), "drifts_total", **P0) == 6
     obs.forget([("examples", 0)])
     assert (P + "drifts_total", tuple(sorted(P0.items()))) not in scrape(obs)
+
+
+def test_late_label_counts_follow_the_statistics_records(make):
+    obs = make()
+    where = {"topic": "examples", "partition": 0}
+    obs.stats({**STATS, **where, "pending_labels": 7, "label_joins": 12, "label_expiries": 3})
+    s = scrape(obs)
+    assert value(s, "pending_labels", **P0) == 7
+    assert (value(s, "label_joins_total", **P0), value(s, "label_expiries_total", **P0)) == (12, 3)
+    obs.stats({**STATS, **where, "pending_labels": 2, "label_joins": 20, "label_expiries": 3})
+    s = scrape(obs)
+    assert value(s, "pending_labels", **P0) == 2 and value(s, "label_joins_total", **P0) == 20

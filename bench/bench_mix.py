@@ -1,0 +1,227 @@
+"""One model across 8 partitions: iterative parameter mixing against one model and 8 unmixed ones.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_mix                                  # the table in docs/mixing.md
+    .venv/bin/python -m bench.bench_mix --plot docs/mixing.png            # ... and its plot
+    .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
+
+Three streams, each split into a training stream (spread round-robin over 8 partitions) and a
+held-out tail: a separable one (``separable:d=20,gamma=0.05``), the same with 10% of the labels
+flipped (the held-out labels too), and river's Phishing (bool labels as ±1; 1,000 to train,
+250 held out). For each, :func:`stream_perceptron.model.mixing.simulate_stream` runs
+
+* ``single``: one partition, one model (the reference);
+* ``unmixed``: 8 partition models that never mix;
+* ``uniform@E`` / ``mistakes@E``: 8 partitions, each mixing every E of its examples, μ uniform or
+  ∝ mistakes;
+
+and :func:`~stream_perceptron.model.mixing.ipm` gives synchronous IPM (``ipm uniform``,
+``ipm mistakes``: each pass is one epoch of every shard, then one mix).
+
+Figures per run: the mistakes of the first pass over the training stream (the stream seen once,
+as a worker sees it); the passes until a pass with no mistake (at most ``--passes``) and the
+mistakes made until then; Σμk (over the adoptions, divided by 8: see ``StreamRun``) beside
+(R/γ)² of the separable stream; the oldest state mixed (examples of the stream since it was
+published); and the held-out accuracy after one pass of two served models: ``served``, the model
+a reader of the model topic would score with (the single model; the final mix of the 8 partitions'
+last states for mixed runs and IPM; for ``unmixed``, their uniform average, one-shot averaging),
+and ``own``, each partition's own model scoring its own round-robin share of the held-out tail
+(what 8 unmixed or mixed partitions actually serve to the records routed to them). Accuracy, not
+speed: the figures are deterministic, so one run is the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from river import datasets
+
+from bench.worker.formatting import format_table, write_json
+from stream_perceptron.model.mixing import WEIGHTINGS, Weighting, ipm, simulate_stream
+from stream_perceptron.sources import open_source
+
+PARTITIONS = 8
+Data = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # X, y (training), X, y (held out)
+
+
+def generated(noise: float, n: int, held_out: int) -> Callable[[], Data]:
+    def load() -> Data:
+        spec = f"separable:d=20,gamma=0.05,n={n + held_out},seed=1,noise={noise}"
+        rows = list(open_source(spec))
+        X = np.array([x for x, _ in rows], dtype=np.float64)
+        y = np.array([v for _, v in rows], dtype=np.int8)
+        return X[:n], y[:n], X[n:], y[n:]
+    return load
+
+
+def phishing() -> Data:
+    rows = list(datasets.Phishing())
+    names = sorted(rows[0][0])
+    X = np.array([[float(x[k]) for k in names] for x, _ in rows], dtype=np.float64)
+    y = np.array([1 if label else -1 for _, label in rows], dtype=np.int8)
+    split = len(rows) - 250
+    return X[:split], y[:split], X[split:], y[split:]
+
+
+def streams(n: int, held_out: int) -> list[tuple[str, Callable[[], Data]]]:
+    return [("separable", generated(0.0, n, held_out)),
+            ("separable, 10% label noise", generated(0.1, n, held_out)),
+            ("Phishing", phishing)]
+
+
+def accuracy(w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.where(X @ w + b > 0, 1, -1) == y))
+
+
+def own_accuracy(models: Sequence[Any], X: np.ndarray, y: np.ndarray) -> float:
+    """Each partition's model on its round-robin share of the held-out rows."""
+    right = sum(int((np.where(X[q::len(models)] @ m.weights + m.intercept > 0, 1, -1)
+                     == y[q::len(models)]).sum()) for q, m in enumerate(models))
+    return right / len(y)
+
+
+def until_clean(per_pass: Sequence[int]) -> tuple[int | None, int]:
+    """(the first clean pass, 1-based, or None; the mistakes made before it or in all passes)."""
+    clean = next((p + 1 for p, k in enumerate(per_pass) if k == 0), None)
+    return clean, sum(per_pass)
+
+
+def stream_rows(name: str, data: Data, intervals: Sequence[int], passes: int,
+                rgamma: float | None) -> list[dict[str, Any]]:
+    X, y, Xh, yh = data
+    configs: list[tuple[str, int, int, Weighting | None]] = [("single", 1, 1, None),
+                                                        ("unmixed", PARTITIONS, 1, None)]
+    configs += [(f"{w}@{e}", PARTITIONS, e, w) for w in WEIGHTINGS for e in intervals]
+    rows = []
+    for label, parts, every, weights in configs:
+        once = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=1)
+        many = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=passes)
+        clean, total = until_clean(many.pass_mistakes)
+        served = once.final
+        assert served is not None
+        rows.append({
+            "stream": name, "run": label, "examples": len(X), "held_out": len(yh),
+            "first_pass_mistakes": once.pass_mistakes[0], "clean_pass": clean,
+            "mistakes_until_clean": total, "passes_run": len(many.pass_mistakes),
+            "sum_mu_k": many.sum_mu_k if weights else None, "bound": rgamma,
+            "oldest_state_mixed": max(once.age_examples, default=None),
+            "served_accuracy": accuracy(served.weights, served.intercept, Xh, yh),
+            "own_accuracy": own_accuracy(once.models, Xh, yh),
+        })
+    shards = [(X[q::PARTITIONS], y[q::PARTITIONS]) for q in range(PARTITIONS)]
+    for weights in WEIGHTINGS:
+        one = ipm(shards, weights, max_epochs=1)
+        run = ipm(shards, weights, max_epochs=passes)
+        clean, total = until_clean([sum(e.mistakes) for e in run.epochs])
+        rows.append({
+            "stream": name, "run": f"ipm {weights}", "examples": len(X), "held_out": len(yh),
+            "first_pass_mistakes": sum(one.epochs[0].mistakes), "clean_pass": clean,
+            "mistakes_until_clean": total, "passes_run": len(run.epochs),
+            "sum_mu_k": run.epochs[-1].running, "bound": rgamma, "oldest_state_mixed": None,
+            "served_accuracy": accuracy(one.weights, one.intercept, Xh, yh), "own_accuracy": None,
+        })
+    return rows
+
+
+def separable_bound(X: np.ndarray, y: np.ndarray, n: int, held_out: int) -> float:
+    """(R/γ)² of the training rows on [x, 1]: γ is the margin of the generator's hidden unit
+    normal u (through the origin, so [u, 0] is a unit separator of [x, 1])."""
+    from stream_perceptron.sources.separable import separable_params
+
+    u = separable_params(f"separable:d=20,gamma=0.05,n={n + held_out},seed=1")["u"]
+    gamma = float(np.min(y * (X @ u)))
+    radius = float(np.sqrt(np.einsum("ij,ij->i", X, X) + 1.0).max())
+    return (radius / gamma) ** 2
+
+
+def measure(n: int, held_out: int, intervals: Sequence[int], passes: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, load in streams(n, held_out):
+        data = load()
+        rgamma = separable_bound(data[0], data[1], n, held_out) if name == "separable" else None
+        rows += stream_rows(name, data, intervals, passes, rgamma)
+    return rows
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    head = ["stream", "run", "mistakes, pass 1", "× single", "clean pass", "mistakes until clean",
+            "Σμk", "(R/γ)²", "oldest state mixed", "served acc.", "own acc."]
+    single = {r["stream"]: r["first_pass_mistakes"] for r in rows if r["run"] == "single"}
+    body = []
+    for r in rows:
+        clean = str(r["clean_pass"]) if r["clean_pass"] else f"none in {r['passes_run']}"
+        body.append([
+            r["stream"], r["run"], f"{r['first_pass_mistakes']:,}",
+            f"{r['first_pass_mistakes'] / max(1, single[r['stream']]):.2f}", clean,
+            f"{r['mistakes_until_clean']:,}" if r["clean_pass"] else "—",
+            "—" if r["sum_mu_k"] is None else f"{r['sum_mu_k']:.1f}",
+            "—" if r["bound"] is None else f"{r['bound']:,.0f}",
+            "—" if r["oldest_state_mixed"] is None else f"{r['oldest_state_mixed']:,}",
+            f"{r['served_accuracy']:.1%}",
+            "—" if r["own_accuracy"] is None else f"{r['own_accuracy']:.1%}",
+        ])
+    return format_table(head, body, "ll" + "r" * (len(head) - 2))
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["stream"] for r in rows))
+    fig, axes = plt.subplots(2, len(names), figsize=(5.2 * len(names), 7.5), squeeze=False)
+    for col, name in enumerate(names):
+        mine = [r for r in rows if r["stream"] == name]
+        labels = [r["run"] for r in mine]
+        colors = ["#444444" if r["run"] == "single" else "#bb4444" if r["run"] == "unmixed"
+                  else "#4477aa" if "uniform" in r["run"] else "#66aa55" for r in mine]
+        top, bottom = axes[0][col], axes[1][col]
+        top.bar(labels, [r["first_pass_mistakes"] for r in mine], color=colors)
+        top.axhline(1.5 * mine[0]["first_pass_mistakes"], color="#444444", ls="--", lw=1,
+                    label="1.5 × single")
+        top.set_title(f"{name}: mistakes in one pass ({mine[0]['examples']:,} examples)", fontsize=10)
+        top.legend(fontsize=8, loc="lower right", framealpha=0.9)
+        bottom.bar(labels, [r["served_accuracy"] for r in mine], color=colors)
+        low = min(r["served_accuracy"] for r in mine)
+        bottom.set_ylim(max(0.0, low - 0.05), 1.0)
+        bottom.set_title("held-out accuracy of the served model after one pass", fontsize=10)
+        for ax in (top, bottom):
+            ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+    fig.suptitle("8 partitions: one model (single), 8 unmixed, mixed every E examples "
+                 "(uniform / ∝ mistakes), synchronous IPM", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20_000,
+                        help="training examples of the generated streams")
+    parser.add_argument("--held-out", type=int, default=5_000,
+                        help="held-out examples of the generated streams")
+    parser.add_argument("--every", default="5,10,50,200,1000", help="mixing intervals, comma-separated")
+    parser.add_argument("--passes", type=int, default=10, help="at most this many passes to find a clean one")
+    parser.add_argument("--json", default=None, help="write the figures to this file")
+    parser.add_argument("--plot", default=None, help="write the plot (PNG) to this file")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    intervals = [int(e) for e in args.every.split(",")]
+    rows = measure(args.n, args.held_out, intervals, args.passes)
+    if args.json:
+        write_json(Path(args.json), {"rows": rows})
+    if args.plot:
+        plot(rows, Path(args.plot))
+    if not args.quiet:
+        print(table(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
