@@ -24,7 +24,8 @@ Streams:
 Figures per detector (medians over the seeds): the **delay**, examples after a change until the
 first alarm (median and largest over every change and seed); **missed**, changes with no alarm
 before the next change; **false alarms per 100,000** examples of the stationary stretch after the
-warm-up; the detector's speed in flags per second (this machine, loaded or not: a rough figure).
+warm-up; the detector's speed in flags per second (this machine, loaded or not: a rough figure);
+last, the cost of this package's ADWIN per flag beside river's compiled one.
 Below the table, how much each stream's changes raise the perceptron's error rate at all.
 """
 

@@ -1,12 +1,14 @@
 """Drift alarms through a real broker: a worker on a stream whose concept flips publishes a drift
 event with the agreed fields at the offset the model raises it, and a worker restarted from a
-stored state taken before the flip replays the same alarms at the same offsets."""
+stored state taken before the flip replays the same alarms at the same offsets; a late label
+whose join raises an alarm publishes it at the label record's offset."""
 
 from __future__ import annotations
 
 import shutil
 
 import numpy as np
+import orjson
 
 from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.commands.read import read_topic
@@ -76,3 +78,22 @@ def test_a_concept_flip_raises_a_drift_event_and_a_restart_replays_it(kafka_sett
     again = drift_events(kafka, replay_topics["stats"])
     assert [(e["offset"], e["rate_before"], e["rate_after"], e["drifts"]) for e in again] == [
         (e["offset"], e["rate_before"], e["rate_after"], e["drifts"]) for e in events]
+
+
+def test_a_late_label_that_raises_an_alarm_publishes_it_at_the_label_records_offset(
+        kafka_settings, new_topic, tmp_path):
+    n, flip = 1200, 600
+    X, y = flipped(n, flip)
+    reference = Learner(Perceptron(), RunningStats(), DriftWatch("adwin"))
+    reference.step(X, y)  # the joins learn the events in label order: here, the events' order
+    assert reference.alarms
+    values = []  # each event unlabeled, its label right after it
+    for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        values += [orjson.dumps({"x": x.tolist(), "id": i}), orjson.dumps({"id": i, "y": int(label)})]
+    kafka = kafka_settings()
+    topics = topics_for(new_topic)
+    send_all(kafka, topics["input"], values, keys=[str(i // 2).encode() for i in range(len(values))])
+    run_until_caught_up(worker_settings(kafka, topics, tmp_path), len(values), timeout_s=30)
+    events = drift_events(kafka, topics["stats"])
+    assert [(e["offset"], e["labeled"], e["rate_after"]) for e in events] == [
+        (2 * a.row + 1, a.labeled, a.rate_after) for a in reference.alarms]
