@@ -301,7 +301,9 @@ class LabelSettings(_Section):
     """Labels that arrive late: how many predictions wait for theirs, and for how long
     (model/pending.py). Age is measured with Kafka record timestamps, never the wall clock."""
 
-    pending_max: int = Field(10_000, ge=0, le=10_000_000)
+    # 0 (the default): late labels are off, a record without y is predicted and forgotten as
+    # before; kept events cost their features in memory and in every stored state
+    pending_max: int = Field(0, ge=0, le=10_000_000)
     pending_ttl_s: float = Field(86_400.0, gt=0)  # inf: no bound by age
     pending_max_offsets: int | None = Field(None, ge=1)
 
