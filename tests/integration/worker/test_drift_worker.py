@@ -93,7 +93,8 @@ def test_a_late_label_that_raises_an_alarm_publishes_it_at_the_label_records_off
     kafka = kafka_settings()
     topics = topics_for(new_topic)
     send_all(kafka, topics["input"], values, keys=[str(i // 2).encode() for i in range(len(values))])
-    run_until_caught_up(worker_settings(kafka, topics, tmp_path), len(values), timeout_s=30)
+    settings = worker_settings(kafka, topics, tmp_path, labels={"pending_max": 10_000})  # late labels on
+    run_until_caught_up(settings, len(values), timeout_s=30)
     events = drift_events(kafka, topics["stats"])
     assert [(e["offset"], e["labeled"], e["rate_after"]) for e in events] == [
         (2 * a.row + 1, a.labeled, a.rate_after) for a in reference.alarms]
