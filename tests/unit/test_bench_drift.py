@@ -33,3 +33,10 @@ def test_the_adwin_cost_measure_times_both_adwins() -> None:
 
     cost = adwin_cost(2_000, repeats=1)
     assert set(cost) == {"ours", "insert", "river"} and all(v > 0 for v in cost.values())
+
+
+def test_the_learner_cost_measure_times_the_step_with_and_without_adwin() -> None:
+    from bench.bench_drift import learner_cost
+
+    cost = learner_cost(2_000, repeats=1)
+    assert set(cost) == {"none", "adwin"} and all(v > 0 for v in cost.values())
