@@ -26,6 +26,7 @@ import numpy as np
 from stream_perceptron.codec.inputs import Decoded, LabelRecord
 from stream_perceptron.codec.outputs import clip, encode, outcome_record
 from stream_perceptron.kafka.edge import Batch, Edge
+from stream_perceptron.model.drift import Alarm
 from stream_perceptron.model.pending import (
     EXPIRED,
     JOINED,
@@ -76,6 +77,7 @@ class LateLabels:
     _clock_for: Batch | None = None
     _clock: list[int]
     _dead_letter: Callable[[PartitionState, Batch, int, str], None]
+    _publish_drifts: Callable[[PartitionState, Sequence[Alarm], Sequence[int]], None]
 
     def _stream_clock(self, batch: Batch) -> list[int]:
         """The partition's stream time at each record of ``batch`` (before the store's own):
@@ -126,6 +128,8 @@ class LateLabels:
         st.width_unconfirmed = None  # kept under the stored state's width: the input fits it
         y = np.array([label.y], dtype=np.int8)
         result, _ = st.learner.step(X, y, labeled=y != 0)
+        if st.learner.alarms:  # the joined label's mistake is the stream's at the label record
+            self._publish_drifts(st, st.learner.alarms, [offset])
         mistake = bool(result.mistakes[0])
         record = outcome_record(
             id=label.id, topic=batch.topic, partition=batch.partition, offset=offset,

@@ -53,6 +53,7 @@ from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
+from stream_perceptron.worker.drifts import Drifts
 from stream_perceptron.worker.labels import LateLabels, label_cuts, new_pending
 from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState, new_learner
@@ -75,7 +76,7 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress, Transactions, LateLabels):
+class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
     """One consumer, one state per assigned input partition, four output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
@@ -660,6 +661,9 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels):
         if st is not None and raw is not None:
             self._keep_pending(st, batch, raw, rows, ys, ids, result)
         counts = int((y != 0).sum()), int(result.mistakes.sum())
+        if learner.alarms:
+            self._publish_drifts(self._state(batch.topic, batch.partition), learner.alarms,
+                                 [batch.offsets[r] for r in rows])
         if not (self._publish_labeled or self._publish_unlabeled):
             return counts
         updates = (before + np.cumsum(result.mistakes)).tolist()

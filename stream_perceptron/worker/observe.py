@@ -26,7 +26,8 @@ restored with its state) while a Prometheus counter starts at 0 in each process.
 that mirror a statistics field (``examples_total`` ← ``seen``, ``labeled_examples_total`` ←
 ``labeled``, ``mistakes_total`` ← ``mistakes``, ``updates_total`` ← ``updates`` (else
 ``mistakes``), ``dead_letters_total`` ← ``dead_letters``, ``label_joins_total`` ←
-``label_joins``, ``label_expiries_total`` ← ``label_expiries``) are *raised* to the record's value by
+``label_joins``, ``label_expiries_total`` ← ``label_expiries``, ``drifts_total`` ← ``drifts``) are
+*raised* to the record's value by
 :meth:`Observer.stats` (incremented by the difference, never lowered), and advanced by
 :meth:`Observer.batch` in between, each for its partition. After a ``stats()`` call a partition's
 counters equal its record's totals; at the first ``stats()`` after its state is restored they jump
@@ -76,6 +77,8 @@ _FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
     "updates": ("Perceptron updates (= mistakes); follows statistics 'updates'.", ("updates", "mistakes")),
     "dead_letters": ("Records sent to the dead-letter topic; follows statistics 'dead_letters'.",
                      ("dead_letters",)),
+    "drifts": ("Drift alarms: significant rises of the mistake rate; follows statistics 'drifts'.",
+               ("drifts",)),
     "label_joins": ("Late labels joined to their kept predictions; follows statistics 'label_joins'.",
                     ("label_joins",)),
     "label_expiries": ("Kept predictions dropped without their label; follows statistics"
@@ -294,6 +297,12 @@ class Observer:
                 self._raise_to(where, name, totals[name] + delta)
             if records:
                 self._progress_since = self._clock()
+
+    def drift(self, topic: str, partition: int) -> None:
+        """One drift alarm of input partition ``topic``/``partition``: ``drifts_total`` + 1."""
+        where = _labels(topic, partition)
+        with self._lock:
+            self._raise_to(where, "drifts", self._partition_totals(where)["drifts"] + 1)
 
     def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:
         """The feature names the model of ``topic``/``partition`` indexes, and the most it may

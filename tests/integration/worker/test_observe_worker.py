@@ -61,6 +61,8 @@ def _newest_stats(kafka: Any, topic: str) -> dict[tuple[str, str], dict[str, Any
     """The newest statistics record of each input partition in ``topic``, by (topic, partition)."""
     newest: dict[tuple[str, str], dict[str, Any]] = {}
     for _, _, _, rec in read_topic(kafka, topic, idle_s=0.5):
+        if "event" in rec:  # a drift event, not a statistics record
+            continue
         where = (rec["topic"], str(rec["partition"]))
         if where not in newest or rec["ts"] >= newest[where]["ts"]:
             newest[where] = rec

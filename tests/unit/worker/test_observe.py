@@ -172,7 +172,7 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     families = {f.name: f for f in text_string_to_metric_families(text + "\n")}
     counters = {name for name, f in families.items() if f.type == "counter"}
     assert counters == {P + n for n in ["examples", "labeled_examples", "mistakes", "updates",
-                                        "dead_letters", "label_joins", "label_expiries",
+                                        "dead_letters", "label_joins", "label_expiries", "drifts",
                                         "rebalances", "checkpoints"]}
     for name in counters:
         for sample in families[name].samples:
@@ -483,6 +483,22 @@ def test_stop_frees_the_port(make):
     again = make(port=port)
     assert again.port == port
     assert probe(url(again, "/healthz"))[0]
+
+
+def test_drift_alarms_count_per_partition_and_follow_the_restored_statistics(make):
+    obs = make()
+    assert (P + "drifts_total", tuple(sorted(P0.items()))) not in scrape(obs)  # none before it shows
+    obs.drift("examples", 0)
+    obs.drift("examples", 0)
+    obs.drift("examples", 1)
+    s = scrape(obs)
+    assert (value(s, "drifts_total", **P0), value(s, "drifts_total", **P1)) == (2, 1)
+    obs.stats({**STATS, "drifts": 5})  # a restored state that raised 5 so far
+    obs.drift("examples", 0)
+    obs.stats({**STATS, "drifts": 4})  # never lowered
+    assert value(scrape(obs), "drifts_total", **P0) == 6
+    obs.forget([("examples", 0)])
+    assert (P + "drifts_total", tuple(sorted(P0.items()))) not in scrape(obs)
 
 
 def test_late_label_counts_follow_the_statistics_records(make):
