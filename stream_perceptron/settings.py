@@ -274,6 +274,16 @@ class StatsSettings(_Section):
     every_seconds: float = Field(10.0, gt=0)
 
 
+class DriftSettings(_Section):
+    """Drift alarms on each partition's mistake stream (docs/drift.md)."""
+
+    # river.drift detector watching the 0/1 mistakes ("none": no alarms)
+    detector: Literal["adwin", "page-hinkley", "ddm", "hddm-a", "none"] = "adwin"
+    # what an alarm does besides its event: "reset-window" restarts the window statistics,
+    # "reset-model" restarts θ, θ0 (and the averaging) at zero; E_n counts on in both
+    on_drift: Literal["none", "reset-window", "reset-model"] = "none"
+
+
 class OutputSettings(_Section):
     """Which prediction records are published, and how soon."""
 
@@ -312,6 +322,7 @@ class Settings(BaseSettings):
     model: ModelSettings = ModelSettings()
     limits: LimitSettings = LimitSettings()
     stats: StatsSettings = StatsSettings()
+    drift: DriftSettings = DriftSettings()
     output: OutputSettings = OutputSettings()
     observe: ObserveSettings = ObserveSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

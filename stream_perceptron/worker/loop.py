@@ -53,6 +53,7 @@ from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
+from stream_perceptron.worker.drifts import Drifts
 from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
@@ -74,7 +75,7 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress, Transactions):
+class Worker(Checkpointing, Progress, Transactions, Drifts):
     """One consumer, one state per assigned input partition, three output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
@@ -642,6 +643,9 @@ class Worker(Checkpointing, Progress, Transactions):
         before = model.mistakes
         result, margin = learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
         counts = int((y != 0).sum()), int(result.mistakes.sum())
+        if learner.alarms:
+            self._publish_drifts(self._state(batch.topic, batch.partition), learner.alarms,
+                                 [batch.offsets[r] for r in rows])
         if not (self._publish_labeled or self._publish_unlabeled):
             return counts
         updates = (before + np.cumsum(result.mistakes)).tolist()

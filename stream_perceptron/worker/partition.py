@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from stream_perceptron.errors import CheckpointError
+from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
@@ -27,7 +28,17 @@ def new_learner(settings: Settings) -> Learner:
                    max_names=settings.limits.max_names, average=m.average,
                    hash_bits=m.hash_bits, hash_sign=m.hash_sign),
         RunningStats(window=s.window, ewma_alpha=s.ewma_alpha),
+        *drift_watch(settings),
     )
+
+
+def drift_watch(settings: Settings) -> tuple[DriftWatch | None, str]:
+    """The drift detectors ``SP_DRIFT__*`` ask for (on the served model's errors too with
+    averaging) and what an alarm does: a :class:`Learner`'s last two arguments."""
+    d = settings.drift
+    if d.detector == "none":
+        return None, "none"
+    return DriftWatch(d.detector, served=settings.model.average), d.on_drift
 
 
 @dataclass

@@ -86,6 +86,8 @@ class Progress:
             "uptime_s": now - self._started,
             "client_id": self.settings.kafka.client_id,
             "model_id": st.model_id,
+            "drifts": learner.drifts,
+            "last_drift_offset": learner.last_drift_offset,
             "topic": st.topic,
             "partition": st.partition,
         }

@@ -351,3 +351,18 @@ def test_exactly_once_needs_the_kafka_store_and_an_interval_below_the_transactio
         load_settings(checkpoint={"every_seconds": 50})
     monkeypatch.setenv("SP_CHECKPOINT__EVERY_SECONDS", "2")
     assert load_settings().output.guarantee == "exactly-once"
+
+
+def test_drift_settings_default_to_adwin_reporting_only_and_a_bad_one_is_one_line(monkeypatch):
+    s = load_settings()
+    assert (s.drift.detector, s.drift.on_drift) == ("adwin", "none")
+    monkeypatch.setenv("SP_DRIFT__DETECTOR", "page-hinkley")
+    monkeypatch.setenv("SP_DRIFT__ON_DRIFT", "reset-model")
+    s = load_settings()
+    assert (s.drift.detector, s.drift.on_drift) == ("page-hinkley", "reset-model")
+    for name, value in [("SP_DRIFT__DETECTOR", "kswin"), ("SP_DRIFT__ON_DRIFT", "retrain")]:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(SettingsError) as err:
+            load_settings()
+        assert err.value.args[0].count("\n") == 0 and name in str(err.value)
+        monkeypatch.delenv(name)

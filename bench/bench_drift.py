@@ -1,0 +1,183 @@
+"""Drift alarms on streams whose concept changes at known offsets: delay, misses, false alarms.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_drift                       # the table in docs/drift.md
+    .venv/bin/python -m bench.bench_drift --scale 0.02 --seeds 2 --quiet   # a quick look
+
+Pure model, no Kafka. The perceptron learns each stream online (the worker's
+:meth:`~stream_perceptron.model.learner.Learner.step`, batches of 500) and each detector of
+``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream. The mistakes do not depend on the
+detector (no reaction: ``SP_DRIFT__ON_DRIFT=none``), so each stream is learned once per seed and
+its mistake flags are fed to every detector.
+
+Streams:
+
+* ``flip``: rows separable with margin 0.1 (d = 10) by a hyperplane through the origin whose
+  concept flips (w → −w: every label turns) every ``segment`` examples, 2 % of the labels
+  flipped at random (so the rate settles at a floor, not at 0);
+* ``sea``: ``river.datasets.synth.SEA`` with 10 % label noise, its variant (θ = 8, 9, 7, 9.5)
+  switching every ``segment`` examples: 0 → 1 → 2 → 3 → 0 → 2 (the changes of SEA's concept);
+* a **stationary** stretch of each (one concept, the same noise) for the false alarms, counted
+  after a warm-up of one segment.
+
+Figures per detector (medians over the seeds): the **delay**, examples after a change until the
+first alarm (median and largest over every change and seed); **missed**, changes with no alarm
+before the next change; **false alarms per 100,000** examples of the stationary stretch after the
+warm-up; the detector's speed in flags per second (this machine, loaded or not: a rough figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from river.datasets import synth
+
+from stream_perceptron.model.drift import DETECTORS, RiseDetector
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.stats import RunningStats
+
+NAMES = [d for d in DETECTORS if d != "none"]
+SEA_VARIANTS = (0, 1, 2, 3, 0, 2)
+BATCH = 500
+
+
+def flip_stream(n: int, segment: int, seed: int, changes: bool = True, noise: float = 0.02,
+                d: int = 10, gap: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and ±1 labels of the ``flip`` stream: N(0, I) rows moved out of the band
+    ``|w·x| < gap`` of a random unit hyperplane ``w`` (so the data are separable with margin
+    ``gap``), labeled by ``w``, which turns to ``-w`` every ``segment`` rows (never, unless
+    ``changes``); then a fraction ``noise`` of the labels flipped."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.empty(n, dtype=np.int8)
+    w = rng.normal(size=d)
+    w /= np.linalg.norm(w)
+    step = segment if changes else n
+    for start in range(0, n, step):
+        part = slice(start, min(n, start + step))
+        s = X[part] @ w
+        X[part] += np.outer(np.where(np.abs(s) < gap, np.where(s < 0, -gap, gap) - s, 0.0), w)
+        y[part] = np.where(X[part] @ w > 0, 1, -1)
+        w = -w
+    flipped = rng.random(n) < noise
+    y[flipped] = -y[flipped]
+    return X, y
+
+
+def sea_stream(n: int, segment: int, seed: int, changes: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and ±1 labels of SEA, 10 % noise, its variant switching every ``segment``."""
+    rows, labels = [], []
+    for k, start in enumerate(range(0, n, segment if changes else n)):
+        count = min(n - start, segment if changes else n)
+        variant = SEA_VARIANTS[k % len(SEA_VARIANTS)] if changes else 0
+        gen = synth.SEA(variant=variant, noise=0.1, seed=seed * 100 + k)
+        for _, (x, label) in zip(range(count), gen, strict=False):
+            rows.append((x[0], x[1], x[2]))
+            labels.append(1 if label else -1)
+    return np.array(rows, dtype=np.float64), np.array(labels, dtype=np.int8)
+
+
+def mistakes(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The perceptron's mistake flags on the stream, learned in batches as the worker does."""
+    learner = Learner(Perceptron(), RunningStats(window=1000))
+    out = [learner.step(X[s:s + BATCH], y[s:s + BATCH])[0].mistakes for s in range(0, len(y), BATCH)]
+    return np.concatenate(out)
+
+
+def alarms(name: str, flags: np.ndarray) -> tuple[list[int], float]:
+    """The rows of ``name``'s alarms on ``flags`` and its speed (flags per second)."""
+    det, out = RiseDetector(name), []
+    started = time.perf_counter()
+    for i, z in enumerate(flags.tolist()):
+        if det.update(z) is not None:
+            out.append(i)
+    return out, len(flags) / max(time.perf_counter() - started, 1e-9)
+
+
+def score(rows: Sequence[int], changes: Sequence[int], segment: int) -> tuple[list[int], int]:
+    """Delays of the first alarm after each change (within its segment), and the changes missed."""
+    delays, missed = [], 0
+    for c in changes:
+        first = next((r for r in rows if c <= r < c + segment), None)
+        if first is None:
+            missed += 1
+        else:
+            delays.append(first - c)
+    return delays, missed
+
+
+def run(scale: float = 1.0, seeds: int = 5, quiet: bool = False) -> list[dict[str, Any]]:
+    """One row per (stream, detector)."""
+    segment = max(200, int(20_000 * scale))
+    n_changing = segment * len(SEA_VARIANTS)
+    n_stationary = segment + max(1_000, int(200_000 * scale))
+    changes = list(range(segment, n_changing, segment))
+    table: list[dict[str, Any]] = []
+    for stream, make in (("flip", flip_stream), ("sea", sea_stream)):
+        per: dict[str, dict[str, list[Any]]] = {d: {"delays": [], "missed": [], "false": [], "speed": []}
+                                                 for d in NAMES}
+        for seed in range(seeds):
+            changing = mistakes(*make(n_changing, segment, seed))
+            stationary = mistakes(*make(n_stationary, segment, seed + 1000, changes=False))
+            for d in NAMES:
+                rows, speed = alarms(d, changing)
+                delays, missed = score(rows, changes, segment)
+                quiet_rows, _ = alarms(d, stationary)
+                after = [r for r in quiet_rows if r >= segment]
+                per[d]["delays"] += delays
+                per[d]["missed"].append(missed)
+                per[d]["false"].append(len(after) * 100_000 / (n_stationary - segment))
+                per[d]["speed"].append(speed)
+            if not quiet:
+                print(f"{stream} seed {seed}: E_n {changing.mean():.3f} (changing),"
+                      f" {stationary[segment:].mean():.3f} (stationary)", flush=True)
+        for d in NAMES:
+            p = per[d]
+            table.append({
+                "stream": stream, "detector": d, "segment": segment, "changes": len(changes) * seeds,
+                "delay_median": statistics.median(p["delays"]) if p["delays"] else None,
+                "delay_max": max(p["delays"]) if p["delays"] else None,
+                "missed": sum(p["missed"]),
+                "false_per_100k": statistics.median(p["false"]),
+                "flags_per_s": statistics.median(p["speed"]),
+            })
+    return table
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The table as docs/drift.md shows it."""
+    lines = ["| stream | detector | delay, median | delay, largest | missed | false alarms / 100k |"
+             " flags/s |", "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['stream']} | `{r['detector']}` | {_n(r['delay_median'])} | {_n(r['delay_max'])} |"
+            f" {r['missed']} / {r['changes']} | {r['false_per_100k']:.1f} | {r['flags_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
+def _n(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="segment = 20,000 x scale examples; stationary stretch 200,000 x scale")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    rows = run(args.scale, args.seeds, args.quiet)
+    if not args.quiet:
+        print(markdown(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
