@@ -47,6 +47,10 @@ EXPECTED_FILES = [
     "Dockerfile.dockerignore",
     "docker-compose.yml",
     "prometheus.yml",
+    "prometheus/prometheus.yml",
+    "prometheus/alerts.yml",
+    "prometheus/alerts.test.yml",
+    "grafana/stream-perceptron.json",
     "k8s/kustomization.yaml",
     "k8s/namespace.yaml",
     "k8s/configmap.yaml",
@@ -662,6 +666,11 @@ def test_compose_observe_port_prometheus_and_published_port_agree(monkeypatch):
     assert found, "no dns_sd_configs discovers the worker service's replicas"
     for sd in found:
         assert sd.get("type", "SRV") == "A" and sd["port"] == port, "compose's DNS answers A records"
+    # the alert rules are mounted where the configuration loads them from (beside it)
+    mounts = dict(v.split(":")[:2] for v in prom_service["volumes"] if isinstance(v, str))
+    config_dir = PurePosixPath(mounts["./prometheus.yml"]).parent
+    assert [str(config_dir / name) for name in prom["rule_files"]] == [mounts["./prometheus/alerts.yml"]]
+    assert (DEPLOY / "prometheus" / "alerts.yml").is_file()
 
 
 # --------------------------------------------------------------------------- Kubernetes
