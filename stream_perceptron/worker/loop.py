@@ -499,6 +499,11 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
         elif self.seed is not None:
             st.adopt(self.seed, self.settings, own=False)
         self.parts[key] = st
+        if self.observer is not None and st.learner.stats.seen:
+            # the partition's series start at its restored totals: a counter made at 0 and
+            # raised at the first statistics record would read to Prometheus as new drifts,
+            # mistakes and examples
+            self.observer.stats(self.stats_record(st, {}))
         return st
 
     def _state(self, topic: str, part: int) -> PartitionState:
