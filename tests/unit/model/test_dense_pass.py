@@ -103,3 +103,22 @@ def test_rows_with_huge_or_non_finite_values_are_decided_in_the_fixed_order():
     out = many.learn_many(X, y)
     assert out.mistakes.tolist() == flags
     assert _bits(out.scores) == _bits(scores)
+
+
+@pytest.mark.parametrize("big", [1e200, math.inf])
+def test_a_mistake_on_a_row_past_the_bound_moves_theta_as_learn_one(big):
+    # Such a row is left out of the bound R and decided in the fixed order; when it is a
+    # mistake, θ takes the row as it is, and the rows after it are decided in the fixed order.
+    X, y = _noisy_stream(400, 20, 0.02, seed=17)
+    X[100] = 0.0
+    X[100, 2] = big
+    probe = Perceptron()
+    probe.learn_many(X[:100], y[:100])
+    y[100] = -1 if probe.score_one(X[100]) > 0 else 1  # a mistake, whatever θ is
+    one, many = Perceptron(), Perceptron()
+    with np.errstate(all="ignore"):  # θ·θ overflows, on both paths alike
+        scores, flags, _ = _row_by_row(one, X, y, [True] * len(X))
+        out = many.learn_many(X, y)
+    assert flags[100] and out.mistakes.tolist() == flags
+    assert _bits(out.scores) == _bits(scores)
+    assert _bits(many.weights) == _bits(one.weights) and many.intercept == one.intercept
