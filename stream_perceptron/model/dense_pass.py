@@ -32,7 +32,7 @@ FloatArray = npt.NDArray[np.float64]
 
 _FIRST_BLOCK = 16
 _CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
-_MIN_BLOCK = 32
+_MIN_BLOCK = 64
 _EPS = 2.0**-53
 _HUGE, _TINY_ABS = 2.0**400, 2.0**-600
 
@@ -230,6 +230,6 @@ def _decide(
             size = math.sqrt(float(np.dot(w_aug, w_aug)))
         tol = scale * size + _TINY_ABS if size <= _HUGE else math.inf
         i = r + 1
-        block = 4 * k + 4
+        block = k + 1  # about as many rows as the last stretch without a mistake
         block = _MIN_BLOCK if block < _MIN_BLOCK else max_block if block > max_block else block
     return np.array(rows, dtype=np.intp)
