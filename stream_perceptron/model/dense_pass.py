@@ -6,12 +6,13 @@ each row, the scores and the norms follow from whole-array operations. So the lo
 what the decisions need, a few numpy calls a mistake, and the outputs are computed after it.
 
 **The decisions.** The loop takes the margins :math:`y(\theta \cdot x + \theta_0)` of a block of
-rows from one matrix-vector product over the unit rows :math:`[y x, y] / \lVert [x, 1] \rVert`
-(BLAS's summation order, not the fixed one). Rounding errors of a dot product are bounded
-(Higham's :math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
-:math:`d\,\varepsilon\,\lVert[\theta, \theta_0]\rVert` (see :func:`_decide`), the fixed order's
-score has the same sign, and the row is decided. A row nearer to 0 (or not finite) is scored in
-the fixed order, as learn_one scores it. The update is learn_one's: θ += y x, θ0 += y.
+rows from one matrix-vector product over the signed rows :math:`[y x, y]` (BLAS's summation
+order, not the fixed one). Rounding errors of a dot product are bounded (Higham's
+:math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
+:math:`d\,\varepsilon\,R\,\lVert[\theta, \theta_0]\rVert` (R bounds the rows' norms; see
+:func:`_decide`), the fixed order's score has the same sign, and the row is decided. A row
+nearer to 0 (or not finite) is scored in the fixed order, as learn_one scores it. The update is
+learn_one's: θ += y x, θ0 += y.
 
 **The outputs.** The weights after each mistake are the same additions in the same order
 (``np.cumsum`` adds row after row), and every row is then scored in the fixed order,
@@ -30,10 +31,10 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 _FIRST_BLOCK = 16
-_CHUNK_BYTES = 1 << 20  # the unit rows of a chunk stay in cache, and need no fresh pages
-_MIN_BLOCK = 32
+_CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
+_MIN_BLOCK = 64
 _EPS = 2.0**-53
-_TINY, _HUGE, _TINY_ABS = 2.0**-400, 2.0**400, 2.0**-600
+_HUGE, _TINY_ABS = 2.0**400, 2.0**-600
 
 
 class DensePass(NamedTuple):
@@ -55,74 +56,90 @@ def learn_dense(
     """The seeds' perceptron over the rows of ``X`` in order (``signs`` −1/+1, 0 unlabeled),
     from θ = ``w`` (updated in place) and θ0 = ``b``; ``norms`` are ‖θ‖ and ‖[θ, θ0]‖ before
     the first row. Blocks hold up to ``max_block`` rows; the rows are taken in chunks whose
-    unit rows take about ``chunk_bytes`` (the chunk's other temporaries are about as large)."""
-    n = len(X)
-    if not n:
-        empty = np.zeros(0)
-        return DensePass(empty, np.zeros(0, dtype=np.bool_), empty, empty, b, 0)
-    parts: list[DensePass] = []
-    chunk = max(_FIRST_BLOCK, chunk_bytes // (8 * (X.shape[1] + 1)))
+    signed rows take about ``chunk_bytes`` (the chunk's other temporaries are about as large).
+    The outputs are written in place, chunk by chunk, into arrays as long as ``X``."""
+    n, d = X.shape
+    scores, mistakes = np.empty(n), np.zeros(n, dtype=np.bool_)
+    theta_norm, theta_norm_aug = np.empty(n), np.empty(n)
+    chunk = max(_FIRST_BLOCK, chunk_bytes // (8 * (d + 1)))
+    signed = np.empty((min(n, chunk), d + 1))  # the rows [y x, y] of every chunk, in turn
+    total = 0
     for start in range(0, n, chunk):
-        part = _chunk(X[start : start + chunk], signs[start : start + chunk], w, b, norms,
-                      fit_intercept, max_block)
-        parts.append(part)
-        b = part.intercept
-        if part.n_mistakes:  # ‖θ‖ summed over θ after the chunk's last mistake, as Perceptron.norms does
+        part = slice(start, start + chunk)
+        k, b = _chunk(X[part], signs[part], w, b, norms, fit_intercept, max_block, signed,
+                      Outputs(scores[part], mistakes[part], theta_norm[part], theta_norm_aug[part]))
+        if k:  # ‖θ‖ summed over θ after the chunk's last mistake, as Perceptron.norms does
+            total += k
             sq = float((w * w).sum())
             norms = math.sqrt(sq), math.sqrt(sq + b * b)
-    if len(parts) == 1:
-        return parts[0]
-    return DensePass(
-        np.concatenate([p.scores for p in parts]), np.concatenate([p.mistakes for p in parts]),
-        np.concatenate([p.theta_norm for p in parts]), np.concatenate([p.theta_norm_aug for p in parts]),
-        b, sum(p.n_mistakes for p in parts),
-    )
+    return DensePass(scores, mistakes, theta_norm, theta_norm_aug, b, total)
+
+
+class Outputs(NamedTuple):
+    """Where a chunk writes its rows' scores, mistake flags, ‖θ‖ and ‖[θ, θ0]‖."""
+
+    scores: FloatArray
+    mistakes: npt.NDArray[np.bool_]
+    theta_norm: FloatArray
+    theta_norm_aug: FloatArray
 
 
 def _chunk(
     X: FloatArray, signs: npt.NDArray[np.int8], w: FloatArray, b: float, norms: tuple[float, float],
-    fit_intercept: bool, max_block: int,
-) -> DensePass:
+    fit_intercept: bool, max_block: int, signed: FloatArray, out: Outputs,
+) -> tuple[int, float]:
+    """One chunk: its mistakes decided, then its outputs written to ``out``; how many mistakes
+    it made, and θ0 after it."""
     n, d = X.shape
-    labeled = np.flatnonzero(signs != 0)  # unlabeled rows are only scored, after the loop
+    labeled = np.flatnonzero(signs)  # unlabeled rows are only scored, after the loop
     every = len(labeled) == n
     y = signs.astype(np.float64) if every else signs[labeled].astype(np.float64)
     x = X if every else X[labeled]
-    w0, b0 = w.copy(), b
+    w0 = w.copy()
     w_aug = np.append(w, b)  # [θ, θ0]: the margin of a row is [y x, y]·[θ, θ0]
-    rows = _decide(x, y, w_aug, fit_intercept, max_block)
+    rows = _decide(x, y, w_aug, fit_intercept, max_block, signed[: len(x)])
+    k = len(rows)
+    if not k:  # θ did not move: every row scored with it
+        np.add(np.multiply(X, w0).sum(axis=1), b, out=out.scores)
+        out.theta_norm[:], out.theta_norm_aug[:] = norms
+        return 0, b
     if not every:
         rows = labeled[rows]
     w[:] = w_aug[:d]
-    k = len(rows)
     # the weights in effect at each row: θ before the rows, then after each mistake (row by row)
-    steps = np.empty((k + 1, d))
-    steps[0] = w0
-    np.multiply(X[rows], signs[rows, None], out=steps[1:])
-    weights = np.cumsum(steps, axis=0)
+    weights = np.empty((k + 1, d))
+    weights[0] = w0
+    np.multiply(X[rows], signs[rows, None], out=weights[1:])
+    np.cumsum(weights, axis=0, out=weights)
+    intercepts = np.empty(k + 1)
+    intercepts[0] = b
     if fit_intercept:
-        intercepts = np.cumsum(np.concatenate(([b0], signs[rows].astype(np.float64))))
+        intercepts[1:] = signs[rows]
+        np.cumsum(intercepts, out=intercepts)
     else:
-        intercepts = np.full(k + 1, b0)
-    lengths = np.diff(np.concatenate(([0], rows + 1, [n])))
-    segment = np.repeat(np.arange(k + 1), lengths)
-    scores = _products(X, weights, segment, rows + 1).sum(axis=1) + intercepts[segment]
+        intercepts[1:] = b
+    lengths = np.diff(rows, prepend=-1, append=n - 1)  # rows in effect: up to each mistake, inclusive
+    scores = _products(X, weights, rows, lengths).sum(axis=1)
+    np.add(scores, np.repeat(intercepts, lengths), out=out.scores)
     theta_norm, theta_norm_aug = _norms(weights, intercepts)
     theta_norm[0], theta_norm_aug[0] = norms  # kept by the model (sparse updates keep ‖θ‖² apart)
-    mistakes = np.zeros(n, dtype=np.bool_)
-    mistakes[rows] = True
-    return DensePass(scores, mistakes, np.repeat(theta_norm, lengths),
-                     np.repeat(theta_norm_aug, lengths), float(intercepts[-1]), k)
+    out.theta_norm[:] = np.repeat(theta_norm, lengths)
+    out.theta_norm_aug[:] = np.repeat(theta_norm_aug, lengths)
+    out.mistakes[rows] = True
+    return k, float(intercepts[-1])
 
 
-def _products(X: FloatArray, weights: FloatArray, segment: npt.NDArray[np.intp],
-              starts: npt.NDArray[np.intp]) -> FloatArray:
-    """x * θ of each row, θ the weights of its segment: one gather when the segments are short,
-    one multiplication a segment when they are long."""
+def _products(X: FloatArray, weights: FloatArray, rows: npt.NDArray[np.intp],
+              lengths: npt.NDArray[np.intp]) -> FloatArray:
+    """x * θ of each row, θ the weights in effect at it: the weights repeated row by row when
+    the segments are short, one multiplication a segment when they are long."""
     if 64 * len(weights) > len(X):
-        return X * weights[segment]
+        products = weights.take(np.repeat(np.arange(len(weights)), lengths), axis=0)
+        return np.multiply(X, products, out=products)
     products = np.empty_like(X)
-    for k, (a, b) in enumerate(zip([0, *starts.tolist()], [*starts.tolist(), len(X)], strict=True)):
+    edges = [0, *(rows + 1).tolist(), len(X)]
+    for k in range(len(weights)):
+        a, b = edges[k], edges[k + 1]
         np.multiply(X[a:b], weights[k], out=products[a:b])
     return products
 
@@ -133,63 +150,86 @@ def _norms(weights: FloatArray, intercepts: FloatArray) -> tuple[FloatArray, Flo
     return np.sqrt(sq), np.sqrt(sq + intercepts * intercepts)
 
 
-def _unit_rows(x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """[y x, y] / ‖[x, 1]‖ for each row, and ‖[x, 1]‖; NaN rows where the bound of
-    :func:`_decide` would not hold (a norm out of [2^-400, 2^400], or not finite): those rows
-    are always scored in the fixed order."""
-    unit = np.empty((len(x), x.shape[1] + 1))
-    unit[:, :-1] = x
-    unit[:, -1] = 1.0
+def _signed_rows(x: FloatArray, y: FloatArray, signed: FloatArray) -> float:
+    """[y x, y] for each row, written to ``signed`` (exact: y is ±1), and R, an upper bound of
+    their norms ‖[x, 1]‖: the root of their squares' sum, ‖x‖_F² + n (one pass, within a
+    relative n·d·ε, far inside :func:`_decide`'s factor of eight). Rows whose norm is over
+    2^400 or not finite are set to NaN and left out of R: those rows are always scored in the
+    fixed order."""
+    np.multiply(x, y[:, None], out=signed[:, :-1])
+    signed[:, -1] = y
     with np.errstate(all="ignore"):  # rows with inf or NaN are set aside below
-        norm = np.sqrt(np.einsum("ij,ij->i", unit, unit))
-        unit *= (y / norm)[:, None]
-    unit[~((norm >= _TINY) & (norm <= _HUGE))] = np.nan
-    return unit, norm
+        reach = math.sqrt(float(np.einsum("ij,ij->", x, x)) + len(x))
+        if reach <= _HUGE:
+            return reach
+        sq = np.einsum("ij,ij->i", x, x)
+    good = sq <= _HUGE * _HUGE
+    signed[~good] = np.nan
+    return math.sqrt(float(sq[good].sum()) + len(x))
 
 
 def _decide(
     x: FloatArray, y: FloatArray, w_aug: FloatArray, fit_intercept: bool, max_block: int,
+    signed: FloatArray,
 ) -> npt.NDArray[np.intp]:
-    """The mistakes' rows, [θ, θ0] (``w_aug``) updated in place.
+    """The mistakes' rows, [θ, θ0] (``w_aug``) updated in place; ``signed`` a buffer as long as
+    ``x`` for the rows [y x, y].
 
-    The margins of a block of rows are computed at once with unit rows, in BLAS's order. Such a
-    margin is within about (d+2)·ε·‖[θ, θ0]‖ of the true margin over ‖[x, 1]‖, and so is the
-    fixed order's (rounding errors of a dot product, Higham's γ_d bound); a margin farther from
-    0 than ``tol`` = 16(d+3)·ε times an upper bound of ‖[θ, θ0]‖ (eight times the two errors
-    together) has the fixed order's sign, so it decides its row. A row nearer to 0 is scored in
-    the fixed order. The block is cut at its first mistake, and the next one starts after it."""
+    The margins y(θ·x + θ0) = [y x, y]·[θ, θ0] of a block of rows are computed at once, in
+    BLAS's order. Such a margin is within (d+1)·ε·‖[x, 1]‖·‖[θ, θ0]‖ of the true margin (up to
+    a second-order term), and so is the fixed order's score (rounding errors of a dot product,
+    Higham's γ_d bound). So a margin farther from 0 than ``tol`` = 16(d+3)·ε·R·S, with R an
+    upper bound of the rows' ‖[x, 1]‖ and S one of ‖[θ, θ0]‖ (eight times the two errors
+    together), has the fixed order's sign, and it decides its row. A row nearer to 0 (or not
+    finite) is scored in the fixed order. The block is cut at its first mistake, and the next
+    one starts after it; blocks grow while they are right."""
     n = len(x)
-    unit, norm = _unit_rows(x, y)
+    reach = _signed_rows(x, y, signed)  # R
     w = w_aug[:-1]
+    b = float(w_aug[-1])
     rows: list[int] = []
-    scale = 16 * (len(w_aug) + 2) * _EPS
+    scale = 16 * (len(w_aug) + 2) * _EPS * reach
     size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
     tol = scale * size + _TINY_ABS if size <= _HUGE else math.inf
+    since = 0  # mistakes since ‖[θ, θ0]‖ was last summed
     i, block = 0, _FIRST_BLOCK
     while i < n:
         end = i + block
-        margins = unit[i:end].dot(w_aug)  # ndarray.dot: the cheapest call for small blocks
+        margins = signed[i:end].dot(w_aug)  # ndarray.dot: the cheapest call for small blocks
         right = margins > tol
         k = int(right.argmin())
         if right[k]:
-            i, block = end, min(2 * block, max_block)
+            i = end
+            block = max_block if 2 * block > max_block else 2 * block
             continue
         r = i + k
-        label = y[r]
-        if not margins[k] < -tol and not label * ((x[r] * w).sum() + w_aug[-1]) <= 0:
-            i = r + 1  # near the boundary (or not finite), and no mistake in the fixed order
-            continue
-        if label > 0:
-            w += x[r]
+        label = float(y[r])
+        if not margins[k] < -tol:  # near the boundary, or not finite: the fixed order decides
+            if not label * ((x[r] * w).sum() + b) <= 0:
+                i = r + 1
+                continue
+            if label > 0:  # the row as it is (its signed row may be set aside as NaN)
+                w += x[r]
+            else:
+                w -= x[r]
+            if fit_intercept:
+                b += label
+                w_aug[-1] = b
+            since = 15  # ‖[θ, θ0]‖ summed again below: x may be past R
+        elif fit_intercept:  # θ += y x, θ0 += y: learn_one's additions
+            w_aug += signed[r]
+            b += label
         else:
-            w -= x[r]
-        if fit_intercept:
-            w_aug[-1] += label
+            w += signed[r, :-1]
         rows.append(r)
-        if len(rows) % 16:
-            size += norm[r]  # ‖a + b‖ ≤ ‖a‖ + ‖b‖, summed exactly every 16 mistakes
+        since += 1
+        if since < 16:
+            size += reach  # ‖a + b‖ ≤ ‖a‖ + ‖b‖, summed exactly every 16 mistakes
         else:
+            since = 0
             size = math.sqrt(float(np.dot(w_aug, w_aug)))
         tol = scale * size + _TINY_ABS if size <= _HUGE else math.inf
-        i, block = r + 1, max(_MIN_BLOCK, min(4 * (k + 1), max_block))
+        i = r + 1
+        block = k + 1  # about as many rows as the last stretch without a mistake
+        block = _MIN_BLOCK if block < _MIN_BLOCK else max_block if block > max_block else block
     return np.array(rows, dtype=np.intp)

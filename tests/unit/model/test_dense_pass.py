@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
 from stream_perceptron.model import dense_pass
@@ -103,3 +105,64 @@ def test_rows_with_huge_or_non_finite_values_are_decided_in_the_fixed_order():
     out = many.learn_many(X, y)
     assert out.mistakes.tolist() == flags
     assert _bits(out.scores) == _bits(scores)
+
+
+@pytest.mark.parametrize("big", [1e200, math.inf])
+def test_a_mistake_on_a_row_past_the_bound_moves_theta_as_learn_one(big):
+    # Such a row is left out of the bound R and decided in the fixed order; when it is a
+    # mistake, θ takes the row as it is, and the rows after it are decided in the fixed order.
+    X, y = _noisy_stream(400, 20, 0.02, seed=17)
+    X[100] = 0.0
+    X[100, 2] = big
+    probe = Perceptron()
+    probe.learn_many(X[:100], y[:100])
+    y[100] = -1 if probe.score_one(X[100]) > 0 else 1  # a mistake, whatever θ is
+    one, many = Perceptron(), Perceptron()
+    with np.errstate(all="ignore"):  # θ·θ overflows, on both paths alike
+        scores, flags, _ = _row_by_row(one, X, y, [True] * len(X))
+        out = many.learn_many(X, y)
+    assert flags[100] and out.mistakes.tolist() == flags
+    assert _bits(out.scores) == _bits(scores)
+    assert _bits(many.weights) == _bits(one.weights) and many.intercept == one.intercept
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), d=st.integers(1, 24),
+    ties=st.booleans(), fit_intercept=st.booleans(), chunk_rows=st.integers(1, 64),
+    noise=st.sampled_from([0.0, 0.05, 0.5]), unlabeled=st.sampled_from([0.0, 0.3, 1.0]),
+    b=st.sampled_from([0.0, -0.0, 1.5]),
+    odd=st.sampled_from([None, 1e300, math.inf, math.nan]),
+)
+def test_random_streams_in_any_chunks_are_learn_one_bit_for_bit(
+    seed, n, d, ties, fit_intercept, chunk_rows, noise, unlabeled, b, odd
+):
+    # Small integers put many scores exactly on 0 (ties at the boundary, decided in the fixed
+    # order); labels from a linear rule with a fraction ``noise`` flipped, in chunks of at
+    # least 16 rows, give chunks with and without mistakes; an odd row is left out of R.
+    rng = np.random.default_rng(seed)
+    if ties:
+        X = rng.integers(-2, 3, size=(n, d)).astype(np.float64)
+    else:
+        X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-3, 4, size=(n, 1))
+    y = np.where(X @ rng.standard_normal(d) + 0.5 > 0, 1, -1).astype(np.int8)
+    y[rng.random(n) < noise] *= -1
+    if odd is not None:
+        X[rng.integers(n), rng.integers(d)] = odd
+    labeled = rng.random(n) >= unlabeled
+    w0 = rng.integers(-1, 2, size=d).astype(np.float64)
+    one = Perceptron(fit_intercept=fit_intercept, initial_weights=w0.copy())
+    one.set_state({**one.get_state(), "intercept": b})
+    with np.errstate(all="ignore"):  # inf and NaN rows: the same warnings on both paths
+        scores, flags, norms = _row_by_row(one, X, y, labeled)
+        w = w0.copy()
+        out = dense_pass.learn_dense(X, np.where(labeled, y, 0).astype(np.int8), w, b,
+                                     (math.sqrt(float((w0 * w0).sum())),
+                                      math.sqrt(float((w0 * w0).sum()) + b * b)),
+                                     fit_intercept, 16, chunk_bytes=chunk_rows * 8 * (d + 1))
+    assert out.mistakes.tolist() == flags
+    assert _bits(out.scores) == _bits(scores)
+    assert _bits(out.theta_norm) == _bits([a for a, _ in norms])
+    assert _bits(out.theta_norm_aug) == _bits([c for _, c in norms])
+    assert _bits(w) == _bits(one.weights) and _bits([out.intercept]) == _bits([one.intercept])
+    assert out.n_mistakes == sum(flags)
