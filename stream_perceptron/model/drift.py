@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from river import drift as river_drift
-from river import stats as river_stats
+
+if TYPE_CHECKING:
+    from river import stats as river_stats
 
 #: The detectors ``SP_DRIFT__DETECTOR`` names ("none": no detector).
 DETECTORS = ("adwin", "page-hinkley", "ddm", "hddm-a", "none")
@@ -286,20 +287,38 @@ def _mean_state(m: river_stats.Mean) -> list[float]:
 
 
 def _mean_from(state: list[float]) -> river_stats.Mean:
+    from river import stats as river_stats
+
     m = river_stats.Mean()
     m.n, m._mean = float(state[0]), float(state[1])
     return m
 
 
+def _page_hinkley() -> Any:
+    from river import drift as river_drift  # loaded only when chosen: river takes ~1.5 s to import
+
+    return river_drift.PageHinkley(mode="up")
+
+
+def _ddm() -> Any:
+    from river.drift import binary
+
+    return binary.DDM()
+
+
+def _hddm_a() -> Any:
+    from river.drift import binary
+
+    return binary.HDDMA()  # type: ignore[no-untyped-call]
+
+
 # Per river detector: its constructor, its plain attributes, its river.stats.Mean attributes.
 _RIVER: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[str, ...]]] = {
-    "page-hinkley": (lambda: river_drift.PageHinkley(mode="up"),
+    "page-hinkley": (_page_hinkley,
                      ("_sum_increase", "_sum_decrease", "_min_increase", "_max_decrease",
                       "_drift_detected"), ("_x_mean",)),
-    "ddm": (river_drift.binary.DDM,
-            ("_p_min", "_s_min", "_ps_min", "_warning_detected", "_drift_detected"), ("_p",)),
-    "hddm-a": (river_drift.binary.HDDMA,
-               ("_warning_detected", "_drift_detected"), ("_x_min", "_x_max", "_z")),
+    "ddm": (_ddm, ("_p_min", "_s_min", "_ps_min", "_warning_detected", "_drift_detected"), ("_p",)),
+    "hddm-a": (_hddm_a, ("_warning_detected", "_drift_detected"), ("_x_min", "_x_max", "_z")),
 }
 
 

@@ -12,6 +12,7 @@ equal these bit for bit, whatever its summation order.
 from __future__ import annotations
 
 import random
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings
 
 D = 4
-BASE_MS = 1_700_000_000_000
+# an hour ago, to the second: Apache Kafka deletes records older than the topic's retention (7
+# days) by their timestamps, and refuses ones too far in the future
+BASE_MS = (int(time.time()) - 3_600) * 1_000
 STEP_MS = 10
 
 
