@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -43,16 +43,19 @@ def prediction_record(
     mistake: bool,
     margin: float,
     updates: int,
+    classes: Classes | None = None,
 ) -> dict[str, Any]:
     """The prediction published for one input record.
 
     ``score`` is θ·x+θ0 before any update; ``label`` −1/+1 or None; ``mistake`` and ``margin``
     (geometric, y·score/‖θ‖) are None when unlabeled, ``margin`` also while θ = 0; ``updates`` is
-    the model version, the total number of updates after this record. No wall-clock field: a
-    record re-emitted after a restart is identical to the first.
+    the model version, the total number of updates after this record. With ``classes`` (the
+    configured names of the negative and the positive class), ``class`` is the predicted class's
+    name (None when that class has none). No wall-clock field: a record re-emitted after a
+    restart is identical to the first.
     """
     labeled = label != 0
-    return {
+    record = {
         "topic": topic,
         "partition": partition,
         "offset": offset,
@@ -65,6 +68,9 @@ def prediction_record(
         "margin": margin if labeled and not math.isnan(margin) else None,
         "updates": updates,
     }
+    if classes is not None:
+        record["class"] = classes[prediction > 0]
+    return record
 
 
 class _Prediction(msgspec.Struct, gc=False):
@@ -82,6 +88,17 @@ class _Prediction(msgspec.Struct, gc=False):
     mistake: bool | None
     margin: float | None
     updates: int
+
+
+class _NamedPrediction(_Prediction, gc=False):
+    """:class:`_Prediction` and the name of the predicted class, last (``classes`` given)."""
+
+    class_: str | None = msgspec.field(default=None, name="class")
+
+
+Classes = tuple[str | None, str | None]
+"""The configured names of the negative and the positive class
+(``SP_LIMITS__NEGATIVE_CLASS``, ``SP_LIMITS__POSITIVE_CLASS``)."""
 
 
 _PREDICTION_ENCODER = msgspec.json.Encoder()
@@ -113,6 +130,7 @@ def encode_predictions(
     mistakes: Sequence[bool],
     margins: Sequence[float],
     updates: Sequence[int],
+    classes: Classes | None = None,
 ) -> list[bytes]:
     """The encoded :func:`prediction_record` of each row of a batch from one partition, byte for
     byte what ``encode_prediction(prediction_record(...))`` gives, without the per-record calls
@@ -123,8 +141,20 @@ def encode_predictions(
     ...                    margins=[float("nan")], updates=[3])
     [b'{"topic":"in","partition":0,"offset":4,"key":"k","id":null,"prediction":1,"score":0.5,\
 "label":null,"mistake":null,"margin":null,"updates":3}']
+    >>> encode_predictions(topic="in", partition=0, offsets=[5], keys=[None], ids=[None],
+    ...                    predictions=[-1], scores=[-0.5], labels=[-1], mistakes=[False],
+    ...                    margins=[-0.1], updates=[3], classes=("ham", "spam"))[0][-40:]
+    b'"margin":-0.1,"updates":3,"class":"ham"}'
     """
-    encode_one, row = _PREDICTION_ENCODER.encode, _Prediction
+    encode_one = _PREDICTION_ENCODER.encode
+    row: Callable[..., _Prediction] = _Prediction
+    if classes is not None:
+        names = classes
+
+        def row(*fields: Any) -> _Prediction:
+            # fields[5] is the prediction; mypy reads no positional fields into a Struct subclass
+            return _NamedPrediction(*fields, names[fields[5] > 0])  # type: ignore[call-arg]
+
     return [
         encode_one(
             row(
@@ -234,6 +264,22 @@ _TOPIC = "t" * 249  # Kafka's longest topic name
 _LONGEST_FLOAT = -2.2250738585072014e-308  # the longest float, as JSON: 24 characters
 
 
+def configured_classes(limits: Limits) -> Classes | None:
+    """The configured names (negative, positive) a prediction carries; None when no class is
+    named, and then a prediction has no ``class`` field."""
+    if limits.positive_class is None and limits.negative_class is None:
+        return None
+    return (limits.negative_class, limits.positive_class)
+
+
+def _longest_classes(limits: Limits) -> Classes | None:
+    names = configured_classes(limits)
+    if names is None:
+        return None
+    longest = max((n or "" for n in names), key=lambda n: len(encode_prediction({"": n})))
+    return (longest, longest)
+
+
 def largest_prediction_bytes(limits: Limits) -> int:
     """The most key + value bytes a prediction record takes within ``limits``.
 
@@ -249,6 +295,7 @@ def largest_prediction_bytes(limits: Limits) -> int:
         len(encode_prediction(prediction_record(
             topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key, id=rid, prediction=-1,
             score=_LONGEST_FLOAT, label=-1, mistake=False, margin=_LONGEST_FLOAT, updates=2**63 - 1,
+            classes=_longest_classes(limits),
         )))
         for rid in ("\x01" * limits.max_id_chars, _LONGEST_FLOAT)
     )

@@ -35,7 +35,12 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.codec.inputs import BatchDecoder
-from stream_perceptron.codec.outputs import dead_letter_record, encode, encode_predictions
+from stream_perceptron.codec.outputs import (
+    configured_classes,
+    dead_letter_record,
+    encode,
+    encode_predictions,
+)
 from stream_perceptron.errors import (
     CheckpointError,
     KafkaAuthError,
@@ -143,6 +148,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
             else None
         )
         out = settings.output.predictions
+        self._classes = configured_classes(self.limits)  # names in each prediction's "class"
         self._publish_labeled = out == "all"
         self._publish_unlabeled = out in ("all", "unlabeled")
 
@@ -688,7 +694,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
         values = encode_predictions(
             topic=batch.topic, partition=batch.partition, offsets=[offsets[r] for r in rows],
             keys=keys, ids=ids, predictions=preds, scores=scores, labels=ys, mistakes=flags,
-            margins=margins, updates=updates,
+            margins=margins, updates=updates, classes=self._classes,
         )
         self.edge.send_many(self.settings.topics.predictions, keys, values)
         self.counters.predictions += len(values)

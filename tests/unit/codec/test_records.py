@@ -284,20 +284,24 @@ def test_the_batch_decoder_keeps_batch_positions():
             st.floats(), st.integers(0, 2**40),
         ),
         max_size=5,
-    )
+    ),
+    st.none() | st.tuples(st.none() | st.text(max_size=5), st.none() | st.text(max_size=5)),
 )
-def test_encode_predictions_is_prediction_record_byte_for_byte(rows):
+def test_encode_predictions_is_prediction_record_byte_for_byte(rows, classes):
     columns = list(zip(*rows, strict=True)) or [[]] * 9
     got = encode_predictions(
         topic="in", partition=3, offsets=columns[0], keys=columns[1], ids=columns[2],
         predictions=columns[3], scores=columns[4], labels=columns[5], mistakes=columns[6],
-        margins=columns[7], updates=columns[8],
+        margins=columns[7], updates=columns[8], classes=classes,
     )
     records = [
         prediction_record(topic="in", partition=3, offset=o, key=k, id=i, prediction=p,
-                          score=s, label=lab, mistake=m, margin=g, updates=u)
+                          score=s, label=lab, mistake=m, margin=g, updates=u, classes=classes)
         for o, k, i, p, s, lab, m, g, u in rows
     ]
+    for r in records:  # the configured name of the predicted class, only when names are configured
+        assert ("class" in r) is (classes is not None)
+        assert classes is None or r["class"] == classes[r["prediction"] == 1]
     assert got == [encode_prediction(r) for r in records]
     # the same JSON values as the other records' encoder writes (floats may differ in spelling only)
     assert [decode(b) for b in got] == [decode(encode(r)) for r in records]
@@ -508,3 +512,10 @@ def test_the_batch_decoder_sets_label_records_apart_in_offset_order():
     assert set(d.rejected) == {4}
     plain = BatchDecoder(LIMITS).decode_many([values[0], values[2]])
     assert plain.labels == {} and plain.rows == [0, 1]  # the typed path takes examples as before
+
+
+def test_the_largest_prediction_counts_the_longer_class_name():
+    plain = largest_prediction_bytes(Limits())
+    named = largest_prediction_bytes(Limits(positive_class="spam", negative_class="\x01" * 10))
+    # ,"class":"…" with ten control characters at six bytes each as JSON text
+    assert named - plain == len(',"class":""') + 60
