@@ -11,7 +11,7 @@
 * :class:`DashboardServer` serves the page (plain HTML, JavaScript and SVG shipped in
   ``dashboard_page/``; no build step, nothing fetched from elsewhere) and ``/api/state`` from a
   thread (the standard library's ``http.server``).
-* :func:`run_dashboard` follows the topic (:func:`~stream_perceptron.commands.watch.follow_stats`,
+* :func:`run_dashboard` follows the topic (:func:`~stream_perceptron.commands.follow.follow_stats`,
   every partition from its beginning, no consumer group) until Ctrl+C or a duration.
 
 Only the fields named in :data:`POINT_FIELDS`, :data:`LATEST_FIELDS` and :data:`EVENT_FIELDS`
@@ -46,7 +46,7 @@ from stream_perceptron.commands.series import (
     partition_of,
     total_lag,
 )
-from stream_perceptron.commands.watch import connect_timeout_s, follow_stats, stop_on_interrupt
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
 from stream_perceptron.errors import OutputError
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings

@@ -1,8 +1,7 @@
 """``watch`` and ``plot``: follow a statistics topic live in the terminal, or draw it to a PNG.
 
-* :func:`follow_stats` reads a statistics topic without a consumer group (every partition
-  assigned by hand) and yields the decoded records (statistics records and drift events) in
-  batches as they arrive, ``[]`` on an idle poll so a display can refresh.
+* :func:`~stream_perceptron.commands.follow.follow_stats` (in ``follow``, shared with the web
+  dashboard) yields the statistics records and drift events in batches as they arrive.
 * :class:`Dashboard` keeps the newest record of each series (an input partition's, or an older
   worker's: :mod:`~stream_perceptron.commands.series`), the group's figures summed over the
   input partitions, bounded histories of the windowed mistake rate, and the drift events
@@ -23,17 +22,15 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
 from rich import box
 from rich.console import Console, RenderableType
 from rich.console import Group as Stack
@@ -42,7 +39,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from stream_perceptron.codec.outputs import decode
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
 from stream_perceptron.commands.plot import (
     PLOTTED,
     POINTS,
@@ -59,7 +56,6 @@ from stream_perceptron.commands.series import (
     Partition,
     Series,
     is_drift_event,
-    is_stats_or_drift,
     is_stats_record,
     labels,
     newer,
@@ -69,7 +65,6 @@ from stream_perceptron.commands.series import (
     worker_key,
 )
 from stream_perceptron.errors import NoStatsError
-from stream_perceptron.kafka.admin import consumer_config, reaching
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
 
@@ -78,124 +73,12 @@ log = logging.getLogger(__name__)
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 """The eight levels of a sparkline, lowest first."""
 
-# Records per poll; a statistics topic is small, this only bounds one batch.
-_MAX_POLL_RECORDS = 1_000
-# How long the first connection may take before follow_stats gives up.
-_CONNECT_TIMEOUT_S = 10.0
 # A series with no record for this long is named under the table.
 _SILENT_S = 60.0
 # The drift events listed under the table, newest first.
 _DRIFTS_SHOWN = 5
 # The drift events ``plot`` marks per series, the latest.
 _DRIFTS_PLOTTED = 1_000
-
-
-def connect_timeout_s(kafka: KafkaSettings) -> float:
-    """How long ``watch`` and ``plot`` wait for their first connection: a port that accepts and
-    does not answer as Kafka is named within it, not after a whole request timeout."""
-    return min(_CONNECT_TIMEOUT_S, kafka.request_timeout_ms / 1000)
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def follow_stats(
-    kafka: KafkaSettings, topic: str, *, from_beginning: bool = True, poll_timeout_ms: int = 500,
-    on_skip: Callable[[int], None] | None = None,
-) -> Generator[list[dict[str, Any]], None, None]:
-    """Yield batches of statistics records from ``topic`` as they arrive; ``[]`` on an idle poll.
-
-    Every partition is assigned (no consumer group, nothing committed). With ``from_beginning``
-    each partition is read from its first record; otherwise only records published after the
-    start are yielded (the end is the high-water mark of the first fetch). While the topic does
-    not exist the generator yields ``[]`` every ``poll_timeout_ms`` and assigns the topic's
-    partitions once it appears. Drift events (``"event": "drift"``) are yielded with the statistics
-    records, in their order. Records that are neither, or not JSON, are skipped (the first with a
-    warning); ``on_skip``, if given, is called with the number skipped in each
-    batch that skipped any. The consumer is created on the first ``next()`` and closed when the generator
-    is closed (or garbage-collected). Raises :class:`~stream_perceptron.errors.KafkaEdgeError`
-    when no bootstrap server can be reached.
-    """
-    connect_s = connect_timeout_s(kafka)
-    check_reachable(kafka, connect_s)
-    with reaching(kafka):
-        consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False,
-                                 bootstrap_timeout_ms=int(connect_s * 1000))
-    try:
-        tps: list[TopicPartition] = []
-        # From the end: the first offset to yield per partition, once its high-water mark is known.
-        start: dict[TopicPartition, int] = {}
-        skipped = 0  # only the first skipped record is logged as a warning
-        while True:
-            if not tps:
-                tps = _assign(consumer, topic)
-                if not tps:
-                    time.sleep(max(poll_timeout_ms, 100) / 1000)
-                    yield []
-                    continue
-            got = consumer.poll(timeout_ms=poll_timeout_ms, max_records=_MAX_POLL_RECORDS)
-            if not from_beginning:
-                _seek_past_start(consumer, tps, start)
-            batch: list[dict[str, Any]] = []
-            skipped_before = skipped
-            for tp in sorted(got):
-                first = 0 if from_beginning else start.get(tp, 0)
-                for record in got[tp]:
-                    stats = _decode_stats(record, quiet=skipped > 0) if record.offset >= first else None
-                    if stats is not None:
-                        batch.append(stats)
-                    elif record.offset >= first:
-                        skipped += 1
-            if on_skip is not None and skipped > skipped_before:
-                on_skip(skipped - skipped_before)
-            yield batch
-    finally:
-        consumer.close()
-
-
-def _assign(consumer: Any, topic: str) -> list[TopicPartition]:
-    """Assign every partition of ``topic`` from its beginning; [] while the topic is missing."""
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        return []
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    log.debug("following %s, partitions %s", topic, sorted(parts))
-    return tps
-
-
-def _seek_past_start(consumer: Any, tps: list[TopicPartition], start: dict[TopicPartition, int]) -> None:
-    """Record each partition's first high-water mark and move its position there."""
-    for tp in tps:
-        if tp in start:
-            continue
-        hw = consumer.highwater(tp)
-        if hw is None:
-            continue
-        start[tp] = hw
-        if consumer.position(tp) < hw:
-            consumer.seek(tp, hw)
-
-
-def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
-    """The statistics record or drift event in a consumed record, or None (logged; at debug
-    level if ``quiet``)."""
-    level = logging.DEBUG if quiet else logging.WARNING
-    where = f"{record.topic}/{record.partition}@{record.offset}"
-    more = "" if quiet else "; further ones are logged at debug level"
-    if record.value is None:
-        return None
-    try:
-        value = decode(record.value)
-    except ValueError as exc:
-        log.log(level, "skipping %s: not JSON (%s)%s", where, exc, more)
-        return None
-    if not is_stats_or_drift(value):
-        log.log(level, "skipping %s: not a statistics record or drift event%s", where, more)
-        return None
-    stats: dict[str, Any] = value
-    return stats
 
 
 # --------------------------------------------------------------------------- the dashboard
@@ -603,27 +486,6 @@ def run_watch(
         restore()
         batches.close()
     return 0
-
-
-def stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
-    """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
-    ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
-    the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
-    its locks held and hang the consumer's close, so the first one is never raised there. Off
-    the main thread (where handlers cannot be set) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handle(_signum: int, _frame: Any) -> None:
-        interrupted.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def restore() -> None:
-        signal.signal(signal.SIGINT, previous)
-
-    signal.signal(signal.SIGINT, handle)
-    return restore
 
 
 def run_plot(

@@ -112,11 +112,11 @@ def test_plot_and_watch_name_a_port_that_accepts_and_says_nothing_within_their_c
     # at the default request timeout (30 s) the client's bootstrap alone took 30 s
     import time
 
-    from stream_perceptron.commands import watch
+    from stream_perceptron.commands import follow, watch
     from stream_perceptron.errors import KafkaEdgeError
     from tests.unit.kafka.listeners import listener
 
-    monkeypatch.setattr(watch, "_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(follow, "_CONNECT_TIMEOUT_S", 1.0)
     with listener(None) as port:
         kafka = KafkaSettings(bootstrap_servers=f"127.0.0.1:{port}")
         assert kafka.request_timeout_ms == 30_000
