@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
 from stream_perceptron.commands.series import (
     Drifts,
     Group,
@@ -46,7 +47,6 @@ from stream_perceptron.commands.series import (
     partition_of,
     total_lag,
 )
-from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
 from stream_perceptron.errors import OutputError
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings

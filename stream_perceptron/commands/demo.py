@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from stream_perceptron.commands.plot import plot_stats
 from stream_perceptron.commands.produce import produce_source
 from stream_perceptron.commands.read import read_topic
+from stream_perceptron.commands.series import is_drift_event, is_stats_record
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.kafka.admin import ensure_topics
 from stream_perceptron.settings import Settings
@@ -96,9 +97,10 @@ def run_demo(
                 f"the demo's worker could not checkpoint when it stopped (see above); run {run_dir}"
             )
         elapsed = time.monotonic() - started
-    stats_records = [v for _, _, _, v in read_topic(settings.kafka, t.stats)]
-    plot = plot_stats(stats_records, run_dir / "mistake-rate.png",
-                      title=f"{source_spec}: {sent} examples through stream-perceptron")
+    on_topic = [v for _, _, _, v in read_topic(settings.kafka, t.stats)]
+    plot = plot_stats([v for v in on_topic if is_stats_record(v)], run_dir / "mistake-rate.png",
+                      title=f"{source_spec}: {sent} examples through stream-perceptron",
+                      drifts=[v for v in on_topic if is_drift_event(v)])
     return DemoSummary(
         examples=worker.learner.stats.seen,
         stats=worker.learner.stats.snapshot(),

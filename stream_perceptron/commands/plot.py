@@ -156,10 +156,11 @@ def plot_stats(
     """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin
     of one series, and its drift events (``drifts``) as dotted red lines where they were raised.
 
-    ``records`` are statistics records in any order (sorted by ``seen`` here); ``size`` is in
-    pixels. Returns the path written.
+    ``records`` are statistics records in any order (sorted by ``seen`` here; events among them,
+    such as drift events, are left out); ``size`` is in pixels. Returns the path written.
     """
-    rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
+    rows = sorted((r for r in records if "event" not in r and r.get("labeled")),
+                  key=lambda r: r["seen"])
     seen = [r["seen"] for r in rows]
     fig, ax = _figure(size)
     for key, label in (
