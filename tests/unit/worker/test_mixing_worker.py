@@ -176,3 +176,23 @@ def test_mixing_refuses_exactly_once(tmp_path):
     with pytest.raises(ValueError, match="SP_MIX__EVERY_EXAMPLES=5 with SP_OUTPUT__GUARANTEE"):
         Settings(mix={"every_examples": 5}, output={"guarantee": "exactly-once"},
                  checkpoint={"store": "kafka"})
+
+
+def test_checkpoint_show_prints_each_partitions_latest_mix(tmp_path):
+    from stream_perceptron.commands.checkpoint import show_directory
+
+    data = _stream(seed=6)
+    w, _ = _worker(tmp_path)
+    _run(w, data, _mixing_points(data[0]), 0)
+    assert w.checkpoint("test")
+    shown = show_directory(tmp_path)["partitions"]
+    for p in (0, 1):
+        st = w.parts[("in", p)]
+        mixed = shown[f"in:{p}"]["mixed"]
+        assert mixed["version"] == st.mix.epoch and mixed["offset"] == st.mix.last["offset"]
+        assert mixed["weights"] == st.mix.last["mix"]["weights"] and mixed["partitions"] == [0, 1]
+        assert mixed["sum_mu_k"] == st.mix.sum_mu_k > 0
+    plain, _ = _worker(tmp_path / "plain", every_examples=0)
+    plain.process(Batch.of(_records(data[0], 0, 0, 50)))
+    assert plain.checkpoint("test")
+    assert "mixed" not in show_directory(tmp_path / "plain")
