@@ -226,6 +226,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
             return self._run(until)
         finally:
             self._deadline.disarm()
+            self._mix_close()
             self.store.close()
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:

@@ -111,6 +111,11 @@ class Mixing:
             record = orjson.loads(value)
             self._newest.setdefault(record["topic"], {})[int(record["partition"])] = record
 
+    def _mix_close(self) -> None:
+        """Close the model topic's reader, if one was opened."""
+        if self.model_topic is not None:
+            self.model_topic.close()
+
     def _mix_open(self, st: PartitionState) -> None:
         """At a partition's restore: its mixing counters (from its state, else new) and the
         adoptions logged past its state's offset, to adopt again at the same offsets."""
