@@ -293,6 +293,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
             self._alive()
             try:
                 self._check_topics()
+                self._mix_start()  # the model topic, made before the edge's producer starts
                 self.store.open()
                 self.edge.start()
                 return True

@@ -111,6 +111,13 @@ class Mixing:
             record = orjson.loads(value)
             self._newest.setdefault(record["topic"], {})[int(record["partition"])] = record
 
+    def _mix_start(self) -> None:
+        """With mixing on, open the model topic's reader, creating the topic when missing: at
+        start-up, before the edge's producer runs (a topic created in the middle of a rebalance,
+        with the producer sending, stalled its flushes on tansu)."""
+        if self.mixing and self.model_topic is None:
+            self.model_topic = KafkaModelTopic(self.settings)
+
     def _mix_close(self) -> None:
         """Close the model topic's reader, if one was opened."""
         if self.model_topic is not None:
