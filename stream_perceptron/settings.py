@@ -285,6 +285,16 @@ class DriftSettings(_Section):
     on_drift: Literal["none", "reset-window", "reset-model"] = "none"
 
 
+class MixSettings(_Section):
+    """Iterative parameter mixing across the input's partitions (docs/mixing.md)."""
+
+    # every this many labeled examples of a partition, it publishes its state to the model topic
+    # and adopts the mix of every partition's newest state; 0 (the default) never mixes
+    every_examples: int = Field(0, ge=0)
+    topic: str = "model"  # compacted: one record per input partition, the newest kept
+    weights: Literal["uniform", "mistakes"] = "uniform"
+
+
 class OutputSettings(_Section):
     """Which prediction records are published, and how soon."""
 
@@ -337,12 +347,24 @@ class Settings(BaseSettings):
     drift: DriftSettings = DriftSettings()
     output: OutputSettings = OutputSettings()
     labels: LabelSettings = LabelSettings()
+    mix: MixSettings = MixSettings()
     observe: ObserveSettings = ObserveSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     # the worker's routine INFO lines (progress, interval checkpoints) at most once per this many
     # seconds each, the others at DEBUG; 0 writes every one at INFO
     log_every_seconds: float = Field(10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _mixing_outside_transactions(self) -> Settings:
+        if self.mix.every_examples and self.output.guarantee == "exactly-once":
+            raise ValueError(
+                f"SP_MIX__EVERY_EXAMPLES={self.mix.every_examples} with SP_OUTPUT__GUARANTEE="
+                "exactly-once: a partition's adoption must be on the model topic before the"
+                " predictions after it, which a transaction holds back; use at-least-once or"
+                " SP_MIX__EVERY_EXAMPLES=0"
+            )
+        return self
 
     @model_validator(mode="after")
     def _exactly_once_needs_the_kafka_store(self) -> Settings:

@@ -7,7 +7,11 @@ its ``next_offset``; ``partitions`` maps ``"topic:partition"`` to it. With one p
 are at the top level as well, so what read a version-1 checkpoint still reads it. A directory
 holding only top-level checkpoints (a `fit` checkpoint, a version-1 worker's) shows its newest
 as it always did. A state in the Kafka store has ``path`` null and says where it is under
-``state_record``.
+``state_record``. A state of a worker mixing partitions (``SP_MIX__EVERY_EXAMPLES``) shows its
+latest adoption under ``mixed``: the mixed ``weights`` and ``intercept``, its ``version`` (the
+partition's mixing points so far), the input ``offset`` it was adopted at, the ``partitions``,
+``epochs``, ``offsets`` and ``mistakes`` it came from, the ``mu`` given to each, the ``rule``, and
+the partition's running ``sum_mu_k``; null before the first adoption.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ def shown(ckpt: Checkpoint) -> dict[str, Any]:
     ``next_offset``)."""
     stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
     stats.set_state(ckpt.stats)
+    mixing = ckpt.stats.get("mix")
+    extra = {} if not isinstance(mixing, dict) else {"mixed": _mixed(mixing)}
     return {
         "path": None if ckpt.path is None else str(ckpt.path),
         "seq": ckpt.seq,
@@ -42,7 +48,16 @@ def shown(ckpt: Checkpoint) -> dict[str, Any]:
         "labeled": stats.labeled,
         "offsets": ckpt.body()["offsets"],
         "stats": stats.snapshot(),
+        **extra,
     }
+
+
+def _mixed(mixing: dict[str, Any]) -> dict[str, Any] | None:
+    last = mixing.get("last")
+    if not last:
+        return None
+    return {"version": last["epoch"], "offset": last["offset"], **last["mix"],
+            "sum_mu_k": mixing.get("sum_mu_k")}
 
 
 def partitions_shown(states: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:

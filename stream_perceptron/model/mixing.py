@@ -124,6 +124,76 @@ class Mix:
                 "offsets": list(self.offsets), "mistakes": list(self.mistakes),
                 "mu": list(self.mu), "rule": self.rule}
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Mix:
+        """What :meth:`record` wrote, bit for bit (JSON floats round-trip exactly)."""
+        rule = record["rule"]
+        if rule not in WEIGHTINGS:
+            raise ValueError(f"a mix's rule is one of {', '.join(WEIGHTINGS)}, got {rule!r}")
+        return cls(np.array(record["weights"], dtype=np.float64), float(record["intercept"]),
+                   tuple(int(p) for p in record["partitions"]), tuple(int(e) for e in record["epochs"]),
+                   tuple(int(o) for o in record["offsets"]), tuple(int(k) for k in record["mistakes"]),
+                   tuple(float(m) for m in record["mu"]), rule)
+
+
+@dataclass
+class MixLog:
+    """One partition's mixing, as its stored state keeps it (``stats["mix"]``).
+
+    ``labeled``: labeled examples learned since the last mixing point (a mixing point comes when
+    it reaches E); ``epoch``: mixing points so far (the mix version); ``mistakes_at``: the
+    model's mistake count at the last mixing point, so k = mistakes − mistakes_at;
+    ``sum_mu_k``: the running Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ of this partition's adoptions; ``last``: the latest
+    adoption ``{"offset", "epoch", "mix"}`` (``offset``: the input offset of the first record
+    after it); ``replay``: adoptions logged on the model topic past the stored state's offset,
+    by offset, which a replay adopts instead of mixing anew (docs/mixing.md, "Exact on replay").
+    """
+
+    labeled: int = 0
+    epoch: int = 0
+    mistakes_at: int = 0
+    sum_mu_k: float = 0.0
+    last: dict[str, Any] | None = None
+    replay: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"labeled": self.labeled, "epoch": self.epoch, "mistakes_at": self.mistakes_at,
+                "sum_mu_k": self.sum_mu_k, "last": self.last}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> MixLog:
+        return cls(int(state["labeled"]), int(state["epoch"]), int(state["mistakes_at"]),
+                   float(state["sum_mu_k"]), state.get("last"))
+
+    def remaining(self, every: int) -> int:
+        """Labeled examples still to learn before the next mixing point."""
+        return every - self.labeled
+
+    def adopted(self, offset: int, mixed: Mix, mistakes: int) -> dict[str, Any]:
+        """Account for an adoption at ``offset`` (the model held ``mistakes`` then); returns its
+        log entry."""
+        self.epoch += 1
+        self.labeled, self.mistakes_at = 0, mistakes
+        self.sum_mu_k += mixed.weighted_mistakes
+        self.last = {"offset": offset, "epoch": self.epoch, "mix": mixed.record()}
+        return self.last
+
+
+def mix_cut(labels: Sequence[int], start: int, end: int, remaining: int) -> int:
+    """The end of the rows ``labels[start:end]`` to learn before the next mixing point: just past
+    the row that brings the labeled count to ``remaining`` (0 is unlabeled), else ``end``.
+
+    >>> mix_cut([1, 0, -1, 1, 1], 0, 5, 2), mix_cut([1, 0, -1], 0, 3, 5)
+    (3, 3)
+    """
+    seen = 0
+    for i in range(start, end):
+        if labels[i] != 0:
+            seen += 1
+            if seen >= remaining:
+                return i + 1
+    return end
+
 
 def mixing_weights(
     mistakes: Sequence[int], weights: Weighting = "uniform"

@@ -60,6 +60,7 @@ from stream_perceptron.worker.checkpointing import Checkpointing
 from stream_perceptron.worker.deadline import ShutdownDeadline
 from stream_perceptron.worker.drifts import Drifts
 from stream_perceptron.worker.labels import LateLabels, label_cuts, new_pending
+from stream_perceptron.worker.mixing import Mixing
 from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState, new_learner
 from stream_perceptron.worker.policy import Counters, Every
@@ -81,7 +82,7 @@ def _log_aside(level: int, msg: str, *args: object) -> threading.Thread | None:
     return thread
 
 
-class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
+class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
     """One consumer, one state per assigned input partition, four output topics, one store."""
 
     def __init__(self, settings: Settings, edge: Edge | None = None, *, owns_process: bool = False) -> None:
@@ -225,6 +226,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
             return self._run(until)
         finally:
             self._deadline.disarm()
+            self._mix_close()
             self.store.close()
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
@@ -291,6 +293,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
             self._alive()
             try:
                 self._check_topics()
+                self._mix_start()  # the model topic, made before the edge's producer starts
                 self.store.open()
                 self.edge.start()
                 return True
@@ -504,6 +507,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
             )
         elif self.seed is not None:
             st.adopt(self.seed, self.settings, own=False)
+        self._mix_open(st)
         self.parts[key] = st
         if self.observer is not None and st.learner.stats.seen:
             # the partition's series start at its restored totals: a counter made at 0 and
@@ -575,6 +579,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
             end = learner.chunk_end(xs, start)
             if cuts:
                 end = min(end, cuts[0][0])
+            end = self._mix_cut(st, ys, start, end)  # a mixing point ends the chunk
             names_refused = model.names_refused
             X, rejected = model.vectorize_many(xs[start:end])
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
@@ -599,6 +604,7 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts):
                 n_labeled, n_mistakes = self._learn_and_publish(
                     learner, X, batch, chunk_rows, chunk_ys, chunk_ids, st=st, raw=raw)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
+                self._mix_after(st, n_labeled, batch.offsets[chunk_rows[-1]] + 1)
         self._pending_to_end(st, batch)
         st.next_offset = batch.offsets[-1] + 1
         st.dirty = True

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.mixing import MixLog
 from stream_perceptron.model.pending import PendingLabels
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
@@ -76,6 +78,10 @@ class PartitionState:
     width_from: str | None = None
     width_unconfirmed: str | None = None
     refusals_told: set[str] = field(default_factory=set)
+    mix: MixLog | None = None
+    """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixing.py)."""
+    mix_log: list[dict[str, Any]] = field(default_factory=list)
+    """Its adoptions past the group's committed offset, as its model-topic record logs them."""
     stats_seen: int = 0
     stats_time: float = field(default_factory=time.monotonic)
 
@@ -101,6 +107,8 @@ class PartitionState:
             self.dead_letters = int(ckpt.stats.get("dead_letters", 0)) if own else 0
             if own and "labels" in ckpt.stats:
                 self.pending.set_state(ckpt.stats["labels"])
+            if own and isinstance(ckpt.stats.get("mix"), dict):
+                self.mix = MixLog.from_state(ckpt.stats["mix"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # the checksum holds, so the file is intact: written by something else, not damaged
             raise CheckpointError(
@@ -132,5 +140,7 @@ class PartitionState:
         stats_state["dead_letters"] = self.dead_letters
         if self.pending.max_entries or len(self.pending):
             stats_state["labels"] = self.pending.get_state()
+        if self.mix is not None:
+            stats_state["mix"] = self.mix.get_state()
         return Checkpoint(model_state, self.learner.model.config(), stats_state,
                           {self.topic: {self.partition: self.next_offset}}, model_id=self.model_id)

@@ -12,6 +12,7 @@ from stream_perceptron.codec.outputs import encode
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.settings import Settings
 from stream_perceptron.throttle import Throttle
+from stream_perceptron.worker.mixing import mix_stats
 from stream_perceptron.worker.observe import Observer
 from stream_perceptron.worker.partition import PartitionState
 from stream_perceptron.worker.policy import Every
@@ -94,6 +95,7 @@ class Progress:
             "label_joins": st.pending.joins,
             "label_expiries": st.pending.expiries,
             "label_delay_s": st.pending.delay_mean,
+            "mix": mix_stats(st),
         }
 
     def publish_stats(self) -> list[dict[str, Any]]:

@@ -1,0 +1,198 @@
+"""The worker with SP_MIX__EVERY_EXAMPLES: mixing points at exact records, adoptions logged on the
+model topic and adopted again, bit for bit, by a replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from stream_perceptron.codec.inputs import input_record
+from stream_perceptron.errors import SettingsError
+from stream_perceptron.kafka.edge import Batch, InRecord
+from stream_perceptron.model.mixing import Mix, adopt
+from stream_perceptron.settings import Settings
+from stream_perceptron.worker.loop import Worker
+from stream_perceptron.worker.partition import new_learner
+from tests.unit.worker.test_batch import MemoryEdge
+
+EVERY = 20
+
+
+class MemoryModelTopic:
+    """The model topic as the in-memory edge received it (every worker sharing ``sent``)."""
+
+    def __init__(self, sent: list) -> None:
+        self.sent, self.read = sent, 0
+
+    def newer(self):
+        out = [(k.decode(), orjson.dumps(v)) for t, k, v in self.sent[self.read:] if t == "model"]
+        self.read = len(self.sent)
+        return out
+
+    def close(self):
+        pass
+
+
+def _stream(n=400, seed=3):
+    """Two partitions' rows; every 7th unlabeled (the same rows in both, so the mixing points of
+    the two fall at the same offsets)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in (0, 1):
+        X = np.round(rng.normal(size=(n, 3)), 2)
+        y = [int(v) for v in np.where(X @ [1.0, -1.0, 0.5] + 0.1 * p > 0, 1, 0)]
+        out[p] = [(x.tolist(), None if i % 7 == 3 else y[i]) for i, x in enumerate(X)]
+    return out
+
+
+def _records(rows, p, a, b):
+    return [InRecord("in", p, i, None, input_record(rows[i][0], rows[i][1], i), 0) for i in range(a, b)]
+
+
+def _mixing_points(rows):
+    labeled = [i for i, (_, y) in enumerate(rows) if y is not None]
+    return [labeled[k] + 1 for k in range(EVERY - 1, len(labeled), EVERY)]
+
+
+def _worker(tmp_path, sent=None, **mix):
+    edge = MemoryEdge()
+    if sent is not None:
+        edge.sent = sent
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
+                        mix={"every_examples": EVERY, **mix})
+    w = Worker(settings, edge=edge)
+    w.model_topic = MemoryModelTopic(edge.sent)
+    return w, edge
+
+
+def _run(w, data, cuts, shift, rng=None):
+    """Rounds between consecutive cuts (shifted by ``shift``), partition 0 then 1 in each; with
+    ``rng`` each round's batch is split again at random."""
+    n = len(data[0])
+    bounds = [0, *[c + shift for c in cuts if c + shift < n], n]
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        for p in (0, 1):
+            inner = [a, b]
+            if rng is not None and b - a > 3:
+                inner = [a, *sorted(rng.choice(np.arange(a + 1, b), 2, replace=False)), b]
+            for s, e in zip(inner, inner[1:], strict=False):
+                w.process(Batch.of(_records(data[p], p, s, e)))
+
+
+def _preds(edge, p):
+    return [v for t, _, v in edge.sent if t == "predictions" and v["partition"] == p]
+
+
+def test_mixing_points_are_records_not_batch_ends(tmp_path):
+    data = _stream()
+    cuts = _mixing_points(data[0])
+    assert cuts == _mixing_points(data[1]) and len(cuts) >= 10
+    one, edge1 = _worker(tmp_path / "a")
+    _run(one, data, cuts, 0)
+    two, edge2 = _worker(tmp_path / "b")
+    _run(two, data, cuts, 3, np.random.default_rng(1))  # each batch crosses a mixing point
+    for p in (0, 1):
+        assert _preds(edge1, p) == _preds(edge2, p)
+        a, b = one.parts[("in", p)], two.parts[("in", p)]
+        assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
+        assert a.mix.epoch == len(cuts)
+    logs = [[v["log"] for t, _, v in e.sent if t == "model"] for e in (edge1, edge2)]
+    assert logs[0] == logs[1]
+    # the mix really mixes: partition 0's latest adoption holds both partitions' states
+    last = one.parts[("in", 0)].mix.last
+    assert last["mix"]["partitions"] == [0, 1] and last["offset"] == cuts[-1]
+    record = one.stats_record(one.parts[("in", 1)], {})
+    assert record["mix"]["version"] == len(cuts) and record["mix"]["staleness"] in (0, 1)
+    assert record["mix"]["mu"] == 0.5
+
+
+def test_a_restored_state_replays_the_logged_adoptions_bit_for_bit(tmp_path):
+    data = _stream(seed=4)
+    cuts = _mixing_points(data[0])
+    first, edge = _worker(tmp_path)
+    head = cuts[3] + 10
+    _run(first, {p: data[p][:head] for p in (0, 1)}, cuts[:4], 0)  # 4 mixing points, and 10 rows
+    assert first.checkpoint("test")
+    stored = {p: first.parts[("in", p)].next_offset for p in (0, 1)}
+    crash = len(data[0]) - 5
+    for p in (0, 1):
+        first.process(Batch.of(_records(data[p], p, stored[p], crash)))
+    before = {p: first.parts[("in", p)] for p in (0, 1)}
+    emitted = {p: _preds(edge, p) for p in (0, 1)}
+    # killed: nothing more stored. A new worker restores and replays partition 1 first, then 0,
+    # in other cuts: a fresh mix would differ (partition 1 would not see partition 0's states)
+    again, edge2 = _worker(tmp_path, sent=list(edge.sent))
+    old = len(edge.sent)
+    again.restore()
+    for p in (1, 0):
+        for a in range(stored[p], crash, 17):
+            again.process(Batch.of(_records(data[p], p, a, min(a + 17, crash))))
+    for p in (0, 1):
+        replayed = [v for t, _, v in edge2.sent[old:] if t == "predictions" and v["partition"] == p]
+        assert replayed == [v for v in emitted[p] if v["offset"] >= stored[p]]
+        assert len(replayed) == crash - stored[p]
+        a, b = again.parts[("in", p)], before[p]
+        assert a.learner.state() == b.learner.state()
+        assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
+        assert a.mix.get_state() == b.mix.get_state()
+        assert not a.mix.replay  # every logged adoption was adopted again
+
+
+def test_the_final_state_is_an_offline_replay_of_the_input_with_its_logged_mixes(tmp_path):
+    data = _stream(seed=5)
+    w, edge = _worker(tmp_path, weights="mistakes")
+    _run(w, data, _mixing_points(data[0]), 2, np.random.default_rng(2))
+    logged = {}
+    for t, _, v in edge.sent:
+        if t == "model":
+            for e in v["log"]:
+                assert logged.setdefault((v["partition"], e["offset"]), e) == e  # one mix per point
+    for p in (0, 1):
+        learner = new_learner(w.settings)
+        mixes = sorted((o, e) for (q, o), e in logged.items() if q == p)
+        bounds = [0, *[o for o, _ in mixes], len(data[p])]
+        for k, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+            X = np.array([x for x, _ in data[p][a:b]])
+            ys = [y for _, y in data[p][a:b]]
+            learner.step(X, np.array([1 if y else -1 for y in ys]), np.array([y is not None for y in ys]))
+            if k < len(mixes):
+                adopt(learner.model, Mix.from_record(mixes[k][1]["mix"]))
+        held = w.parts[("in", p)].learner
+        assert held.model.weights.tobytes() == learner.model.weights.tobytes()
+        assert held.model.intercept == learner.model.intercept
+        assert held.model.mistakes == learner.model.mistakes
+
+
+def test_named_features_without_hashing_are_refused_at_the_first_mixing_point(tmp_path):
+    w, _ = _worker(tmp_path)
+    rows = [InRecord("in", 0, i, None, orjson.dumps({"x": {"a": float(i % 3) - 1}, "y": i % 2}), 0)
+            for i in range(EVERY + 1)]
+    with pytest.raises(SettingsError, match="SP_MODEL__HASH_BITS"):
+        w.process(Batch.of(rows))
+
+
+def test_mixing_refuses_exactly_once(tmp_path):
+    with pytest.raises(ValueError, match="SP_MIX__EVERY_EXAMPLES=5 with SP_OUTPUT__GUARANTEE"):
+        Settings(mix={"every_examples": 5}, output={"guarantee": "exactly-once"},
+                 checkpoint={"store": "kafka"})
+
+
+def test_checkpoint_show_prints_each_partitions_latest_mix(tmp_path):
+    from stream_perceptron.commands.checkpoint import show_directory
+
+    data = _stream(seed=6)
+    w, _ = _worker(tmp_path)
+    _run(w, data, _mixing_points(data[0]), 0)
+    assert w.checkpoint("test")
+    shown = show_directory(tmp_path)["partitions"]
+    for p in (0, 1):
+        st = w.parts[("in", p)]
+        mixed = shown[f"in:{p}"]["mixed"]
+        assert mixed["version"] == st.mix.epoch and mixed["offset"] == st.mix.last["offset"]
+        assert mixed["weights"] == st.mix.last["mix"]["weights"] and mixed["partitions"] == [0, 1]
+        assert mixed["sum_mu_k"] == st.mix.sum_mu_k > 0
+    plain, _ = _worker(tmp_path / "plain", every_examples=0)
+    plain.process(Batch.of(_records(data[0], 0, 0, 50)))
+    assert plain.checkpoint("test")
+    assert "mixed" not in show_directory(tmp_path / "plain")
