@@ -230,16 +230,36 @@ class CheckpointStore:
             raise CheckpointUnreadableError(
                 f"cannot list checkpoint directory {d}: {exc.strerror or exc}"
             ) from None
-        if files:
-            self._seq = max(self._seq, files[-1][0])
-        for seq, path in reversed(files):
+        for _ in range(_RELISTS):
+            if files:
+                self._seq = max(self._seq, files[-1][0])
+            pruned = False
+            for seq, path in reversed(files):
+                try:
+                    return read(path, seq)
+                except CheckpointUnreadableError:
+                    raise
+                except CheckpointError as exc:
+                    if not path.exists():  # pruned since it was listed: a writer saved newer ones
+                        pruned = True
+                        continue
+                    log.warning("skipping checkpoint %s: %s", path, exc)
+            if not pruned:
+                return None
+            # every file listed that was not damaged was pruned before it was read (a reader
+            # beside a running worker, descheduled for a few of its saves): list them again
             try:
-                return read(path, seq)
-            except CheckpointUnreadableError:
-                raise
-            except CheckpointError as exc:
-                log.warning("skipping checkpoint %s: %s", path, exc)
+                files = self._files()
+            except OSError as exc:
+                raise CheckpointUnreadableError(
+                    f"cannot list checkpoint directory {d}: {exc.strerror or exc}"
+                ) from None
         return None
+
+
+# How many times :meth:`CheckpointStore.load` lists the directory again when the files it listed
+# were pruned before it could read them.
+_RELISTS = 5
 
 
 def read(path: Path, seq: int = 0) -> Checkpoint:

@@ -263,3 +263,29 @@ def test_set_aside_moves_every_checkpoint_file_into_a_subdirectory_load_does_not
     newest = store.save(_ckpt(_trained(d=3)))
     second = store.set_aside()  # the same second: a directory of its own
     assert second is not None and second != aside and [p.name for p in second.iterdir()] == [newest.name]
+
+
+def test_a_reader_whose_listed_files_were_all_pruned_lists_again(tmp_path, monkeypatch, caplog):
+    # a reader beside a running worker (a test polling its directory, `checkpoint show`) lists
+    # the files, is descheduled while the worker saves `keep` more, and finds every listed file
+    # pruned: it must read the newer ones, not report the directory as holding none valid
+    from stream_perceptron.state import checkpoint as module
+
+    learner = _trained()
+    writer = CheckpointStore(tmp_path, keep=2)
+    for offset in (100, 200):
+        writer.save(_ckpt(learner, {"in": {0: offset}}))
+    real_read, calls = module.read, []
+
+    def read_after_the_writer_moved_on(path, seq=0):
+        if not calls:  # before the first read: the worker saves twice, pruning what was listed
+            for offset in (300, 400):
+                writer.save(_ckpt(learner, {"in": {0: offset}}))
+        calls.append(path.name)
+        return real_read(path, seq)
+
+    monkeypatch.setattr(module, "read", read_after_the_writer_moved_on)
+    loaded = CheckpointStore(tmp_path).load()
+    assert loaded is not None and loaded.offsets == {"in": {0: 400}}
+    assert calls[:2] == ["ckpt-000000000002.json", "ckpt-000000000001.json"]  # both pruned
+    assert "skipping checkpoint" not in caplog.text  # pruned is not damaged
