@@ -1,10 +1,12 @@
 """Parameter mixing over a broker: two worker processes, four partitions, one killed with SIGKILL
 and restarted; every re-emitted prediction equals the first, and each partition's final state is
-an offline replay of its input with its logged mixes."""
+an offline replay of its input with its logged mixes. Two rows cover both stores and both
+backends: the directory store on kafka-python, the Kafka store on confluent-kafka."""
 
 from __future__ import annotations
 
 import random
+import re
 import signal
 import time
 
@@ -13,8 +15,8 @@ import pytest
 
 from stream_perceptron.commands.read import read_topic
 from stream_perceptron.model.mixing import Mix, adopt
-from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.worker.partition import new_learner
+from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import (
     encode_stream,
     noisy_stream,
@@ -27,6 +29,8 @@ from tests.integration.helpers import (
 )
 
 PARTS, N, EVERY = 4, 600, 40  # N records per partition
+ROWS = [("kafka-python", "directory"), ("confluent-kafka", "kafka")]
+EDGE_STARTED = re.compile(r"kafka edge( \(confluent-kafka\))? started")
 
 
 def _replay(settings, stream, mixes):
@@ -45,8 +49,9 @@ def _replay(settings, stream, mixes):
 # (tests/integration/conftest.py, _kafka_client_sockets_finalized), and a collection in the middle
 # of the test would fail it for that
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+@pytest.mark.parametrize(("backend", "store"), ROWS, ids=[f"{b}-{s}" for b, s in ROWS])
 def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactly(
-    fast_kafka, new_topic, tmp_path
+    fast_kafka, new_topic, tmp_path, backend, store
 ):
     kafka = fast_kafka(max_poll_records=50)
     topics = topics_for(new_topic, partitions=PARTS)
@@ -54,12 +59,20 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
     stream = noisy_stream(PARTS * N, d=5, noise=0.1, seed=43)
     shares = {p: stream[p * N:(p + 1) * N] for p in range(PARTS)}
     values = {p: encode_stream(shares[p]) for p in range(PARTS)}
-    shared = tmp_path / "states"
-    # no interval checkpoint: what the killed worker did past its last revocation is redone
-    settings = {c: worker_settings(fast_kafka(max_poll_records=50, client_id=f"worker-{c}"), topics, shared,
-                                   checkpoint={"every_examples": 10**9, "every_seconds": 3600},
-                                   mix={"every_examples": EVERY, "topic": model_topic})
-                for c in "ab"}
+    # no interval checkpoint: what the killed worker did past its last revocation is redone.
+    # The directory store: one directory shared by the workers; the Kafka store: a state topic,
+    # and a directory of each worker's own that holds no state
+    checkpoint = {"every_examples": 10**9, "every_seconds": 3600}
+    if store == "kafka":
+        checkpoint.update(store="kafka", topic=f"{topics['input']}-state")
+
+    def settings_of(name: str):
+        folder = tmp_path / (name if store == "kafka" else "states")
+        kafka = fast_kafka(max_poll_records=50, client_id=name, backend=backend)
+        return worker_settings(kafka, topics, folder, checkpoint=checkpoint,
+                               mix={"every_examples": EVERY, "topic": model_topic})
+
+    settings = {c: settings_of(f"worker-{c}") for c in "ab"}
     procs = {c: start_process(settings[c], log=tmp_path / f"{c}.log") for c in "ab"}
     rng = random.Random(43)
     try:
@@ -76,7 +89,7 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
         assert procs["a"].wait(timeout=10) == -signal.SIGKILL
         procs["a"] = start_process(settings["a"], log=tmp_path / "a2.log")
         # its signal handlers are in place once its edge has started: a SIGTERM then checkpoints
-        wait_for(lambda: "kafka edge started" in (tmp_path / "a2.log").read_text(), 15,
+        wait_for(lambda: EDGE_STARTED.search((tmp_path / "a2.log").read_text()), 15,
                  "the restarted worker's edge", every_s=0.1)
         for p in range(PARTS):
             send_all(kafka, topics["input"], values[p][half:], partition=p)
@@ -103,14 +116,21 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
         for entry in record["log"]:
             key = (record["partition"], entry["offset"])
             assert logged.setdefault(key, entry) == entry
+    states = open_store(settings_of("reader"), partitions=None)
+    try:
+        finals = {p: states.load(topics["input"], p) for p in range(PARTS)}
+    finally:
+        states.close()
     for p in range(PARTS):
         mixes = {o: e for (q, o), e in logged.items() if q == p}
         assert len(mixes) == N // EVERY  # every mixing point logged
         assert any(len(e["mix"]["partitions"]) > 1 for e in mixes.values())  # partitions mixed
-        final = DirectoryStore(shared).load(topics["input"], p)
-        assert final.offsets == {topics["input"]: {p: N}}
+        final = finals[p]
+        assert final is not None and final.offsets == {topics["input"]: {p: N}}
         learner = _replay(settings["a"], shares[p], mixes)
         assert final.model["weights"] == learner.model.weights.tolist()  # bit for bit
         assert final.model["intercept"] == learner.model.intercept
         assert final.model["mistakes"] == learner.model.mistakes
         assert final.stats["mix"]["epoch"] == N // EVERY
+    if store == "kafka":
+        assert not any((tmp_path / f"worker-{c}" / "partitions").exists() for c in "ab")
