@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_mix                                  # the table in docs/mixing.md
     .venv/bin/python -m bench.bench_mix --plot docs/mixing.png            # ... and its plot
     .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
+    .venv/bin/python -m bench.bench_mix --seeds 0                         # no seed spread
 
 Three streams, each split into a training stream (spread round-robin over 8 partitions) and a
 held-out tail: a separable one (``separable:d=20,gamma=0.05``), the same with 10% of the labels
@@ -29,11 +30,17 @@ last states for mixed runs and IPM; for ``unmixed``, their uniform average, one-
 and ``own``, each partition's own model scoring its own round-robin share of the held-out tail
 (what 8 unmixed or mixed partitions actually serve to the records routed to them). Accuracy, not
 speed: the figures are deterministic, so one run is the figure.
+
+The main table is generator seed 1. A second table, the seed spread, reruns the separable stream
+with generator seeds 1..``--seeds`` (pass 1 only; ``single``, ``unmixed`` and ``uniform@E``):
+per run, the min, median and max over the seeds of its pass-1 mistakes and of its mistakes ×
+the single model's on the same seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,12 +54,16 @@ from stream_perceptron.sources import open_source
 
 PARTITIONS = 8
 Data = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # X, y (training), X, y (held out)
+Config = tuple[str, int, int, Weighting | None]  # label, partitions, interval, weighting
 
 
-def generated(noise: float, n: int, held_out: int) -> Callable[[], Data]:
+def separable_spec(n: int, seed: int = 1, noise: float = 0.0) -> str:
+    return f"separable:d=20,gamma=0.05,n={n},seed={seed},noise={noise}"
+
+
+def generated(noise: float, n: int, held_out: int, seed: int = 1) -> Callable[[], Data]:
     def load() -> Data:
-        spec = f"separable:d=20,gamma=0.05,n={n + held_out},seed=1,noise={noise}"
-        rows = list(open_source(spec))
+        rows = list(open_source(separable_spec(n + held_out, seed, noise)))
         X = np.array([x for x, _ in rows], dtype=np.float64)
         y = np.array([v for _, v in rows], dtype=np.int8)
         return X[:n], y[:n], X[n:], y[n:]
@@ -91,14 +102,17 @@ def until_clean(per_pass: Sequence[int]) -> tuple[int | None, int]:
     return clean, sum(per_pass)
 
 
+def configs(intervals: Sequence[int], weightings: Sequence[Weighting] = WEIGHTINGS) -> list[Config]:
+    """single, unmixed, then each weighting at each interval."""
+    return [("single", 1, 1, None), ("unmixed", PARTITIONS, 1, None)] + [
+        (f"{w}@{e}", PARTITIONS, e, w) for w in weightings for e in intervals]
+
+
 def stream_rows(name: str, data: Data, intervals: Sequence[int], passes: int,
                 rgamma: float | None) -> list[dict[str, Any]]:
     X, y, Xh, yh = data
-    configs: list[tuple[str, int, int, Weighting | None]] = [("single", 1, 1, None),
-                                                        ("unmixed", PARTITIONS, 1, None)]
-    configs += [(f"{w}@{e}", PARTITIONS, e, w) for w in WEIGHTINGS for e in intervals]
     rows = []
-    for label, parts, every, weights in configs:
+    for label, parts, every, weights in configs(intervals):
         once = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=1)
         many = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=passes)
         clean, total = until_clean(many.pass_mistakes)
@@ -133,7 +147,7 @@ def separable_bound(X: np.ndarray, y: np.ndarray, n: int, held_out: int) -> floa
     normal u (through the origin, so [u, 0] is a unit separator of [x, 1])."""
     from stream_perceptron.sources.separable import separable_params
 
-    u = separable_params(f"separable:d=20,gamma=0.05,n={n + held_out},seed=1")["u"]
+    u = separable_params(separable_spec(n + held_out))["u"]
     gamma = float(np.min(y * (X @ u)))
     radius = float(np.sqrt(np.einsum("ij,ij->i", X, X) + 1.0).max())
     return (radius / gamma) ** 2
@@ -146,6 +160,29 @@ def measure(n: int, held_out: int, intervals: Sequence[int], passes: int) -> lis
         rgamma = separable_bound(data[0], data[1], n, held_out) if name == "separable" else None
         rows += stream_rows(name, data, intervals, passes, rgamma)
     return rows
+
+
+def seed_spread(n: int, held_out: int, intervals: Sequence[int], seeds: int) -> list[dict[str, Any]]:
+    """Per run (single, unmixed, uniform@E): the separable stream's pass-1 mistakes for each
+    generator seed 1..``seeds``, and those × the same seed's single model's."""
+    runs = configs(intervals, ["uniform"])
+    mistakes: dict[str, list[int]] = {label: [] for label, *_ in runs}
+    for seed in range(1, seeds + 1):
+        X, y, _, _ = generated(0.0, n, held_out, seed)()
+        for label, parts, every, weights in runs:
+            once = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=1)
+            mistakes[label].append(once.pass_mistakes[0])
+    return [{"run": label, "seeds": list(range(1, seeds + 1)), "mistakes": ks,
+             "x_single": [k / max(1, s) for k, s in zip(ks, mistakes["single"], strict=True)]}
+            for label, ks in mistakes.items()]
+
+
+def spread_table(spread: Sequence[dict[str, Any]]) -> str:
+    head = ["run", "mistakes, pass 1: min", "median", "max", "× single: min", "median", "max"]
+    stats = (min, statistics.median, max)
+    body = [[r["run"]] + [f"{f(r['mistakes']):,g}" for f in stats]
+            + [f"{f(r['x_single']):.2f}" for f in stats] for r in spread]
+    return format_table(head, body)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
@@ -206,20 +243,26 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                         help="training examples of the generated streams")
     parser.add_argument("--held-out", type=int, default=5_000,
                         help="held-out examples of the generated streams")
-    parser.add_argument("--every", default="5,10,50,200,1000", help="mixing intervals, comma-separated")
+    parser.add_argument("--every", default="2,5,10,50,200,1000", help="mixing intervals, comma-separated")
     parser.add_argument("--passes", type=int, default=10, help="at most this many passes to find a clean one")
+    parser.add_argument("--seeds", type=int, default=5,
+                        help="the seed spread over the separable stream's generator seeds 1..N (0: none)")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     parser.add_argument("--plot", default=None, help="write the plot (PNG) to this file")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     intervals = [int(e) for e in args.every.split(",")]
     rows = measure(args.n, args.held_out, intervals, args.passes)
+    spread = seed_spread(args.n, args.held_out, intervals, args.seeds) if args.seeds > 0 else []
     if args.json:
-        write_json(Path(args.json), {"rows": rows})
+        write_json(Path(args.json), {"rows": rows, "seed_spread": spread})
     if args.plot:
         plot(rows, Path(args.plot))
     if not args.quiet:
         print(table(rows))
+        if spread:
+            print(f"\nseparable stream, generator seeds 1..{args.seeds}: pass-1 mistakes and × single")
+            print(spread_table(spread))
     return rows
 
 
