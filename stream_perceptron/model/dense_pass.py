@@ -3,12 +3,13 @@ r"""learn_many's loop over dense rows without averaging: the decisions first, th
 The perceptron's decisions are sequential (each mistake moves θ for every later row), but its
 outputs need not be: once the mistakes of a stretch of rows are known, the weights in effect at
 each row, the scores and the norms follow from whole-array operations. So the loop does only
-what the decisions need, a few numpy calls a mistake, and the outputs are computed after it.
+what the decisions need, and the outputs are computed after it with whole-array operations.
 
-**The decisions.** The loop takes the margins :math:`y(\theta \cdot x + \theta_0)` of a block of
-rows from one matrix-vector product over the signed rows :math:`[y x, y]` (BLAS's summation
-order, not the fixed one). Rounding errors of a dot product are bounded (Higham's
-:math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
+**The decisions.** A compiled loop (:mod:`.dense_kernel`; for calls of fewer than
+:data:`COMPILED_MIN_ROWS` rows, numpy over blocks of rows) takes each margin
+:math:`y(\theta \cdot x + \theta_0)` as the dot product of the signed row :math:`[y x, y]` with
+:math:`[\theta, \theta_0]`, in its own order (numpy: BLAS's). Rounding errors of a dot product
+are bounded (Higham's :math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
 :math:`d\,\varepsilon\,R\,\lVert[\theta, \theta_0]\rVert` (R bounds the rows' norms; see
 :func:`_decide`), the fixed order's score has the same sign, and the row is decided. A row
 nearer to 0 (or not finite) is scored in the fixed order, as learn_one scores it. The update is
@@ -31,10 +32,14 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 _FIRST_BLOCK = 16
-_CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
 _MIN_BLOCK = 64
+_CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
 _EPS = 2.0**-53
-_HUGE, _TINY_ABS = 2.0**400, 2.0**-600
+_HUGE, _TINY_ABS = 2.0**400, 2.0**-600  # as in dense_kernel
+# Calls of fewer rows decide in numpy: the compiled loop's first call in a process loads numba
+# (about 1 s of CPU and tens of MB), which the worker's polls (SP_KAFKA__MAX_POLL_RECORDS, 2,000
+# by default) need not pay for a few µs a mistake
+COMPILED_MIN_ROWS = 4096
 
 
 class DensePass(NamedTuple):
@@ -51,22 +56,25 @@ class DensePass(NamedTuple):
 
 def learn_dense(
     X: FloatArray, signs: npt.NDArray[np.int8], w: FloatArray, b: float, norms: tuple[float, float],
-    fit_intercept: bool, max_block: int, chunk_bytes: int = _CHUNK_BYTES,
+    fit_intercept: bool, max_block: int, chunk_bytes: int = _CHUNK_BYTES, compiled: bool | None = None,
 ) -> DensePass:
     """The seeds' perceptron over the rows of ``X`` in order (``signs`` −1/+1, 0 unlabeled),
     from θ = ``w`` (updated in place) and θ0 = ``b``; ``norms`` are ‖θ‖ and ‖[θ, θ0]‖ before
-    the first row. Blocks hold up to ``max_block`` rows; the rows are taken in chunks whose
-    signed rows take about ``chunk_bytes`` (the chunk's other temporaries are about as large).
-    The outputs are written in place, chunk by chunk, into arrays as long as ``X``."""
+    the first row. The rows are taken in chunks whose signed rows take about ``chunk_bytes`` (the
+    chunk's other temporaries are about as large). The outputs are written in place, chunk by
+    chunk, into arrays as long as ``X``. ``compiled``: decide in the compiled loop; None: when
+    ``X`` has at least :data:`COMPILED_MIN_ROWS` rows (else numpy's blocks of up to
+    ``max_block`` rows). Both decide the same rows."""
     n, d = X.shape
     scores, mistakes = np.empty(n), np.zeros(n, dtype=np.bool_)
     theta_norm, theta_norm_aug = np.empty(n), np.empty(n)
     chunk = max(_FIRST_BLOCK, chunk_bytes // (8 * (d + 1)))
     signed = np.empty((min(n, chunk), d + 1))  # the rows [y x, y] of every chunk, in turn
     total = 0
+    compiled = n >= COMPILED_MIN_ROWS if compiled is None else compiled
     for start in range(0, n, chunk):
         part = slice(start, start + chunk)
-        k, b = _chunk(X[part], signs[part], w, b, norms, fit_intercept, max_block, signed,
+        k, b = _chunk(X[part], signs[part], w, b, norms, fit_intercept, max_block, compiled, signed,
                       Outputs(scores[part], mistakes[part], theta_norm[part], theta_norm_aug[part]))
         if k:  # ‖θ‖ summed over θ after the chunk's last mistake, as Perceptron.norms does
             total += k
@@ -86,7 +94,7 @@ class Outputs(NamedTuple):
 
 def _chunk(
     X: FloatArray, signs: npt.NDArray[np.int8], w: FloatArray, b: float, norms: tuple[float, float],
-    fit_intercept: bool, max_block: int, signed: FloatArray, out: Outputs,
+    fit_intercept: bool, max_block: int, compiled: bool, signed: FloatArray, out: Outputs,
 ) -> tuple[int, float]:
     """One chunk: its mistakes decided, then its outputs written to ``out``; how many mistakes
     it made, and θ0 after it."""
@@ -97,7 +105,7 @@ def _chunk(
     x = X if every else X[labeled]
     w0 = w.copy()
     w_aug = np.append(w, b)  # [θ, θ0]: the margin of a row is [y x, y]·[θ, θ0]
-    rows = _decide(x, y, w_aug, fit_intercept, max_block, signed[: len(x)])
+    rows = _decide(x, y, w_aug, fit_intercept, max_block, signed[: len(x)], compiled)
     k = len(rows)
     if not k:  # θ did not move: every row scored with it
         np.add(np.multiply(X, w0).sum(axis=1), b, out=out.scores)
@@ -168,12 +176,62 @@ def _signed_rows(x: FloatArray, y: FloatArray, signed: FloatArray) -> float:
     return math.sqrt(float(sq[good].sum()) + len(x))
 
 
+def _fixed_order(x: FloatArray, label: float, w_aug: FloatArray, fit_intercept: bool) -> bool:
+    """One row decided as learn_one decides it: scored in the fixed order, (x * θ).sum() + θ0,
+    and on a mistake θ += y x (the row as it is: its signed row may be set aside as NaN) and
+    θ0 += y, in ``w_aug`` = [θ, θ0]. Whether it was a mistake."""
+    w, b = w_aug[:-1], float(w_aug[-1])
+    if not label * ((x * w).sum() + b) <= 0:
+        return False
+    if label > 0:
+        w += x
+    else:
+        w -= x
+    if fit_intercept:
+        w_aug[-1] = b + label
+    return True
+
+
 def _decide(
     x: FloatArray, y: FloatArray, w_aug: FloatArray, fit_intercept: bool, max_block: int,
-    signed: FloatArray,
+    signed: FloatArray, compiled: bool,
 ) -> npt.NDArray[np.intp]:
     """The mistakes' rows, [θ, θ0] (``w_aug``) updated in place; ``signed`` a buffer as long as
     ``x`` for the rows [y x, y].
+
+    The compiled loop (:func:`.dense_kernel.run`) decides every row whose margin
+    y(θ·x + θ0) = [y x, y]·[θ, θ0] is farther from 0 than ``tol`` = 16(d+3)·ε·R·S, with R an
+    upper bound of the rows' ‖[x, 1]‖ and S one of ‖[θ, θ0]‖ (the argument is in that module).
+    It stops at a row nearer to 0 (or not finite), which is scored here in the fixed order, as
+    learn_one scores it, and then goes on after it. Without ``compiled``,
+    :func:`_decide_in_blocks` decides the same rows in numpy."""
+    reach = _signed_rows(x, y, signed)  # R
+    if not compiled:
+        return _decide_in_blocks(x, y, w_aug, fit_intercept, max_block, signed, reach)
+    from stream_perceptron.model import dense_kernel  # numba is loaded at the first call
+
+    n = len(x)
+    rows = np.empty(n, dtype=np.intp)
+    scale = 16 * (len(w_aug) + 2) * _EPS * reach
+    size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
+    since, i, k = 0, 0, 0  # mistakes since ‖[θ, θ0]‖ was last summed; the next row; mistakes
+    while True:
+        i, k, size, since = dense_kernel.run(signed, w_aug, i, k, rows, scale, size, since, reach,
+                                             fit_intercept)
+        if i >= n:
+            return rows[:k]
+        if not _fixed_order(x[i], float(y[i]), w_aug, fit_intercept):  # row i: the fixed order decides
+            i += 1
+            continue
+        rows[k], k, i = i, k + 1, i + 1
+        since, size = 0, math.sqrt(float(np.dot(w_aug, w_aug)))  # summed again: x may be past R
+
+
+def _decide_in_blocks(
+    x: FloatArray, y: FloatArray, w_aug: FloatArray, fit_intercept: bool, max_block: int,
+    signed: FloatArray, reach: float,
+) -> npt.NDArray[np.intp]:
+    """:func:`_decide` in numpy, for calls too short to load the compiled loop.
 
     The margins y(θ·x + θ0) = [y x, y]·[θ, θ0] of a block of rows are computed at once, in
     BLAS's order. Such a margin is within (d+1)·ε·‖[x, 1]‖·‖[θ, θ0]‖ of the true margin (up to
@@ -184,9 +242,7 @@ def _decide(
     finite) is scored in the fixed order. The block is cut at its first mistake, and the next
     one starts after it; blocks grow while they are right."""
     n = len(x)
-    reach = _signed_rows(x, y, signed)  # R
     w = w_aug[:-1]
-    b = float(w_aug[-1])
     rows: list[int] = []
     scale = 16 * (len(w_aug) + 2) * _EPS * reach
     size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
@@ -203,22 +259,13 @@ def _decide(
             block = max_block if 2 * block > max_block else 2 * block
             continue
         r = i + k
-        label = float(y[r])
         if not margins[k] < -tol:  # near the boundary, or not finite: the fixed order decides
-            if not label * ((x[r] * w).sum() + b) <= 0:
+            if not _fixed_order(x[r], float(y[r]), w_aug, fit_intercept):
                 i = r + 1
                 continue
-            if label > 0:  # the row as it is (its signed row may be set aside as NaN)
-                w += x[r]
-            else:
-                w -= x[r]
-            if fit_intercept:
-                b += label
-                w_aug[-1] = b
             since = 15  # ‖[θ, θ0]‖ summed again below: x may be past R
         elif fit_intercept:  # θ += y x, θ0 += y: learn_one's additions
             w_aug += signed[r]
-            b += label
         else:
             w += signed[r, :-1]
         rows.append(r)

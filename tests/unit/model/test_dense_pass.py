@@ -1,4 +1,7 @@
-"""learn_many's dense loop (model/dense_pass.py) is learn_one, bit for bit, where it is fast."""
+"""learn_many's dense loop (model/dense_pass.py) is learn_one, bit for bit, where it is fast.
+
+Every test runs twice: deciding in the compiled loop (model/dense_kernel.py) whatever the call's
+length, and in numpy's blocks whatever its length."""
 
 from __future__ import annotations
 
@@ -13,6 +16,12 @@ from hypothesis import strategies as st
 from stream_perceptron import Perceptron
 from stream_perceptron.model import dense_pass
 from tests.unit.model.exactness import assert_learn_many_is_learn_one
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def decider(request, monkeypatch):
+    monkeypatch.setattr(dense_pass, "COMPILED_MIN_ROWS", 0 if request.param == "compiled" else 1 << 62)
+    return request.param
 
 
 def _noisy_stream(n: int, d: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
