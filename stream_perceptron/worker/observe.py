@@ -102,6 +102,15 @@ _STAT_GAUGES: dict[str, tuple[str, str]] = {
     "pending_labels": ("pending_labels", "Predictions kept waiting for a late label."),
 }
 
+# from the statistics record's "mix" (SP_MIX__EVERY_EXAMPLES > 0), set once a partition has mixed
+_MIX_GAUGES: dict[str, tuple[str, str]] = {
+    "version": ("mix_version", "Mixing points of the partition so far: the version of the mix it serves."),
+    "staleness": ("mix_staleness_epochs", "Epochs the oldest state in the partition's latest mix was"
+                  " behind its own."),
+    "sum_mu_k": ("mix_sum_mu_k", "The running sum of mu*k over the partition's adoptions (the IPM bound's"
+                 " left side, against mistake_bound)."),
+}
+
 
 # the labels of a series that describes one input partition
 _PARTITION_LABELS = ("topic", "partition")
@@ -196,6 +205,10 @@ class Observer:
             key: Gauge(PREFIX + name, doc, _PARTITION_LABELS, registry=reg)
             for key, (name, doc) in _STAT_GAUGES.items()
         }
+        self._mix_gauges = {
+            key: Gauge(PREFIX + name, doc, _PARTITION_LABELS, registry=reg)
+            for key, (name, doc) in _MIX_GAUGES.items()
+        }
         Gauge(
             PREFIX + "checkpoint_age_seconds",
             "Seconds since the last successful checkpoint of this process (NaN before one).",
@@ -233,8 +246,8 @@ class Observer:
         )
         # every series labelled by (topic, partition) alone, which forget() removes
         self._partition_metrics: list[Counter | Gauge] = [
-            *self._counters.values(), *self._stat_gauges.values(), self._names, self._names_limit,
-            self._lag_gauge,
+            *self._counters.values(), *self._stat_gauges.values(), *self._mix_gauges.values(),
+            self._names, self._names_limit, self._lag_gauge,
         ]
 
     # ------------------------------------------------------------------ the server
@@ -313,7 +326,8 @@ class Observer:
             self._names_limit.labels(*where).set(math.nan if limit is None else limit)
 
     def stats(self, snapshot: Mapping[str, Any]) -> None:
-        """Take one statistics record: set its partition's gauges (None or a missing field: NaN),
+        """Take one statistics record: set its partition's gauges (None or a missing field: NaN;
+        the ``mix_*`` gauges only from a record with ``"mix"``),
         raise its partition's counters to the record's totals, and name its model
         (``model_info{topic, partition, model_id} 1``, replacing the partition's previous model).
 
@@ -324,6 +338,10 @@ class Observer:
         with self._lock:
             for key, gauge in self._stat_gauges.items():
                 gauge.labels(*where).set(_number(snapshot.get(key)))
+            mix = snapshot.get("mix")
+            if isinstance(mix, Mapping):  # none until the partition has mixed
+                for key, gauge in self._mix_gauges.items():
+                    gauge.labels(*where).set(_number(mix.get(key)))
             self._partition_totals(where)  # its counters exist from its first record, 0 if need be
             for name, (_, keys) in _FOLLOWING.items():
                 total = next((snapshot[k] for k in keys if snapshot.get(k) is not None), None)

@@ -185,6 +185,7 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
         "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
         "feature_names", "feature_names_limit", "pending_labels",
+        "mix_version", "mix_staleness_epochs", "mix_sum_mu_k",
         "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
 
 
@@ -511,3 +512,18 @@ def test_late_label_counts_follow_the_statistics_records(make):
     obs.stats({**STATS, **where, "pending_labels": 2, "label_joins": 20, "label_expiries": 3})
     s = scrape(obs)
     assert value(s, "pending_labels", **P0) == 2 and value(s, "label_joins_total", **P0) == 20
+
+
+def test_the_mix_gauges_follow_the_statistics_records_mix(make):
+    obs = make()
+    where = {"topic": "examples", "partition": 0}
+    obs.stats({**STATS, **where})  # mixing off, or not mixed yet: no mix series
+    assert labelled(scrape(obs), "mix_version") == set()
+    mix = {"version": 3, "offset": 120, "k": 2, "mu": 0.25, "sum_mu_k": 1.5, "partitions": [0, 1],
+           "staleness": 1}
+    obs.stats({**STATS, **where, "mix": mix})
+    s = scrape(obs)
+    assert value(s, "mix_version", **P0) == 3 and value(s, "mix_staleness_epochs", **P0) == 1
+    assert value(s, "mix_sum_mu_k", **P0) == 1.5
+    obs.forget([("examples", 0)])
+    assert labelled(scrape(obs), "mix_version") == set()
