@@ -649,6 +649,7 @@ class Perceptron(base.Classifier):
         u += (step·y)·x and u0 += step·y, ``step`` being the labeled examples before the row."""
         w, add = self._w, self._add
         assert w is not None
+        y, step = float(y), int(step)  # θ0 and u0 stay Python floats (JSON encoders refuse numpy scalars)
         x: FloatArray
         if isinstance(m, SparseRows):
             columns, x = m.row(r)

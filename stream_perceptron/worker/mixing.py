@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from stream_perceptron.codec.limits import FRAMING_BYTES, OUTPUT_RECORD_BYTES
 from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.edge import Edge
 from stream_perceptron.kafka.state_log import KafkaStateLog
@@ -181,8 +182,18 @@ class Mixing:
         st.mix_log = [e for e in st.mix_log if int(e["offset"]) > floor] + [entry]
         record = {"topic": st.topic, "partition": st.partition, "state": own.record(),
                   "log": st.mix_log, "ts": time.time()}
+        key, value = mix_key(st.topic, st.partition).encode(), orjson.dumps(record)
+        if len(key) + len(value) > OUTPUT_RECORD_BYTES - FRAMING_BYTES:
+            raise SettingsError(
+                f"the model topic's record of {st.name} at offset {offset} takes {len(value):,} bytes"
+                f" (its state and {len(st.mix_log)} adoptions logged past the group's commit,"
+                f" {len(own.weights):,} weights each), over the"
+                f" {OUTPUT_RECORD_BYTES - FRAMING_BYTES:,} a record may take: mix fewer weights"
+                " (SP_MODEL__HASH_BITS, or fewer features), or store and commit more often than"
+                f" SP_MIX__EVERY_EXAMPLES={self.settings.mix.every_examples}"
+                " (SP_CHECKPOINT__EVERY_EXAMPLES)"
+            )
         self._newest.setdefault(st.topic, {})[st.partition] = record
-        self.edge.send(self.settings.mix.topic, mix_key(st.topic, st.partition).encode(),
-                       orjson.dumps(record))
+        self.edge.send(self.settings.mix.topic, key, value)
         self.edge.flush()  # the adoption is logged before any prediction after it
         adopt(model, mixed)

@@ -172,6 +172,39 @@ def test_named_features_without_hashing_are_refused_at_the_first_mixing_point(tm
         w.process(Batch.of(rows))
 
 
+@pytest.mark.parametrize("average", [False, True])
+def test_hashed_named_features_mix(tmp_path, average):
+    """With SP_MODEL__HASH_BITS every partition's index j is the same hashed name: they mix."""
+    edge = MemoryEdge()
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
+                        mix={"every_examples": EVERY}, model={"hash_bits": 6, "average": average})
+    w = Worker(settings, edge=edge)
+    w.model_topic = MemoryModelTopic(edge.sent)
+    n = 3 * EVERY
+    for p in (0, 1):
+        w.process(Batch.of([InRecord("in", p, i, None, orjson.dumps(
+            {"x": {f"f{(i + p) % 7}": 1.0, "g": -0.5}, "y": (i // 3 + p) % 2}), 0) for i in range(n)]))
+    records = [v for t, _, v in edge.sent if t == "model"]
+    assert len(records) == 2 * (n // EVERY)
+    last = Mix.from_record(records[-1]["log"][-1]["mix"])
+    assert last.partitions == (0, 1) and len(last.weights) == 2**6
+    assert w.parts[("in", 1)].learner.model.weights.tolist() == last.weights.tolist()
+
+
+def test_a_model_topic_record_too_large_to_send_is_refused_with_what_to_change(tmp_path):
+    """2^17 hashed weights: the state and the adoption logged take two copies, over 1 MB."""
+    edge = MemoryEdge()
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
+                        mix={"every_examples": EVERY}, model={"hash_bits": 17})
+    w = Worker(settings, edge=edge)
+    w.model_topic = MemoryModelTopic(edge.sent)
+    rows = [InRecord("in", 0, i, None, orjson.dumps({"x": {f"f{i % 50}": 1.5}, "y": i % 2}), 0)
+            for i in range(EVERY + 1)]
+    with pytest.raises(SettingsError, match="over the 998,976 a record may take.*SP_MODEL__HASH_BITS"):
+        w.process(Batch.of(rows))
+    assert not [t for t, _, _ in edge.sent if t == "model"]  # nothing half sent
+
+
 def test_mixing_refuses_exactly_once(tmp_path):
     with pytest.raises(ValueError, match="SP_MIX__EVERY_EXAMPLES=5 with SP_OUTPUT__GUARANTEE"):
         Settings(mix={"every_examples": 5}, output={"guarantee": "exactly-once"},
