@@ -434,8 +434,11 @@ def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, 
 
     from stream_perceptron.commands.mixed import mixed_lines, parse_row, stopping_on_signals
 
+    try:
+        parsed = [parse_row(r) for r in rows]
+    except StreamPerceptronError as exc:  # an option to fix
+        fail(str(exc))
     settings = cluster_settings_from(ctx, log_level="WARNING", **{"mix.topic": topic})
-    parsed = [parse_row(r) for r in rows]
     stop = threading.Event()
     with stopping_on_signals(stop):
         for out in mixed_lines(settings, rows=parsed, follow=follow, stop=stop):

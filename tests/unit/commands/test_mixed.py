@@ -10,8 +10,10 @@ import threading
 import numpy as np
 import orjson
 import pytest
+from click.testing import CliRunner
 
 import stream_perceptron.commands.mixed as mixed
+from stream_perceptron.cli import main
 from stream_perceptron.errors import ModelTopicError
 from stream_perceptron.model.mixed import Adopted
 from stream_perceptron.model.mixing import Published, mix
@@ -62,6 +64,14 @@ def test_a_row_to_score_is_a_json_array_of_numbers():
             mixed.parse_row(bad)
 
 
+def test_a_bad_row_is_one_line_and_exit_2_before_any_cluster_is_asked():
+    res = CliRunner().invoke(main, ["mixed", "--score", "[1, 2]", "--score", "[1,"],
+                             env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr == ("stream-perceptron: --score '[1,': a row is a JSON array of numbers, like"
+                          " [0.5, 1.0]\n")
+
+
 def test_a_line_carries_the_scores_and_predictions_of_the_rows():
     adopted = Adopted.from_record(orjson.loads(_record(3, 2, [1.0, -1.0], 0.25)))
     assert adopted is not None
@@ -74,7 +84,8 @@ def test_a_line_carries_the_scores_and_predictions_of_the_rows():
 
 
 def test_without_follow_each_partition_gives_its_newest_mix_in_partition_order(scripted):
-    reads = [[_record(1, 1, [1.0]), _record(0, 1, [2.0]), _record(1, 2, [3.0]), _record(0, 1, [2.0], topic="b")]]
+    reads = [[_record(1, 1, [1.0]), _record(0, 1, [2.0]), _record(1, 2, [3.0]),
+              _record(0, 1, [2.0], topic="b")]]
     lines, topic = scripted(reads)
     assert [(x["topic"], x["partition"], x["epoch"], x["weights"]) for x in lines] == [
         ("b", 0, 1, [2.0]), ("in", 0, 1, [2.0]), ("in", 1, 2, [3.0])]
