@@ -418,6 +418,33 @@ def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None
     click.echo(f"wrote {path} from {drawn} statistics records")
 
 
+@main.command()
+@click.option("--topic", "-t", help="Default: the model topic setting (SP_MIX__TOPIC).")
+@click.option("--follow", "-f", is_flag=True, help="Go on reading: print each new mix as it comes"
+              " (SIGINT or SIGTERM stops it).")
+@click.option("--score", "rows", multiple=True, metavar="JSON_ROW",
+              help='A dense row, like "[0.5, 1.0]", to score with each mix (repeatable).')
+@click.pass_context
+@exits()
+def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, ...]) -> None:
+    """Print the newest mix of each input partition from the model topic, one JSON line each:
+    topic, partition, epoch, offset, weights, intercept, partitions, mu (and with --score, each
+    row's scores and predictions)."""
+    import threading
+
+    from stream_perceptron.commands.mixed import mixed_lines, parse_row, stopping_on_signals
+
+    try:
+        parsed = [parse_row(r) for r in rows]
+    except StreamPerceptronError as exc:  # an option to fix
+        fail(str(exc))
+    settings = cluster_settings_from(ctx, log_level="WARNING", **{"mix.topic": topic})
+    stop = threading.Event()
+    with stopping_on_signals(stop):
+        for out in mixed_lines(settings, rows=parsed, follow=follow, stop=stop):
+            click.echo(orjson.dumps(out).decode())
+
+
 @main.group()
 def checkpoint() -> None:
     """Inspect checkpoints."""

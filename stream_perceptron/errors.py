@@ -48,6 +48,11 @@ class NoStatsError(StreamPerceptronError):
     """A statistics topic holds nothing to show (empty, missing, or not a statistics topic)."""
 
 
+class ModelTopicError(StreamPerceptronError):
+    """The model topic cannot give what was asked: it is missing, holds no mix yet, or a row to
+    score has another width than the mix."""
+
+
 class SourceError(StreamPerceptronError):
     """A dataset source (file, river dataset, generator spec) cannot be read."""
 
