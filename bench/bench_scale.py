@@ -1,10 +1,12 @@
-"""Workers side by side in one group: aggregate predictions/s and CPU per record, by store.
+"""Workers side by side in one group: aggregate predictions/s and CPU per record, by store and
+mixing interval.
 
 Run from the repository root::
 
     .venv/bin/python -m bench.bench_scale                         # 1, 2, 4 workers, both stores
     .venv/bin/python -m bench.bench_scale --backend confluent-kafka --records 400000 --repeats 5
     .venv/bin/python -m bench.bench_scale --compare 464595b       # one worker: 464595b and this checkout
+    .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
 
 Each run makes a fresh ``--partitions``-partition input topic (8) and a fresh group, starts
 ``W`` worker processes (``stream-perceptron run``) in that group, waits until the group is
@@ -20,8 +22,16 @@ records (the client's default partitioner spreads the keys), as fast as the prod
   record beside it.
 
 With the directory store the workers share one ``SP_CHECKPOINT__DIR``; with the Kafka store each
-has an empty one and the group its own state topic. Repeats are interleaved (every store and
-worker count once per repeat) and the table gives medians.
+has an empty one and the group its own state topic. Repeats are interleaved (every store, worker
+count and mixing interval once per repeat, in an order rotated by the repeat) and the table gives
+medians.
+
+``--mix E1,E2,...`` runs each store and worker count at each value of ``SP_MIX__EVERY_EXAMPLES``
+(0, the default, is off; every record is labeled, so ``E > 0`` mixes every ``E`` records of a
+partition), each run with ``E > 0`` through a fresh model topic (``SP_MIX__TOPIC``). The table
+adds **CPU × off**: a row's median CPU µs per record over the median of the row with the same
+store and worker count and ``E = 0``; and the mixing points the run made (records of its model
+topic, ``bench/worker/mixing.py``).
 
 ``--compare REF`` runs the single-worker measurement on REF (checked out into a temporary git
 worktree as ``bench.bench_ab`` does) and on this checkout, side by side in rotated order, and
@@ -50,6 +60,7 @@ from bench.worker.contenders import BACKENDS, CF, KP, ROOT, backend_env, conflue
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
 from bench.worker.measures import rate_from_timestamps
+from bench.worker.mixing import mix_env, mix_values, mixing_points
 from bench.worker.processes import Ctx, RssSampler, broker_at, log_tail, popen_logged, worker_env
 from bench.worker.topics import LoadProducer, read_back
 
@@ -65,6 +76,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=8, help="partitions of the input topic")
     p.add_argument("--records", type=int, default=200_000, help="input records per run")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--mix", default="0",
+                   help="comma-separated values of SP_MIX__EVERY_EXAMPLES to run at (0 = mixing off)")
     p.add_argument("--compare", metavar="REF", help="one worker on REF and on this checkout, side by side")
     p.add_argument("--session-timeout-ms", type=int, default=6_000,
                    help="the workers' group session timeout (tansu holds a join for half of it)")
@@ -85,6 +98,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--workers must be between 1 and --partitions")
     if args.records < 10 * args.partitions or args.repeats < 1:
         p.error("--records must be >= 10 per partition, --repeats >= 1")
+    try:
+        args.mix = mix_values(args.mix)
+    except ValueError:
+        p.error("--mix takes comma-separated numbers >= 0 (SP_MIX__EVERY_EXAMPLES; 0 = off)")
+    if args.compare and args.mix != [0]:
+        p.error("--compare measures mixing off only: leave out --mix")
     if args.compare:
         args.workers = [1]
     return args
@@ -144,10 +163,10 @@ def checkpoint_dir(workdir: Path, side: str, store: str, group: str, k: int) -> 
 
 
 def start_workers(ctx: Ctx, side: str, store: str, backend: str, topics: dict[str, str], group: str,
-                  workers: int) -> list[Worker]:
+                  workers: int, settings: dict[str, str]) -> list[Worker]:
     out = []
     for k in range(workers):
-        extra = {**backend_env(backend), **store_env(side, store, group),
+        extra = {**backend_env(backend), **store_env(side, store, group), **settings,
                  "SP_KAFKA__CLIENT_ID": f"{group}-{k}"}
         env = worker_env(ctx, topics, checkpoint_dir(ctx.workdir, side, store, group, k), "all", group,
                          extra)
@@ -234,9 +253,10 @@ def cpu_seconds(samplers: Sequence[RssSampler], t0: float, t1: float) -> float |
     return total
 
 
-def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, partitions: int,
+def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: int, partitions: int,
             values: Sequence[bytes], settle_timeout_s: float = 120) -> dict[str, Any]:
-    """``workers`` workers of ``side`` in a fresh group on a fresh input topic: their rate and CPU."""
+    """``workers`` workers of ``side`` in a fresh group on a fresh input topic, mixing every ``mix``
+    labeled examples of a partition (0: not): their rate and CPU."""
     from stream_perceptron.kafka.admin import ensure_topics
     from stream_perceptron.settings import KafkaSettings
 
@@ -245,10 +265,11 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, partiti
         in_topic = ctx.name("in")
         ensure_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), {in_topic: partitions})
         pred, stats, dead = ctx.new_topics("pred", "stats", "dead")
-        group = ctx.name(f"{side}-{store}-w{workers}")
-        ctx.topics += [in_topic, f"{group}-state"]
+        group = ctx.name(f"{side}-{store}-w{workers}-mix{mix}")
+        model = f"{group}-model"
+        ctx.topics += [in_topic, f"{group}-state"] + ([model] if mix else [])
         topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
-        procs = start_workers(ctx, side, store, backend, topics, group, workers)
+        procs = start_workers(ctx, side, store, backend, topics, group, workers, mix_env(mix, model))
         try:
             settle_s = wait_settled(ctx.bootstrap, group, procs, settle_timeout_s)
             broker = ctx.broker_sampler()
@@ -263,6 +284,7 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, partiti
                 broker.stop()
         finally:
             codes = stop_workers(procs)
+        points = mixing_points(ctx.bootstrap, model) if mix else 0
     if len(back.offsets) != n or any(c != 0 for c in codes):
         raise RuntimeError(f"{group}: {len(back.offsets)} predictions of {n}, exit codes {codes}; "
                            f"logs: {[str(w.log) for w in procs]}\n{log_tail(procs[0].log)}")
@@ -270,7 +292,8 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, partiti
     cpu = cpu_seconds([w.cpu for w in procs], t0, t1)
     broker_cpu = cpu_seconds([broker], t0, t1) if broker is not None else None
     return {
-        "side": side, "store": store, "workers": workers, "backend": backend, "records": n,
+        "side": side, "store": store, "workers": workers, "mix": mix, "mixing_points": points,
+        "backend": backend, "records": n,
         "rate": rate_from_timestamps(back.timestamps),
         "cpu_us_per_record": None if cpu is None else cpu * 1e6 / n,
         "broker_cpu_us_per_record": None if broker_cpu is None else broker_cpu * 1e6 / n,
@@ -297,25 +320,41 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def scale_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """Per (store, workers): median predictions/s, its multiple of the store's one-worker median,
-    median CPU µs per record (every run's in brackets) and the broker's.
+def _ratio(num: float | None, den: float | None, spec: str = ".2f", unit: str = "x") -> str:
+    return f"{num / den:{spec}}{unit}" if num and den else "n/a"
 
-    >>> runs = [{"store": "directory", "workers": w, "rate": r, "cpu_us_per_record": c,
-    ...          "broker_cpu_us_per_record": 2.0} for w, r, c in ((1, 100.0, 10.0), (2, 180.0, 11.0))]
+
+SCALE_HEADERS = ["store", "workers", "mix E", "predictions/s", "x 1 worker", "CPU us/record", "CPU x off",
+                 "runs", "broker CPU us/record", "mixing points"]
+
+
+def scale_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Per (store, workers, mixing interval E), the columns of ``SCALE_HEADERS``: median
+    predictions/s and its multiple of the one-worker median (same store and E); median CPU µs per
+    record and its multiple of the median with mixing off (same store and workers), every run's
+    CPU, the broker's median, the median number of mixing points.
+
+    >>> runs = [{"store": "directory", "workers": w, "mix": e, "rate": r, "cpu_us_per_record": c,
+    ...          "broker_cpu_us_per_record": 2.0, "mixing_points": m}
+    ...         for w, e, r, c, m in ((1, 0, 100.0, 10.0, 0), (2, 0, 180.0, 11.0, 0),
+    ...                               (2, 100, 90.0, 22.0, 40), (2, 100, 80.0, 33.0, 40))]
     >>> scale_rows(runs)[1]
-    ['directory', '2', '180', '1.80x', '11.0', '11.0', '2.0']
+    ['directory', '2', '0', '180', '1.80x', '11.0', '1.00x', '11.0', '2.0', '0']
+    >>> scale_rows(runs)[2]  # no one-worker run with E = 100
+    ['directory', '2', '100', '85', 'n/a', '27.5', '2.50x', '22.0, 33.0', '2.0', '40']
     """
+    def cell(store: str, workers: int, mix: int) -> list[dict[str, Any]]:
+        return [r for r in runs if (r["store"], r["workers"], r["mix"]) == (store, workers, mix)]
+
     rows = []
-    keys = sorted({(r["store"], r["workers"]) for r in runs})
-    for store, w in keys:
-        mine = [r for r in runs if (r["store"], r["workers"]) == (store, w)]
-        one = median_of([r for r in runs if (r["store"], r["workers"]) == (store, 1)], "rate")
-        rate = median_of(mine, "rate")
-        rows.append([store, str(w), _fmt(rate), f"{rate / one:.2f}x" if rate and one else "n/a",
-                     _fmt(median_of(mine, "cpu_us_per_record"), ".1f"),
+    for store, w, e in sorted({(r["store"], r["workers"], r["mix"]) for r in runs}):
+        mine = cell(store, w, e)
+        rate, cpu = median_of(mine, "rate"), median_of(mine, "cpu_us_per_record")
+        rows.append([store, str(w), str(e), _fmt(rate), _ratio(rate, median_of(cell(store, 1, e), "rate")),
+                     _fmt(cpu, ".1f"), _ratio(cpu, median_of(cell(store, w, 0), "cpu_us_per_record")),
                      ", ".join(_fmt(r["cpu_us_per_record"], ".1f") for r in mine),
-                     _fmt(median_of(mine, "broker_cpu_us_per_record"), ".1f")])
+                     _fmt(median_of(mine, "broker_cpu_us_per_record"), ".1f"),
+                     _fmt(median_of(mine, "mixing_points"))])
     return rows
 
 
@@ -334,29 +373,34 @@ def compare_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
     for store in sorted({r["store"] for r in runs if r["side"] == "head"}):
         head = [r for r in runs if r["side"] == "head" and r["store"] == store]
         h_cpu, h_rate = median_of(head, "cpu_us_per_record"), median_of(head, "rate")
-        rows.append([store, _fmt(b_cpu, ".1f"), _fmt(h_cpu, ".1f"),
-                     f"{h_cpu / b_cpu:.3f}" if h_cpu and b_cpu else "n/a", _fmt(b_rate), _fmt(h_rate)])
+        rows.append([store, _fmt(b_cpu, ".1f"), _fmt(h_cpu, ".1f"), _ratio(h_cpu, b_cpu, ".3f", ""),
+                     _fmt(b_rate), _fmt(h_rate)])
     return rows
 
 
-def plan(args: argparse.Namespace) -> Iterator[tuple[int, str, str, int]]:
-    """(repeat, side, store, workers) of every run, interleaved: each repeat runs every
-    combination once, in an order rotated by the repeat. The base side runs once per repeat
-    (its code has one layout), under the first store's name.
+def plan(args: argparse.Namespace) -> Iterator[tuple[int, str, str, int, int]]:
+    """(repeat, side, store, workers, mixing interval) of every run, interleaved: each repeat runs
+    every combination once, in an order rotated by the repeat. The base side runs once per repeat
+    (its code has one layout, and ``--compare`` takes no ``--mix``), under the first store's name.
 
-    >>> a = argparse.Namespace(repeats=2, stores=["directory", "kafka"], workers=[1, 2], compare=None)
-    >>> [(k, st, w) for k, _, st, w in plan(a)][:5]
+    >>> a = argparse.Namespace(repeats=2, stores=["directory", "kafka"], workers=[1, 2], mix=[0],
+    ...                        compare=None)
+    >>> [(k, st, w) for k, _, st, w, _ in plan(a)][:5]
     [(0, 'directory', 1), (0, 'directory', 2), (0, 'kafka', 1), (0, 'kafka', 2), (1, 'directory', 2)]
-    >>> a = argparse.Namespace(repeats=1, stores=["directory", "kafka"], workers=[1], compare="HEAD")
-    >>> [(s, st) for _, s, st, _ in plan(a)]
+    >>> a = argparse.Namespace(repeats=2, stores=["kafka"], workers=[1], mix=[0, 100], compare=None)
+    >>> [(k, e) for k, _, _, _, e in plan(a)]
+    [(0, 0), (0, 100), (1, 100), (1, 0)]
+    >>> a = argparse.Namespace(repeats=1, stores=["directory", "kafka"], workers=[1], mix=[0],
+    ...                        compare="HEAD")
+    >>> [(s, st) for _, s, st, _, _ in plan(a)]
     [('base', 'directory'), ('head', 'directory'), ('head', 'kafka')]
     """
-    combos = [("head", s, w) for s in args.stores for w in args.workers]
+    combos = [("head", s, w, e) for s in args.stores for w in args.workers for e in args.mix]
     if args.compare:
-        combos = [("base", args.stores[0], 1), *combos]
+        combos = [("base", args.stores[0], 1, 0), *combos]
     for k in range(args.repeats):
-        for side, store, workers in rotated(combos, k):
-            yield k, side, store, workers
+        for side, store, workers, mix in rotated(combos, k):
+            yield k, side, store, workers, mix
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -369,13 +413,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             broker_at(args.bootstrap) as (bootstrap, broker_pid):
         ctx = Ctx(bootstrap, f"scale-{int(t_start)}", Path(tmp), args.session_timeout_ms, broker_pid)
         roots = {"base": base_root, "head": ROOT}
-        for k, side, store, workers in plan(args):
+        for k, side, store, workers, mix in plan(args):
             ctx.code_root = roots[side]
-            run = one_run(ctx, side, store, args.backend, workers, args.partitions, values)
+            run = one_run(ctx, side, store, args.backend, workers, mix, args.partitions, values)
             run["repeat"] = k
             runs.append(run)
-            print(f"  {k} {side} {store} {workers} worker(s): {_fmt(run['rate'])} predictions/s, "
-                  f"{_fmt(run['cpu_us_per_record'], '.1f')} CPU us/record", file=sys.stderr, flush=True)
+            print(f"  {k} {side} {store} {workers} worker(s), mix {mix}: {_fmt(run['rate'])} predictions/s, "
+                  f"{_fmt(run['cpu_us_per_record'], '.1f')} CPU us/record, {run['mixing_points']} mixing "
+                  f"points", file=sys.stderr, flush=True)
     head_commit = _git("rev-parse", "HEAD").strip()
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
     print(f"{args.records:,} records of {DEFAULT_D} features on {args.partitions} partitions, "
@@ -383,15 +428,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           + (f", base {base_commit[:7]} ({args.compare})" if args.compare else "")
           + f"; medians of {args.repeats} interleaved repeats; {time.time() - t_start:,.0f} s")
     report: dict[str, Any] = {"records": args.records, "partitions": args.partitions,
-                              "backend": args.backend, "repeats": args.repeats, "input": meta,
+                              "backend": args.backend, "repeats": args.repeats, "mix": args.mix,
+                              "input": meta,
                               "head": {"commit": head_commit, "uncommitted_changes": dirty},
                               "runs": runs}
     head_runs = [r for r in runs if r["side"] == "head"]
-    headers = ["store", "workers", "predictions/s", "x 1 worker", "CPU us/record", "runs",
-               "broker CPU us/record"]
     rows = scale_rows(head_runs)
-    print(format_table(headers, rows))
-    report["scale"] = [dict(zip(headers, row, strict=True)) for row in rows]
+    print(format_table(SCALE_HEADERS, rows))
+    report["scale"] = [dict(zip(SCALE_HEADERS, row, strict=True)) for row in rows]
     if args.compare:
         cheaders = ["store (head)", "base CPU us/record", "head CPU us/record", "head / base",
                     "base predictions/s", "head predictions/s"]
