@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-HUGE, TINY_ABS = 2.0**400, 2.0**-600
+from stream_perceptron.model.dense_pass import HUGE, TINY_ABS
 
 
 def _compiled(fn: Callable[..., Any]) -> Any:

@@ -35,7 +35,7 @@ _FIRST_BLOCK = 16
 _MIN_BLOCK = 64
 _CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
 _EPS = 2.0**-53
-_HUGE, _TINY_ABS = 2.0**400, 2.0**-600  # as in dense_kernel
+HUGE, TINY_ABS = 2.0**400, 2.0**-600  # rows or ‖[θ, θ0]‖ past HUGE: the fixed order; tol's floor
 # Calls of fewer rows decide in numpy: the compiled loop's first call in a process loads numba
 # (about 1 s of CPU and tens of MB), which the worker's polls (SP_KAFKA__MAX_POLL_RECORDS, 2,000
 # by default) need not pay for a few µs a mistake
@@ -168,10 +168,10 @@ def _signed_rows(x: FloatArray, y: FloatArray, signed: FloatArray) -> float:
     signed[:, -1] = y
     with np.errstate(all="ignore"):  # rows with inf or NaN are set aside below
         reach = math.sqrt(float(np.einsum("ij,ij->", x, x)) + len(x))
-        if reach <= _HUGE:
+        if reach <= HUGE:
             return reach
         sq = np.einsum("ij,ij->i", x, x)
-    good = sq <= _HUGE * _HUGE
+    good = sq <= HUGE * HUGE
     signed[~good] = np.nan
     return math.sqrt(float(sq[good].sum()) + len(x))
 
@@ -246,7 +246,7 @@ def _decide_in_blocks(
     rows: list[int] = []
     scale = 16 * (len(w_aug) + 2) * _EPS * reach
     size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
-    tol = scale * size + _TINY_ABS if size <= _HUGE else math.inf
+    tol = scale * size + TINY_ABS if size <= HUGE else math.inf
     since = 0  # mistakes since ‖[θ, θ0]‖ was last summed
     i, block = 0, _FIRST_BLOCK
     while i < n:
@@ -275,7 +275,7 @@ def _decide_in_blocks(
         else:
             since = 0
             size = math.sqrt(float(np.dot(w_aug, w_aug)))
-        tol = scale * size + _TINY_ABS if size <= _HUGE else math.inf
+        tol = scale * size + TINY_ABS if size <= HUGE else math.inf
         i = r + 1
         block = k + 1  # about as many rows as the last stretch without a mistake
         block = _MIN_BLOCK if block < _MIN_BLOCK else max_block if block > max_block else block
