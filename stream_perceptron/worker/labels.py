@@ -125,7 +125,6 @@ class LateLabels:
             self._dead_letter(st, batch, i,
                               f"id {shown}: its kept features do not fit the model: {rejected[0]}")
             return 0, 0
-        st.width_unconfirmed = None  # kept under the stored state's width: the input fits it
         y = np.array([label.y], dtype=np.int8)
         result, _ = st.learner.step(X, y, labeled=y != 0)
         if st.learner.alarms:  # the joined label's mistake is the stream's at the label record

@@ -585,8 +585,6 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
             chunk_rows, chunk_ys, chunk_ids = rows[start:end], ys[start:end], ids[start:end]
             raw = xs[start:end] if st.pending.max_entries else None
             start = end
-            if rejected and st.width_unconfirmed is not None and 0 in rejected:
-                self._refuse_width(st, batch, chunk_rows[0], rejected[0])
             if rejected:
                 for k, reason in rejected.items():
                     self._dead_letter(st, batch, chunk_rows[k], reason)
@@ -600,7 +598,6 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
                 chunk_ids = [chunk_ids[k] for k in keep]
                 raw = None if raw is None else [raw[k] for k in keep]
             if chunk_rows:
-                st.width_unconfirmed = None  # the stored state's width fits the input
                 n_labeled, n_mistakes = self._learn_and_publish(
                     learner, X, batch, chunk_rows, chunk_ys, chunk_ids, st=st, raw=raw)
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
@@ -617,23 +614,6 @@ class Worker(Checkpointing, Progress, Transactions, LateLabels, Drifts, Mixing):
                                 mistakes=mistakes, dead_letters=self.counters.dead_letters - dead_before)
             self.observer.feature_names(model.n_names, model.name_limit,
                                         topic=st.topic, partition=st.partition)
-
-    def _refuse_width(self, st: PartitionState, batch: Batch, i: int, reason: str) -> None:
-        """The partition's first record since its state was restored does not fit the width the
-        model took from a checkpoint with ``SP_MODEL__N_FEATURES`` unset: every record would be a
-        dead letter, so the worker stops with one line (exit 2) instead. Nothing of the batch was
-        learned and its offsets are not advanced: a restart with the settings fixed processes it.
-        Set ``SP_MODEL__N_FEATURES`` to the checkpoint's width to keep the model and dead-letter
-        the records that do not fit it."""
-        self._open_batch = None  # the state is the restored one: nothing of this batch was learned
-        width = st.learner.model.dim or 0
-        raise SettingsError(
-            f"{st.name}@{batch.offsets[i]}, the partition's first record since its state was"
-            f" restored, does not fit the model of checkpoint {st.width_unconfirmed} ({reason}); with"
-            " SP_MODEL__N_FEATURES unset the width is the checkpoint's: point SP_CHECKPOINT__DIR at a"
-            f" directory of this input's own, or set SP_MODEL__N_FEATURES={width} to keep the model"
-            " and send the records that do not fit it to the dead-letter topic"
-        )
 
     def _tell_refusal(self, st: PartitionState, batch: Batch, i: int, reason: str, *, names: bool) -> None:
         """Say at WARNING, once per kind and partition, that the model refused the ``i``-th record

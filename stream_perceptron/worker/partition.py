@@ -76,7 +76,6 @@ class PartitionState:
     """What the partition's model started from on assignment: "its stored state", "the seed" or
     "zero weights"."""
     width_from: str | None = None
-    width_unconfirmed: str | None = None
     refusals_told: set[str] = field(default_factory=set)
     mix: MixLog | None = None
     """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixing.py)."""
@@ -125,7 +124,6 @@ class PartitionState:
         self.origin = "its stored state" if own else "the seed"
         if settings.model.n_features is None and model.dim:
             where = ckpt.path or "the stored state"
-            self.width_unconfirmed = str(where)
             self.width_from = (
                 f"checkpoint {where}'s, adopted with SP_MODEL__N_FEATURES unset; to learn"
                 " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"

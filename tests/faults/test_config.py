@@ -3,14 +3,13 @@ with SP_* environment variables, in a child process."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
-from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer
 
+from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.commands.broker import free_port
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings
@@ -23,7 +22,16 @@ from tests.integration.helpers import (
     worker_env,
 )
 
-from .support import LogTail, fault_settings, reap, run_cli, start_worker, trouble_lines, wait_until
+from .support import (
+    LogTail,
+    checkpoint_offset,
+    fault_settings,
+    reap,
+    run_cli,
+    start_worker,
+    trouble_lines,
+    wait_until,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -136,42 +144,74 @@ def test_checkpoint_from_another_configuration(mistake, fast_kafka, new_topic, t
     print(f"\nexit {done.returncode}: {lines[0]}")
 
 
-@pytest.mark.timeout(90)
-def test_input_of_another_width_than_the_checkpoint_stops_the_worker_and_loses_nothing(
+def _send_to(kafka, topic: str, partition: int, stream, start: int) -> None:
+    """``stream`` as input records to ``topic[partition]``, ids from ``start`` on."""
+    send_all(kafka, topic, [input_record(x, y, start + i) for i, (x, y) in enumerate(stream)],
+             partition=partition)
+
+
+def _offsets(kafka, topic: str) -> set[tuple[int, int]]:
+    """The (partition, offset) of the input records that ``topic`` (an output) answers."""
+    return set(predictions_by_offset(kafka, topic))
+
+
+@pytest.mark.timeout(150)
+def test_a_record_of_another_width_than_the_restored_state_is_a_dead_letter_not_a_stop(
         fast_kafka, new_topic, tmp_path):
-    """A seed learned on 8 features (a version-1 directory: the worker's checkpoint at the top),
-    and a worker with SP_MODEL__N_FEATURES unset pointed at an input of 12: one line naming both
-    ways out, exit 2, no dead letter, no offset committed and the checkpoint untouched; with
-    SP_MODEL__N_FEATURES=8 the same input is dead letters."""
+    """The reported sequence: a worker restored from states of 8 features meets a 7-feature
+    record at each partition's first record since the restore, with 100 good records behind it.
+    That record is a dead letter with its reason and one WARNING; the good ones are predicted;
+    the worker keeps running. Then again after a rebalance: a second worker joins the group,
+    the partitions are restored by their new owners, and each meets another 7-feature record
+    first: the same, on both workers."""
     kafka = fast_kafka()
-    old, new = topics_for(new_topic), topics_for(new_topic)
-    send_all(kafka, old["input"], encode_stream(noisy_stream(300, d=8)))
-    send_all(kafka, new["input"], encode_stream(noisy_stream(200, d=12)))
+    topics = topics_for(new_topic, partitions=2)
+    eight, seven = noisy_stream(400, d=8, seed=3), noisy_stream(4, d=7, seed=4)
+    for p in (0, 1):
+        _send_to(kafka, topics["input"], p, eight[p * 100:(p + 1) * 100], 0)
     ckpt_dir = tmp_path / "ckpt"
-    learned = _learned(fault_settings(kafka, old, ckpt_dir), tmp_path / "first.log")
-    newest = ckpt_dir / max(learned, key=lambda path: Path(path).name)
-    shutil.move(newest, ckpt_dir / "ckpt-000000000001.json")  # at the top: the seed
-    shutil.rmtree(ckpt_dir / "partitions")
-    before = _states(ckpt_dir)
-    done = run_cli(["run"], worker_env(fault_settings(kafka, new, ckpt_dir)), timeout_s=45)
-    assert done.returncode == 2, done.stderr[-2000:]
-    lines = _prefixed(done.stderr)
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert "the partition's first record since its state was restored, does not fit the model of" \
-        " checkpoint" in lines[0]
-    assert "SP_MODEL__N_FEATURES=8" in lines[0] and "SP_CHECKPOINT__DIR" in lines[0], lines[0]
-    assert _states(ckpt_dir) == before
-    consumer = KafkaConsumer(**client_config(kafka), group_id=kafka.group_id, enable_auto_commit=False)
-    try:  # a restart with the settings fixed reads the whole input
-        assert consumer.committed(TopicPartition(new["input"], 0)) is None
+    settings = fault_settings(kafka, topics, ckpt_dir)
+    _learned(settings, tmp_path / "first.log")  # each partition's state: 8 features, next offset 100
+    assert {checkpoint_offset(ckpt_dir, topics["input"], p) for p in (0, 1)} == {100}
+
+    # a restart: each partition's first record since its restore is 7 wide, 100 good ones behind
+    for p in (0, 1):
+        _send_to(kafka, topics["input"], p, seven[p:p + 1] + eight[200 + p * 100:300 + p * 100], 100)
+    logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+    procs = [start_worker(settings, log=logs[0])]
+    try:
+        want_predicted = {(p, o) for p in (0, 1) for o in [*range(100), *range(101, 201)]}
+        wait_until(lambda: _offsets(kafka, topics["predictions"]) >= want_predicted, 60,
+                   "the good records behind the bad ones predicted", alive=procs[0], log=logs[0])
+        dead = predictions_by_offset(kafka, topics["dead_letter"])
+        assert sorted(dead) == [(0, 100), (1, 100)]
+        assert {recs[0]["error"] for recs in dead.values()} == {"x has 7 features, the model has 8"}
+        warned = [ln for ln in LogTail(logs[0]).lines(" WARNING ") if "went to the dead-letter topic" in ln]
+        assert len(warned) == 2 and all("the model's 8 features (said once)" in ln for ln in warned), warned
+
+        # a rebalance: a second worker joins; each partition is restored by its new owner
+        procs.append(start_worker(settings, log=logs[1]))
+        wait_until(lambda: LogTail(logs[1]).count(": starting at ") == 1
+                   and LogTail(logs[0]).count(": starting at ") >= 3, 60,
+                   "each worker restoring one partition", alive=procs[1], log=logs[1])
+        for p in (0, 1):
+            _send_to(kafka, topics["input"], p, seven[2 + p:3 + p] + eight[p * 100:p * 100 + 100], 201)
+        want_predicted |= {(p, o) for p in (0, 1) for o in range(202, 302)}
+        wait_until(lambda: _offsets(kafka, topics["predictions"]) >= want_predicted, 60,
+                   "the good records after the rebalance predicted", alive=procs[1], log=logs[1])
+        assert sorted(predictions_by_offset(kafka, topics["dead_letter"])) == [
+            (0, 100), (0, 201), (1, 100), (1, 201)]
+        assert all(proc.poll() is None for proc in procs), "a worker stopped"
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in zip(procs, logs, strict=True):
+            assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
     finally:
-        consumer.close()
-    assert predictions_by_offset(kafka, new["dead_letter"]) == {}
-    done = run_cli(["run", "--until-caught-up"],
-                   worker_env(fault_settings(kafka, new, ckpt_dir, model={"n_features": 8})), timeout_s=45)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len(predictions_by_offset(kafka, new["dead_letter"])) == 200
-    print(f"\nexit 2: {lines[0]}")
+        for proc in procs:
+            reap(proc)
+    assert {checkpoint_offset(ckpt_dir, topics["input"], p) for p in (0, 1)} == {302}
+    for log in logs:
+        assert "Traceback" not in log.read_text()
 
 
 INVALID = {

@@ -9,10 +9,9 @@ import logging
 import numpy as np
 import pytest
 
-from stream_perceptron.cli import RUN_EXIT_CODES, exit_code
 from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.commands.fit import fit_source
-from stream_perceptron.errors import CheckpointMismatchError, SettingsError
+from stream_perceptron.errors import CheckpointMismatchError
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
@@ -52,29 +51,28 @@ def _restored(ck, **model) -> tuple[Worker, MemoryEdge, Settings]:
 
 
 @pytest.mark.parametrize("written_with", [None, 10], ids=["written-unset", "written-10"])
-def test_a_checkpoint_of_another_width_than_the_records_stops_the_worker_with_one_line(
+def test_a_first_record_of_another_width_than_the_restored_state_is_a_dead_letter(
         tmp_path, caplog, written_with):
-    # the user's case: fit on d=10, then a worker on d=20 input with SP_MODEL__N_FEATURES unset.
-    # Every record would be a dead letter: the worker stops instead, before sending any, and the
-    # batch's offsets stay where they were, so a restart with the settings fixed processes it.
+    # fit on d=10, then records of 20 with SP_MODEL__N_FEATURES unset: the partition's first
+    # record since its state was restored does not fit. It is a dead letter with its reason and
+    # one WARNING, and the records of the state's width behind it are learned and predicted.
     caplog.set_level(logging.DEBUG, logger="stream_perceptron")
     path = _fit(tmp_path / "ck", 10, written_with)
     worker, edge, settings = _restored(tmp_path / "ck")
-    offsets = {t: dict(p) for t, p in worker.offsets.items()}
     rng = np.random.default_rng(0)
-    with pytest.raises(SettingsError) as caught:
-        worker.process(_batch(rng.normal(size=(50, 20)).tolist()))
-    assert str(caught.value) == (
-        f"in[0]@0, the partition's first record since its state was restored, does not fit the"
-        f" model of checkpoint {path}"
-        " (x has 20 features, the model has 10); with SP_MODEL__N_FEATURES unset the width is the"
-        " checkpoint's: point SP_CHECKPOINT__DIR at a directory of this input's own, or set"
-        " SP_MODEL__N_FEATURES=10 to keep the model and send the records that do not fit it to the"
-        " dead-letter topic"
-    )
-    assert edge.sent == [] and worker.offsets == offsets and worker.counters.records == 0
-    assert worker.checkpoint("shutdown")  # the state is the restored one: nothing to refuse
-    assert exit_code(caught.value, RUN_EXIT_CODES) == 2
+    worker.process(_batch([rng.normal(size=20).tolist(), *rng.normal(size=(49, 10)).tolist()]))
+    dead = _dead_letters(edge, settings)
+    assert dead == {0: "x has 20 features, the model has 10"}
+    predicted = [v["offset"] for t, _, v in edge.sent if t == settings.topics.predictions]
+    assert predicted == list(range(1, 50))
+    assert worker.offsets == {"in": {0: 50}} and worker.counters.records == 50
+    assert _warnings(caplog) == [
+        "in[0]@0 went to the dead-letter topic: x has 20 features, the model has 10; so will every"
+        " record that does not fit the model's 10 features (said once): that width is checkpoint"
+        f" {path}'s, adopted with SP_MODEL__N_FEATURES unset; to learn records of another width,"
+        " point SP_CHECKPOINT__DIR at a directory of their own"
+    ]
+    assert worker.checkpoint("shutdown")
 
 
 def test_the_checkpoints_width_once_confirmed_dead_letters_records_of_another(tmp_path, caplog):
