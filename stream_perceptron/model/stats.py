@@ -155,14 +155,24 @@ class RunningStats:
         self._push(flags, geometric[lab], augmented[lab], norms)
 
     def _update_ewma(self, flags: npt.NDArray[np.bool_]) -> None:
-        a = self.ewma_alpha
-        f = flags.astype(np.float64)
-        if self.ewma is None:
-            self.ewma, f = float(f[0]), f[1:]
-        k = len(f)
-        if k:
-            decay = (1.0 - a) ** np.arange(k - 1, -1, -1, dtype=np.float64)
-            self.ewma = float((1.0 - a) ** k * self.ewma + a * (decay * f).sum())
+        """e ← (1 − α)·e + α·f for each flag f in turn (the first flag starts it), in exactly the
+        floating-point operations of that loop, so the EWMA does not depend on how the flags were
+        cut into batches: a run of zeros multiplies e by (1 − α) once per zero, in order
+        (``np.multiply.accumulate`` is sequential)."""
+        a, b = self.ewma_alpha, 1.0 - self.ewma_alpha
+        e, pos = self.ewma, 0
+        if e is None:
+            e, pos = float(flags[0]), 1
+        n = len(flags)
+        for i in [*(np.flatnonzero(flags[pos:]) + pos).tolist(), n]:
+            if i > pos:
+                run = np.full(i - pos + 1, b)
+                run[0] = e
+                e = float(np.multiply.accumulate(run)[-1])
+            if i < n:
+                e = b * e + a
+            pos = i + 1
+        self.ewma = e
 
     def _push(
         self,

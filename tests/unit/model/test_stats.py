@@ -135,3 +135,17 @@ def test_memory_is_constant_in_stream_length():
     state = stats.get_state()
     assert stats.seen == 20_000
     assert len(state["window_mistakes"]) == len(state["window_margins"]) == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=300), st.lists(st.integers(1, 299), max_size=6),
+       st.sampled_from([0.01, 0.1, 0.3]))
+def test_the_ewma_is_the_sequential_loop_bit_for_bit_however_the_flags_are_cut(flags, cuts, alpha):
+    expected = float(flags[0])
+    for f in flags[1:]:
+        expected = (1.0 - alpha) * expected + alpha * f
+    stats = RunningStats(ewma_alpha=alpha)
+    bounds = sorted({0, len(flags), *(c for c in cuts if c < len(flags))})
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        stats._update_ewma(np.array(flags[lo:hi]))
+    assert stats.ewma == expected
