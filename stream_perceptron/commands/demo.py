@@ -107,5 +107,5 @@ def run_demo(
         examples_per_s=worker.learner.stats.seen / elapsed if elapsed > 0 else 0.0,
         checkpoint=next((st.saved_at for st in worker.held.values()), None),
         plot=plot,
-        dead_letters=worker.dead_letters_total,
+        dead_letters=sum(st.dead_letters for st in worker.held.values()),
     )

@@ -152,7 +152,7 @@ def fit_source(
     learner = Learner(model, RunningStats(settings.stats.window, settings.stats.ewma_alpha))
     per_pass: list[int] = []
     for _ in range(epochs):
-        result, _ = learner.step(X, y)
+        result = learner.step(X, y).result
         per_pass.append(int(result.mistakes.sum()))
         if per_pass[-1] == 0:
             break

@@ -4,7 +4,7 @@ A worker mixing partitions (``SP_MIX__EVERY_EXAMPLES`` > 0) writes a record to t
 (``SP_MIX__TOPIC``) at each mixing point of a partition; the last entry of its log is the mix the
 partition adopted there (:mod:`stream_perceptron.model.mixed`). :func:`mixed_lines` reads the
 topic to its end, as the worker's own reader does
-(:class:`~stream_perceptron.worker.mixing.KafkaModelTopic`, read without creating the topic), and
+(:class:`~stream_perceptron.worker.mixer.KafkaModelTopic`, read without creating the topic), and
 yields one line per input partition, its newest mix: ``{"topic", "partition", "epoch",
 "offset", "weights", "intercept", "partitions", "mu"}``, in (topic, partition) order. With
 ``follow`` it goes on reading and yields each new mix as a record brings it, until ``stop`` is
@@ -33,7 +33,7 @@ from stream_perceptron.errors import ModelTopicError
 from stream_perceptron.kafka.admin import partition_count
 from stream_perceptron.model.mixed import Adopted, newest_mixes
 from stream_perceptron.settings import Settings
-from stream_perceptron.worker.mixing import KafkaModelTopic
+from stream_perceptron.worker.mixer import KafkaModelTopic
 
 log = logging.getLogger(__name__)
 

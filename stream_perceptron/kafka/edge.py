@@ -144,21 +144,23 @@ class Edge(Protocol):
     """What the worker needs of a Kafka client: :class:`KafkaEdge` and
     :class:`stream_perceptron.kafka.confluent_edge.ConfluentEdge` both provide it.
 
-    ``heartbeat`` is called before each attempt of a flush, commit or send that retries, so
-    the caller can tell a worker waiting on a slow broker from one that hangs. ``stopping`` is
-    asked before a flush retries: when it answers True the flush gives up at once, for a caller
-    about to stop that flushes once more itself. ``log_held`` writes the client's log lines the
-    edge still holds back (with their counts), from any thread: for a process about to end
-    without :meth:`close`.
+    Its constructor takes ``heartbeat``, called before each attempt of a flush, commit or send
+    that retries, so the caller can tell a worker waiting on a slow broker from one that hangs,
+    and ``stopping``, asked before a flush retries: when it answers True the flush gives up at
+    once, for a caller about to stop that flushes once more itself. ``log_held`` writes the
+    client's log lines the edge still suppresses (with their counts), from any thread: for a
+    process about to end without :meth:`close`.
 
     ``transactional`` says whether the edge runs the exactly-once mode: then every send happens
     between ``begin_transaction`` and ``commit_transaction`` (or ``abort_transaction``), and
-    offsets are committed only by ``commit_transaction`` (``commit`` raises).
+    offsets are committed only by ``commit_transaction`` (``commit`` raises). ``in_transaction``
+    says whether a transaction is open: the edge is the one owner of that fact.
     """
 
-    heartbeat: Callable[[], None]
-    stopping: Callable[[], bool]
     transactional: bool
+
+    @property
+    def in_transaction(self) -> bool: ...
 
     def start(self) -> None: ...
     def poll(self, timeout_ms: int, max_records: int) -> list[Batch]: ...
@@ -215,12 +217,12 @@ class NoAnswer(KafkaEdgeError):
     a backend's transaction hooks, turned into the error of the call by :class:`EdgeBase`."""
 
 
-def _nothing() -> None:
-    """The default heartbeat."""
+def no_heartbeat() -> None:
+    """The default heartbeat: nobody listens."""
 
 
-def _never() -> bool:
-    """The default ``stopping``."""
+def never_stopping() -> bool:
+    """The default ``stopping``: no stop is ever pending."""
     return False
 
 
@@ -252,6 +254,8 @@ class EdgeBase:
         *,
         retry: Retry | None = None,
         transactional: bool = False,
+        heartbeat: Callable[[], None] = no_heartbeat,
+        stopping: Callable[[], bool] = never_stopping,
     ) -> None:
         self._kafka = kafka
         # The exactly-once mode (see the module's docstring).
@@ -279,9 +283,14 @@ class EdgeBase:
         # What a callback raised, for the poll that ran it.
         self._callback_error: Exception | None = None
         self._closing = False
-        self.heartbeat: Callable[[], None] = _nothing
-        self.stopping: Callable[[], bool] = _never
+        self.heartbeat = heartbeat
+        self.stopping = stopping
         self._init_client_state()
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open (exactly-once): begun, and neither committed nor aborted yet."""
+        return self._in_transaction
 
     def _init_client_state(self) -> None:
         """The subclass's own fields (its clients are built later, by ``start``)."""

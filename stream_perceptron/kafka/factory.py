@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 
 from stream_perceptron.errors import SettingsError
-from stream_perceptron.kafka.edge import Edge, Partition
+from stream_perceptron.kafka.edge import Edge, Partition, never_stopping, no_heartbeat
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,8 @@ def open_edge(
     on_revoked: Callable[[list[Partition]], None],
     *,
     transactional: bool = False,
+    heartbeat: Callable[[], None] = no_heartbeat,
+    stopping: Callable[[], bool] = never_stopping,
 ) -> Edge:
     """The Kafka edge of the configured backend (``kafka.backend``); both have one interface.
 
@@ -29,6 +31,8 @@ def open_edge(
     support it. On kafka-python its producer then runs in the worker's process even with
     ``SP_KAFKA__PRODUCER_PROCESS`` (said in a log line): the transaction's offsets carry the
     consumer's group membership, and the producer process carries no transactions.
+
+    ``heartbeat`` and ``stopping`` are the edge's (:class:`~stream_perceptron.kafka.edge.Edge`).
     """
     if kafka.backend == "confluent-kafka":
         try:
@@ -38,7 +42,8 @@ def open_edge(
                 "SP_KAFKA__BACKEND=confluent-kafka needs the confluent-kafka package"
                 f" (pip install 'stream-perceptron[confluent]'): {exc}"
             ) from None
-        edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional)
+        edge: Edge = ConfluentEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional,
+                                   heartbeat=heartbeat, stopping=stopping)
         return edge
     if kafka.producer_process and transactional:
         log.info("exactly-once: the producer runs in the worker's process (SP_KAFKA__PRODUCER_PROCESS"
@@ -46,7 +51,9 @@ def open_edge(
     elif kafka.producer_process:
         from stream_perceptron.kafka.producer_process import SplitKafkaEdge
 
-        return SplitKafkaEdge(kafka, input_topic, on_assigned, on_revoked)
+        return SplitKafkaEdge(kafka, input_topic, on_assigned, on_revoked, heartbeat=heartbeat,
+                              stopping=stopping)
     from stream_perceptron.kafka.python_edge import KafkaEdge
 
-    return KafkaEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional)
+    return KafkaEdge(kafka, input_topic, on_assigned, on_revoked, transactional=transactional,
+                     heartbeat=heartbeat, stopping=stopping)

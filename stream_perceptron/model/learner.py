@@ -8,7 +8,7 @@ worker publishes are computed exactly as the offline report computes them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,16 @@ MATRIX_BYTES = 16 << 20
 ON_DRIFT = ("none", "reset-window", "reset-model")
 
 
+class Step(NamedTuple):
+    """What one :meth:`Learner.step` did: each row's result, each row's geometric margin (NaN
+    where unlabeled or θ = 0), and the drift alarms the rows raised, each with its row's index in
+    the step."""
+
+    result: BatchResult
+    margin: FloatArray
+    alarms: list[Alarm]
+
+
 class Learner:
     """A :class:`Perceptron`, its :class:`RunningStats` and, optionally, a :class:`DriftWatch`
     on its mistakes.
@@ -31,7 +41,7 @@ class Learner:
     ``on_drift`` is what an alarm does, at the labeled row that raised it (so it does not depend
     on where batches were cut):
 
-    * ``"none"``: nothing; the alarm is only reported (:attr:`alarms`).
+    * ``"none"``: nothing; the alarm is only reported (in the :class:`Step` it returns).
     * ``"reset-window"``: the window statistics (window mistake rate, margins, R, γ, the bound)
       start empty after that row; E_n, the counters and the EWMA go on.
     * ``"reset-model"``: θ and θ0 (and the averaging sums) restart at zero after that row, so the
@@ -40,9 +50,9 @@ class Learner:
 
     >>> import numpy as np
     >>> learner = Learner(Perceptron(fit_intercept=False), RunningStats(window=10))
-    >>> result, margin = learner.step(np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 1.0]]), [1, -1, 1])
-    >>> result.mistakes.tolist(), learner.stats.snapshot()["mistakes"]
-    ([True, True, False], 2)
+    >>> step = learner.step(np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 1.0]]), [1, -1, 1])
+    >>> step.result.mistakes.tolist(), learner.stats.snapshot()["mistakes"], step.alarms
+    ([True, True, False], 2, [])
     """
 
     def __init__(self, model: Perceptron, stats: RunningStats, drift: DriftWatch | None = None,
@@ -53,8 +63,6 @@ class Learner:
         self.stats = stats
         self.drift = drift
         self.on_drift = on_drift
-        self.alarms: list[Alarm] = []
-        """The alarms the last :meth:`step` raised, each with its row's index in that batch."""
 
     @property
     def drifts(self) -> int:
@@ -69,29 +77,27 @@ class Learner:
     def step(
         self, X: Sequence[Features] | Rows, y: Sequence[Any] | np.ndarray,
         labeled: Sequence[bool] | np.ndarray | None = None,
-    ) -> tuple[BatchResult, FloatArray]:
-        """Score, learn (labeled rows) and account for a batch; returns each row's result and
-        geometric margin (NaN where unlabeled or θ = 0). ``y`` and ``labeled`` are as
-        :meth:`Perceptron.learn_many` takes them (0 is the negative class; the mask marks the
-        labeled rows). The drift alarms the batch raised are left in :attr:`alarms`."""
+    ) -> Step:
+        """Score, learn (labeled rows) and account for a batch (see :class:`Step`). ``y`` and
+        ``labeled`` are as :meth:`Perceptron.learn_many` takes them (0 is the negative class; the
+        mask marks the labeled rows)."""
         m = X if isinstance(X, np.ndarray | SparseRows) else self.model.vectorize_many(list(X))[0]
-        self.alarms = []
+        alarms: list[Alarm] = []
         labeled_before = self.stats.labeled
         if self.drift is not None and self.on_drift == "reset-model":
-            result = self._learn_resetting(m, y, labeled)
+            result, alarms = self._learn_resetting(m, y, labeled)
         else:
             result = self.model.learn_many(m, y, labeled)
             if self.drift is not None:
-                self.alarms = self.drift.update_many(
-                    result.labels, result.mistakes, self._served(result))
-        if self.alarms:
+                alarms = self.drift.update_many(result.labels, result.mistakes, self._served(result))
+        if alarms:
             counts = labeled_before + np.cumsum(result.labels != 0)
-            self.alarms = [a._replace(labeled=int(counts[a.row])) for a in self.alarms]
+            alarms = [a._replace(labeled=int(counts[a.row])) for a in alarms]
         _, geometric, augmented = margins(
             result.labels, result.scores, result.theta_norm, result.theta_norm_aug
         )
         norms = row_norms(m, self.model.fit_intercept)
-        cuts = [a.row + 1 for a in self.alarms] if self.on_drift == "reset-window" else []
+        cuts = [a.row + 1 for a in alarms] if self.on_drift == "reset-window" else []
         start = 0
         for end in [*cuts, len(result.labels)]:
             if end > start:
@@ -104,41 +110,43 @@ class Learner:
             if end in cuts:
                 self._empty_window()
             start = end
-        return result, geometric
+        return Step(result, geometric, alarms)
 
     def _served(self, result: BatchResult) -> Any:
         return result.served_mistakes if self.model.average else None
 
-    def _learn_resetting(self, m: Rows, y: Any, labeled: Any) -> BatchResult:
+    def _learn_resetting(self, m: Rows, y: Any, labeled: Any) -> tuple[BatchResult, list[Alarm]]:
         """Learn ``m`` with θ, θ0 restarted at zero right after each row that raises an alarm:
         learn the rest, feed the detector up to its first alarm; when that is not the last row,
-        go back to the state before and learn only up to it, reset, and go on from the next row."""
+        go back to the state before and learn only up to it, reset, and go on from the next row.
+        Returns the rows' results and the alarms."""
         assert self.drift is not None
         n = len(m)
         ys, mask = np.asarray(y), None if labeled is None else np.asarray(labeled)
         parts: list[BatchResult] = []
+        raised: list[Alarm] = []
         start = 0
         while start < n:
-            rest = slice(start, n)
             before = self.model.get_state()
-            result = self.model.learn_many(_rows(m, rest), ys[rest], None if mask is None else mask[rest])
+            result = self.model.learn_many(take_rows(m, start, n), ys[start:],
+                                           None if mask is None else mask[start:])
             alarms = self.drift.update_many(result.labels, result.mistakes, self._served(result),
                                             first_only=True)
-            self.alarms += [a._replace(row=a.row + start) for a in alarms]
+            raised += [a._replace(row=a.row + start) for a in alarms]
             if not alarms:
                 parts.append(result)
                 break
             end = start + alarms[0].row + 1
             if end < n:  # learned past the alarm: learn again up to it
                 self.model.set_state(before)
-                part = slice(start, end)
-                result = self.model.learn_many(_rows(m, part), ys[part], None if mask is None else mask[part])
+                result = self.model.learn_many(take_rows(m, start, end), ys[start:end],
+                                               None if mask is None else mask[start:end])
             parts.append(result)
             self._zero_model()
             start = end
         if len(parts) == 1:
-            return parts[0]
-        return BatchResult(*(np.concatenate(f) for f in zip(*parts, strict=True)))
+            return parts[0], raised
+        return BatchResult(*(np.concatenate(f) for f in zip(*parts, strict=True))), raised
 
     def _zero_model(self) -> None:
         """θ = 0, θ0 = 0 and the averaging afresh; the feature names, the labels taught and the
@@ -195,10 +203,13 @@ class Learner:
             self.drift.set_state(stats_state["drift"])
 
 
-def _rows(m: Rows, part: slice) -> Rows:
-    """The rows ``part`` (a step-1 slice) of a dense matrix or of :class:`SparseRows`."""
+def take_rows(m: Rows, start: int, stop: int) -> Rows:
+    """The rows ``[start, stop)`` of a dense matrix or of :class:`SparseRows`.
+
+    >>> take_rows(SparseRows.build([[0], [1], [0, 1]], [[1.0], [2.0], [3.0, 4.0]], 2), 1, 3).dense().tolist()
+    [[0.0, 2.0], [3.0, 4.0]]
+    """
     if isinstance(m, SparseRows):
-        start, stop, _ = part.indices(len(m))
         a, b = int(m.indptr[start]), int(m.indptr[stop])
         return SparseRows(m.indptr[start:stop + 1] - a, m.indices[a:b], m.values[a:b], m.n_cols)
-    return m[part]
+    return m[start:stop]

@@ -1,6 +1,6 @@
 r"""The mixed model as a reader of the model topic sees it, and scoring with it (pure: no I/O).
 
-A worker mixing partitions (:mod:`~stream_perceptron.worker.mixing`) writes one record per mixing
+A worker mixing partitions (:mod:`~stream_perceptron.worker.mixer`) writes one record per mixing
 point of input partition p to the model topic, key ``"<topic>:<p>"`` (README, "Record formats",
 **Model**): ``{"topic", "partition", "state", "log", "ts"}``, where ``log`` lists p's adoptions
 ``{"offset", "epoch", "mix"}``, oldest first. The last entry of p's newest record is the mix p

@@ -179,22 +179,6 @@ class MixLog:
         return self.last
 
 
-def mix_cut(labels: Sequence[int], start: int, end: int, remaining: int) -> int:
-    """The end of the rows ``labels[start:end]`` to learn before the next mixing point: just past
-    the row that brings the labeled count to ``remaining`` (0 is unlabeled), else ``end``.
-
-    >>> mix_cut([1, 0, -1, 1, 1], 0, 5, 2), mix_cut([1, 0, -1], 0, 3, 5)
-    (3, 3)
-    """
-    seen = 0
-    for i in range(start, end):
-        if labels[i] != 0:
-            seen += 1
-            if seen >= remaining:
-                return i + 1
-    return end
-
-
 def mixing_weights(
     mistakes: Sequence[int], weights: Weighting = "uniform"
 ) -> tuple[tuple[float, ...], Weighting]:

@@ -50,6 +50,19 @@ _BLOCK_BYTES = 8 << 20  # the scoring temporary of one block stays under 8 MiB, 
 _FIXED_BY_DENSE = "x has named features but the model was fixed by dense vectors"
 
 
+class Refusal(str):
+    """Why a row does not fit the model (the text itself), with its ``kind``: ``"names"`` when
+    its new feature names would take the model past its bound on names, ``"width"`` when it
+    does not fit the model's width (or dense vectors fixed the model and it is named)."""
+
+    kind: str
+
+    def __new__(cls, reason: str, kind: str) -> Refusal:
+        refusal = super().__new__(cls, reason)
+        refusal.kind = kind
+        return refusal
+
+
 class BatchResult(NamedTuple):
     """What :meth:`Perceptron.learn_many` reports for each row, all taken *before* that row's update.
 
@@ -340,7 +353,8 @@ class Perceptron(base.Classifier):
     def vectorize_many(self, xs: Sequence[Features] | FloatArray) -> tuple[Rows, dict[int, str]]:
         """Rows of ``xs`` in the model's coordinates; rows that do not fit are left out and reported.
 
-        Returns the accepted rows (in order) and ``{row: reason}`` for the others. A block of
+        Returns the accepted rows (in order) and ``{row: reason}`` for the others, each reason a
+        :class:`Refusal` that names its kind. A block of
         dense rows becomes one matrix (converted in one call); a block of named rows becomes
         :class:`~stream_perceptron.model.sparse.SparseRows`, new names getting new indices. A block
         that mixes the two becomes a dense matrix, its named rows then summed over every column
@@ -365,7 +379,8 @@ class Perceptron(base.Classifier):
             try:
                 rows.append(self.vectorize(x))
             except DimensionError as exc:
-                rejected[i] = exc.reason
+                reason = exc.reason
+                rejected[i] = reason if isinstance(reason, Refusal) else Refusal(reason, "width")
         d = self.dim or 0
         out = np.zeros((len(rows), d), dtype=np.float64)
         for r, v in enumerate(rows):
@@ -376,7 +391,7 @@ class Perceptron(base.Classifier):
         """Named rows as sparse rows: names are indexed first (new names get new indices, a zero
         weight until learned), then each row's indices and values listed in its keys' order."""
         if self._fixed_by_dense():
-            reason = _FIXED_BY_DENSE
+            reason = Refusal(_FIXED_BY_DENSE, "width")
             return SparseRows.build([], [], self.dim or 0), dict.fromkeys(range(len(xs)), reason)
         if self._hasher is not None:
             return self._hashed_rows(xs), {}
@@ -723,11 +738,12 @@ class Perceptron(base.Classifier):
             raise DimensionError(f"row {row}: {reason}")
         return rows
 
-    def _refuse_names(self, new: int) -> str:
+    def _refuse_names(self, new: int) -> Refusal:
         """Count a row refused for bringing ``new`` names past the bound; returns the reason."""
         self._names_refused += 1
         bound = "SP_MODEL__N_FEATURES" if self.n_features is not None else "SP_LIMITS__MAX_NAMES"
-        return f"x brings {new} new feature names; the model allows {self.name_limit} in all ({bound})"
+        return Refusal(f"x brings {new} new feature names; the model allows {self.name_limit} in all"
+                       f" ({bound})", "names")
 
     def _fixed_by_dense(self) -> bool:
         """Whether dense vectors fixed the dimension (named features are then refused). A model

@@ -24,6 +24,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from stream_perceptron.errors import CheckpointError, FencedError
 from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, make_dir
@@ -74,6 +75,16 @@ class DirectoryStore:
         """The newest valid checkpoint at the top of the directory (a `fit` checkpoint, or a
         version-1 worker's), which starts each partition that has no state yet; None if none."""
         return CheckpointStore(self.directory, self.keep).load()
+
+    def preflight(self, config: dict[str, Any]) -> None:
+        """Open the directory and check every partition's newest state against ``config``: a
+        directory the worker cannot use, or a state of another configuration, stops the worker
+        before it connects."""
+        self.open()
+        for topic, part in self.partitions():
+            stored = self.load(topic, part)
+            if stored is not None:
+                stored.check_config(config)
 
     def partitions(self) -> list[tuple[str, int]]:
         """The partitions that have a directory here, sorted."""

@@ -363,6 +363,9 @@ class KafkaStore:
     def open(self) -> None:
         """Nothing more to do: the state topic was made or found with the log."""
 
+    def preflight(self, config: dict[str, Any]) -> None:
+        """Nothing: each partition's state is read, and checked, at its assignment."""
+
     def claim(self, topic: str, partition: int) -> int:
         """1 + the highest epoch in ``topic[partition]``'s manifests; the log read here serves
         the :meth:`load` that follows."""

@@ -19,7 +19,8 @@ offset order), so the newest state, or the one furthest on, is authoritative.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from stream_perceptron.state.checkpoint import Checkpoint
 
@@ -31,6 +32,13 @@ class PartitionStore(Protocol):
         """Make the store ready (create the directory, or the topic), before any partition is
         assigned; raises :class:`~stream_perceptron.errors.CheckpointError` naming the setting to
         fix when it cannot be used."""
+        ...
+
+    def preflight(self, config: dict[str, Any]) -> None:
+        """Before the worker connects: check that every state this store can read without Kafka
+        was written for the model configuration ``config`` (raises
+        :class:`~stream_perceptron.errors.CheckpointMismatchError` naming the mismatch). Found
+        later, at an assignment, a mismatch would stop the worker in the middle of a rebalance."""
         ...
 
     def claim(self, topic: str, partition: int) -> int:
@@ -50,6 +58,33 @@ class PartitionStore(Protocol):
 
     def close(self) -> None:
         """Release what the store holds (files, clients)."""
+        ...
+
+
+class StateRecord(Protocol):
+    """One record of a state in a state topic, as :meth:`TransactionalStore.encode` makes it."""
+
+    key: str
+    value: bytes | None
+    partition: int
+
+
+class TransactionalStore(PartitionStore, Protocol):
+    """A store whose states are records of a state topic, written by the worker's own producer
+    inside the exactly-once mode's transaction (``SP_OUTPUT__GUARANTEE=exactly-once``), so a state
+    becomes visible with the outputs of the records it learned, or not at all."""
+
+    @property
+    def topic(self) -> str:
+        """The state topic's name."""
+        ...
+
+    def encode(self, state: Checkpoint, epoch: int) -> Sequence[StateRecord]:
+        """``state``'s records (chunks, manifest last), for the transaction to send."""
+        ...
+
+    def durable(self, records: Sequence[StateRecord]) -> None:
+        """``records`` committed: the store may now forget the state they replace."""
         ...
 
 

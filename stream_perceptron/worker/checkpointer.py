@@ -1,5 +1,8 @@
-"""The worker's checkpoint/commit protocol: flush the outputs, store each moved partition's state,
-then commit the offsets those states hold (README, "Guarantees").
+"""The checkpoint: the outputs confirmed, each moved partition's state stored, and the offsets those
+states hold committed (README, "Guarantees"). Two kinds, chosen when the worker is built:
+
+:class:`Checkpointer` (at-least-once): flush the outputs, store each moved partition's state,
+then commit its offset.
 
 * A state is stored only once every output of the input it covers is acknowledged, and never
   while the worker's state is not one to resume from (a batch that stopped half-way, outputs
@@ -10,137 +13,180 @@ then commit the offsets those states hold (README, "Guarantees").
 * A store that refuses a state because another worker claimed the partition since this one did
   (:class:`~stream_perceptron.errors.FencedError`) leaves the partition to its new owner: this
   worker processes, stores and commits nothing more of it.
+
+:class:`TransactionalCheckpointer` (exactly-once, ``SP_OUTPUT__GUARANTEE=exactly-once``, on the
+Kafka store): each checkpoint interval is one Kafka transaction. It holds what the interval
+published (the predictions, statistics records and dead letters), then the state records of
+every partition that moved (chunks, manifest last), then the partitions' next input offsets,
+sent with the consumer's group membership (KIP-447), and it commits them together:
+
+* a ``read_committed`` reader of the output topics sees each input offset's records once, and
+  only from a transaction whose states and offsets committed with them;
+* a restore reads the state topic ``read_committed``, so a state is restored only with the
+  outputs of the records it learned;
+* a worker that lost its partitions (stalled past its session, then resumed) is refused by the
+  group coordinator at the commit: nothing of its transaction becomes visible.
+
+A transaction that aborts (refused, fenced, a record not delivered), or whose outcome the broker
+never told, leaves the worker's in-memory states ahead of what is committed: every partition it
+still holds is restored again from the store and the consumer sought back there, so what follows
+is exactly what a new owner would do.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from stream_perceptron.errors import CheckpointError, FencedError, KafkaEdgeError, UndeliveredError
+from stream_perceptron.errors import (
+    CheckpointError,
+    FencedError,
+    KafkaEdgeError,
+    TransactionAbortedError,
+    UndeliveredError,
+)
 from stream_perceptron.kafka.edge import Edge, Partition
-from stream_perceptron.state.store import PartitionStore
+from stream_perceptron.state.store import PartitionStore, TransactionalStore
 from stream_perceptron.throttle import Throttle
+from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.deadline import ShutdownDeadline
-from stream_perceptron.worker.observe import Observer
+from stream_perceptron.worker.observe import NullObserver, Observer
+from stream_perceptron.worker.outputs import Outputs
 from stream_perceptron.worker.partition import PartitionState
 from stream_perceptron.worker.policy import Counters, Every
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
 
-class Checkpointing:
-    """The checkpoint/commit half of :class:`~stream_perceptron.worker.loop.Worker` (a mixin:
-    the attributes below are the worker's, set in its ``__init__``)."""
+class Checkpointer:
+    """At-least-once checkpoints (see the module's docstring), every ``policy`` and on demand.
 
-    edge: Edge
-    store: PartitionStore
-    parts: dict[Partition, PartitionState]
-    observer: Observer | None
-    counters: Counters
-    checkpoint_ok: bool
-    _ckpt_policy: Every
-    _deadline: ShutdownDeadline
-    _lost: str | None
-    _open_batch: str | None
-    _routine_lines: Throttle
-    _stats_unflushed: bool
-    _stop: threading.Event
-    _withheld: dict[Partition, int]
-    _exactly_once: bool
-    _commit_interval: Callable[[str, float], bool]  # the exactly-once checkpoint (transactions.py)
+    ``stop`` asks the worker to stop: called when outputs were given up, after which nothing is
+    stored again."""
+
+    def __init__(self, edge: Edge, store: PartitionStore, partitions: Partitions, outputs: Outputs, *,
+                 policy: Every, deadline: ShutdownDeadline, observer: Observer | NullObserver,
+                 counters: Counters, lines: Throttle, stop: Callable[[], None]) -> None:
+        self._edge = edge
+        self._store = store
+        self._partitions = partitions
+        self._outputs = outputs
+        self._policy = policy
+        self._deadline = deadline
+        self._observer = observer
+        self._counters = counters
+        self._lines = lines
+        self._stop = stop
+        self.ok = True
+        """The last checkpoint succeeded (or none was tried yet)."""
+        # Why the worker's state must not be stored (None while it may): a batch that did not
+        # finish (its rows learned, its offsets not advanced), or outputs given up.
+        self._open_batch: str | None = None
+        self._lost: str | None = None
+        # Offsets of stored states whose commit failed; the next checkpoint or the hand-over
+        # sends them. Kept only while the partition stays assigned (see forget).
+        self._withheld: dict[Partition, int] = {}
+
+    # ------------------------------------------------------------------ the worker's calls
+    def tick(self, n: int) -> None:
+        """Count ``n`` records processed."""
+        self._policy.tick(n)
+
+    def due(self) -> bool:
+        """An interval checkpoint is due (examples or seconds since the last)."""
+        return self._policy.due()
+
+    @contextmanager
+    def batch(self, what: str) -> Iterator[None]:
+        """Around one batch's processing: while it runs, and for good when it raises, the
+        worker's state is not one to resume from (``what`` names the batch in the error)."""
+        self._open_batch = f"{what} did not finish"
+        yield
+        self._open_batch = None
+
+    def forget(self, partitions: Iterable[Partition]) -> None:
+        """The ``partitions`` are handed over: an offset still withheld is never sent later (by
+        then another worker may own the partition and have moved the group's commit on)."""
+        for key in partitions:
+            self._withheld.pop(key, None)
 
     def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None) -> bool:
-        """Flush outputs, store each moved partition's state, then commit their offsets. Returns
-        False on failure. ``handover``: the partitions being revoked (all of them at the
+        """Confirm the outputs, store each moved partition's state, commit their offsets;
+        returns False on failure. ``handover``: the partitions being revoked (all of them at the
         shutdown), whose offsets are committed even when held back before: the next owner's lag
         starts there.
 
         Nothing is stored for a partition that did not move since its last stored state;
-        statistics records sent since are still flushed, and a failure to flush them is reported
-        as for any output. Nothing is ever stored once the worker's state is not one to resume
-        from: a batch that raised half-way (rows learned, offsets not advanced), or outputs the
-        edge gave up (:class:`UndeliveredError`, which also stops the worker). A restart then
-        resumes each partition from its last stored state and replays.
+        records sent since are still confirmed, and a failure to confirm them is reported as for
+        any output. Nothing is ever stored once the worker's state is not one to resume from.
+        A restart then resumes each partition from its last stored state and replays.
         """
         if handover is None and reason == "shutdown":
-            handover = list(self.parts)
+            handover = list(self._partitions.assigned)
         # named in the line of a shutdown that overran its deadline while this waited
         with self._deadline.during(f"writing the {reason} checkpoint (flushing the outputs first)"):
-            return self._checkpoint(reason, set(handover or ()))
+            self._policy.reset()
+            started = time.monotonic()
+            unsafe = self._open_batch or self._lost
+            if unsafe is not None:
+                self.ok = False
+                log.error("checkpoint (%s) not written: %s; a restart resumes from %s", reason, unsafe,
+                          self._partitions.resume_point())
+                self._record(False, started)
+                return False
+            return self._checkpoint(reason, set(handover or ()), started)
 
-    def _checkpoint(self, reason: str, handover: set[Partition]) -> bool:
-        """:meth:`checkpoint`'s work."""
-        self._ckpt_policy.reset()
-        started = time.monotonic()
-        unsafe = self._open_batch or self._lost
-        if unsafe is not None:
-            self.checkpoint_ok = False
-            log.error(
-                "checkpoint (%s) not written: %s; a restart resumes from %s", reason, unsafe,
-                self._resume_point(),
-            )
-            self._record_checkpoint(False, started)
-            return False
-        if self._exactly_once:  # one transaction: outputs, states and offsets together
-            ok = self._commit_interval(reason, started)
-            if ok and not self.checkpoint_ok:
-                log.info("checkpoint storage works again")
-            self.checkpoint_ok = ok
-            self._record_checkpoint(ok, started)
-            return ok
-        moved = [st for st in self.parts.values() if st.dirty and not st.fenced]
-        if not (moved or self._stats_unflushed):
+    # ------------------------------------------------------------------ at-least-once
+    def _moved(self) -> list[PartitionState]:
+        return [st for st in self._partitions.assigned.values() if st.dirty and not st.fenced]
+
+    def _checkpoint(self, reason: str, handover: set[Partition], started: float) -> bool:
+        moved = self._moved()
+        if not (moved or self._outputs.unconfirmed):
             self._commit({}, handover)
             return True
         try:
-            self.edge.flush()
+            self._outputs.flush()
         except UndeliveredError as exc:
             self._lost = f"outputs were given up ({exc})"
-            self._stop.set()
+            self._stop()
             log.error(
                 "stopping: outputs since the last checkpoint were given up: %s; a restart resumes"
-                " from %s and sends them again", exc, self._resume_point(),
+                " from %s and sends them again", exc, self._partitions.resume_point(),
             )
-            self._record_checkpoint(False, started)
+            self._record(False, started)
             return False
         except KafkaEdgeError as exc:
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
-            self._record_checkpoint(False, started)
+            self._record(False, started)
             return False
-        self._stats_unflushed = False
         if not moved:  # only statistics records to confirm: the stored states still hold
-            if self.observer is not None:
-                self.observer.outputs_confirmed()
+            self._observer.outputs_confirmed()
             self._commit({}, handover)
             return True
-        stored, places, failure = self._store(moved)
+        stored, places, failure = self._store_moved(moved)
         if failure is not None:
-            if self.checkpoint_ok:
+            if self.ok:
                 log.error("checkpoint (%s) failed, offsets not committed: %s", reason, failure)
-            self.checkpoint_ok = False
-            self._record_checkpoint(False, started)
+            self.ok = False
+            self._record(False, started)
             self._commit(stored, handover)  # those stored before the failure hold
             return False
-        if not self.checkpoint_ok:
+        if not self.ok:
             log.info("checkpoint storage works again")
-        self.checkpoint_ok = True
-        self._record_checkpoint(True, started)
+        self.ok = True
+        self._record(True, started)
         self._commit(stored, handover)
-        # every checkpoint but the interval's (a revocation, the shutdown) is logged at INFO
-        held = self._routine_lines.allow("checkpoint") if reason == "interval" else 0
-        log.log(
-            logging.DEBUG if held is None else logging.INFO,
-            "checkpoint (%s) in %.1f ms: %d partition states stored (%s), offsets %s%s", reason,
-            (time.monotonic() - started) * 1000, len(places), ", ".join(places),
-            {f"{t}[{p}]": o for (t, p), o in stored.items()},
-            f" ({held} more at DEBUG since the last)" if held else "",
-        )
+        level, more = self._level(reason)
+        log.log(level, "checkpoint (%s) in %.1f ms: %d partition states stored (%s), offsets %s%s", reason,
+                (time.monotonic() - started) * 1000, len(places), ", ".join(places),
+                {f"{t}[{p}]": o for (t, p), o in stored.items()}, more)
         return True
 
-    def _store(
+    def _store_moved(
         self, moved: list[PartitionState]
     ) -> tuple[dict[Partition, int], list[str], CheckpointError | KafkaEdgeError | None]:
         """Store the ``moved`` partitions' states, in turn, until one fails; returns the offsets
@@ -151,7 +197,7 @@ class Checkpointing:
         for st in moved:
             offset = st.next_offset
             try:
-                place = self.store.save(st.state(), st.epoch)
+                place = self._store.save(st.state(), st.epoch)
             except FencedError as exc:
                 st.fenced = True
                 log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
@@ -165,51 +211,117 @@ class Checkpointing:
         return stored, places, None
 
     def _commit(self, stored: dict[Partition, int], handover: set[Partition]) -> None:
-        """Commit the offsets of the states just stored (``stored``) and those held back from
-        earlier commits that failed (:attr:`_withheld`), for the partitions still assigned and
-        not fenced, each only above the group's committed offset. A failed commit outside a
-        hand-over is held back for the next."""
+        """Commit the offsets of the states just stored (``stored``) and those withheld from
+        earlier commits that failed, for the partitions still assigned and not fenced, each only
+        above the group's committed offset. A failed commit outside a hand-over is withheld for
+        the next."""
         with self._deadline.during("committing the stored states' offsets to the group"):
-            self._commit_assigned(stored, handover)
-
-    def _commit_assigned(self, stored: dict[Partition, int], handover: set[Partition]) -> None:
-        """:meth:`_commit`'s work."""
-        assigned = set(self.edge.assignment())
-        offered = {**self._withheld, **stored}
-        commit = {}
-        for tp, offset in offered.items():
-            st = self.parts.get(tp)
-            if tp in assigned and st is not None and not st.fenced and (
-                    st.committed is None or offset > st.committed):
-                commit[tp] = offset
-        self._withheld = {}
-        if not commit:
-            return
-        try:
-            self.edge.commit(commit)
-        except KafkaEdgeError as exc:  # the stored state is authoritative; the commit is a courtesy
-            if handover & set(commit):  # tried again a moment later, it would meet the same refusal
-                log.warning("commit after checkpoint failed (the stored states stand): %s", exc)
+            assigned = set(self._edge.assignment())
+            offered = {**self._withheld, **stored}
+            commit = {}
+            for tp, offset in offered.items():
+                st = self._partitions.assigned.get(tp)
+                if tp in assigned and st is not None and not st.fenced and (
+                        st.committed is None or offset > st.committed):
+                    commit[tp] = offset
+            self._withheld = {}
+            if not commit:
                 return
-            self._withheld = commit  # sent again by the next checkpoint, or the hand-over
-            log.warning("commit after checkpoint failed (the stored states stand; sent again at the"
-                        " next checkpoint or hand-over): %s", exc)
-            return
-        for tp, offset in commit.items():
-            self.parts[tp].committed = offset
+            try:
+                self._edge.commit(commit)
+            except KafkaEdgeError as exc:  # the stored state is authoritative; the commit a courtesy
+                if handover & set(commit):  # tried again a moment later, it would meet the same refusal
+                    log.warning("commit after checkpoint failed (the stored states stand): %s", exc)
+                    return
+                self._withheld = commit  # sent again by the next checkpoint, or the hand-over
+                log.warning("commit after checkpoint failed (the stored states stand; sent again at"
+                            " the next checkpoint or hand-over): %s", exc)
+                return
+            for tp, offset in commit.items():
+                self._partitions.assigned[tp].committed = offset
 
-    def _resume_point(self) -> str:
-        """Where a restart would resume: each held partition's last stored state."""
-        if not self.parts:
-            return "the partitions' stored states"
-        return ", ".join(f"{st.name} from {st.saved_at or 'its start (no stored state yet)'}"
-                         for st in self.parts.values())
-
-    def _record_checkpoint(self, ok: bool, started: float) -> None:
+    # ------------------------------------------------------------------ both
+    def _record(self, ok: bool, started: float) -> None:
         """Count a checkpoint written (``ok``) or failed, and report it with its duration."""
         if ok:
-            self.counters.checkpoints += 1
+            self._counters.checkpoints += 1
         else:
-            self.counters.checkpoint_failures += 1
-        if self.observer is not None:
-            self.observer.checkpoint(ok=ok, duration_s=time.monotonic() - started)
+            self._counters.checkpoint_failures += 1
+        self._observer.checkpoint(ok=ok, duration_s=time.monotonic() - started)
+
+    def _level(self, reason: str) -> tuple[int, str]:
+        """The level of a checkpoint's line, and its suffix: every checkpoint but the interval's
+        (a revocation, the shutdown) is logged at INFO; the interval's at most once per
+        ``SP_LOG_EVERY_SECONDS``, the others at DEBUG, counted in the next."""
+        allowed = self._lines.allow("checkpoint") if reason == "interval" else 0
+        return (logging.DEBUG if allowed is None else logging.INFO,
+                f" ({allowed} more at DEBUG since the last)" if allowed else "")
+
+
+class TransactionalCheckpointer(Checkpointer):
+    """Exactly-once checkpoints: one transaction per interval (see the module's docstring)."""
+
+    def __init__(self, edge: Edge, store: TransactionalStore, partitions: Partitions, outputs: Outputs, *,
+                 policy: Every, deadline: ShutdownDeadline, observer: Observer | NullObserver,
+                 counters: Counters, lines: Throttle, stop: Callable[[], None]) -> None:
+        super().__init__(edge, store, partitions, outputs, policy=policy, deadline=deadline,
+                         observer=observer, counters=counters, lines=lines, stop=stop)
+        self._states = store
+
+    def _checkpoint(self, reason: str, handover: set[Partition], started: float) -> bool:
+        ok = self._commit_interval(reason, started)
+        if ok and not self.ok:
+            log.info("checkpoint storage works again")
+        self.ok = ok
+        self._record(ok, started)
+        return ok
+
+    def _commit_interval(self, reason: str, started: float) -> bool:
+        """Write the moved partitions' states into the open transaction and commit it with their
+        offsets; on an abort, restore every partition held from the store. Returns whether the
+        transaction committed."""
+        moved = self._moved()
+        edge, store = self._edge, self._states
+        if not (moved or edge.in_transaction):
+            return True  # nothing sent, nothing learned: no transaction to commit
+        if not edge.in_transaction:
+            edge.begin_transaction()
+        written: list[tuple[PartitionState, int, list[Any]]] = []
+        try:
+            for st in moved:
+                offset = st.next_offset
+                if offset is None:  # a moved partition has processed a batch
+                    continue
+                records = list(store.encode(st.state(), st.epoch))
+                for r in records:
+                    edge.send(store.topic, r.key.encode(), r.value or b"", partition=r.partition)
+                written.append((st, offset, records))
+            edge.commit_transaction({st.key: offset for st, offset, _ in written})
+        except CheckpointError:
+            self._abort_quietly()
+            raise  # a state too large for SP_CHECKPOINT__CHUNK_BYTES: a setting to change
+        except KafkaEdgeError as exc:  # aborted (nothing of it visible), or never confirmed
+            aborted = isinstance(exc, TransactionAbortedError)
+            log.log(logging.WARNING if aborted else logging.ERROR,
+                    "transaction (%s) %s: %s; each partition held restarts from its stored state",
+                    reason, "aborted, nothing of it visible" if aborted
+                    else "not confirmed (the next transaction settles it)", exc)
+            self._partitions.rewind()
+            return False
+        self._outputs.confirmed()
+        for st, offset, records in written:
+            st.dirty, st.committed = False, offset
+            st.saved_at = f"{store.topic} (transaction)"
+            store.durable(records)  # tombstones for the states these replace
+        level, more = self._level(reason)
+        log.log(level, "transaction (%s) committed in %.1f ms: %d partition states, offsets %s%s", reason,
+                (time.monotonic() - started) * 1000, len(written),
+                {f"{st.topic}[{st.partition}]": offset for st, offset, _ in written}, more)
+        return True
+
+    def _abort_quietly(self) -> None:
+        try:
+            self._edge.abort_transaction()
+        except KafkaEdgeError as exc:
+            log.warning("could not abort the transaction (the next one settles it): %s", exc)
+        self._partitions.rewind()

@@ -99,3 +99,37 @@ class ShutdownDeadline:
             self._done = True
             assert self._armed_at is not None  # the timer starts in arm
             self._on_expiry(self._phase, time.monotonic() - self._armed_at, self._why)
+
+
+class Shutdown:
+    """The worker's stop: asked (by a signal, :meth:`ask`, or outputs given up), begun (the
+    shutdown's statistics record and checkpoint run), and how it ended; bounded by ``deadline``.
+    Safe to ask from any thread and from a signal handler."""
+
+    def __init__(self, deadline: ShutdownDeadline) -> None:
+        self.deadline = deadline
+        self._asked = threading.Event()
+        self.begun = False
+        """The shutdown has begun: its checkpoint flushes in full."""
+        self.failed = False
+        """The shutdown's checkpoint failed: the revocation the clients' close runs then does not
+        try again."""
+
+    def ask(self) -> None:
+        """Ask the loop to finish its batch, checkpoint and return."""
+        self._asked.set()
+
+    @property
+    def asked(self) -> bool:
+        return self._asked.is_set()
+
+    @property
+    def pending(self) -> bool:
+        """A stop was asked and the shutdown has not begun. A flush in progress then gives up:
+        the shutdown's checkpoint flushes again at once, and against a broker that does not
+        answer each round of retries costs 5 × request_timeout_ms and more."""
+        return self._asked.is_set() and not self.begun
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking when a stop is asked; returns whether one was."""
+        return self._asked.wait(seconds)

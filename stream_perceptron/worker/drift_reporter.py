@@ -9,11 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron.codec.outputs import encode
-from stream_perceptron.kafka.edge import Edge
 from stream_perceptron.model.drift import Alarm
-from stream_perceptron.settings import Settings
 from stream_perceptron.throttle import Throttle, suppressed
-from stream_perceptron.worker.observe import Observer
+from stream_perceptron.worker.observe import NullObserver, Observer
+from stream_perceptron.worker.outputs import Outputs
 from stream_perceptron.worker.partition import PartitionState
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
@@ -31,22 +30,23 @@ def drift_event(st: PartitionState, alarm: Alarm, offset: int, drifts: int, clie
     }
 
 
-class Drifts:
-    """The drift half of :class:`~stream_perceptron.worker.loop.Worker` (a mixin: the attributes
-    below are the worker's, set in its ``__init__``)."""
+class DriftReporter:
+    """Reports each drift alarm of a partition's learner: its ``drift`` event on the statistics
+    topic, ``drifts_total``, and a WARNING line at most once per partition every
+    ``SP_LOG_EVERY_SECONDS`` (the others at DEBUG, counted in the next)."""
 
-    settings: Settings
-    edge: Edge
-    observer: Observer | None
-    _routine_lines: Throttle
-    _stats_unflushed: bool
+    def __init__(self, outputs: Outputs, observer: Observer | NullObserver, *, topic: str,
+                 client_id: str, lines: Throttle) -> None:
+        self._outputs = outputs
+        self._observer = observer
+        self._topic = topic
+        self._client_id = client_id
+        self._lines = lines
 
-    def _publish_drifts(self, st: PartitionState, alarms: Sequence[Alarm], offsets: Sequence[int]) -> None:
-        """Publish one ``drift`` event per alarm of ``st``'s last learner step, in row order;
+    def report(self, st: PartitionState, alarms: Sequence[Alarm], offsets: Sequence[int]) -> None:
+        """Report ``alarms``, raised by one learner step of ``st``'s partition, in row order;
         ``offsets[i]`` is the input offset of the step's row ``i``. Records the latest alarm's
-        offset in the partition's state (``last_drift_offset``, stored with it). The WARNING
-        line comes at most once per partition every ``SP_LOG_EVERY_SECONDS`` (the others at
-        DEBUG, counted in the next)."""
+        offset in the partition's state (``last_drift_offset``, stored with it)."""
         watch = st.learner.drift
         if not alarms or watch is None:
             return
@@ -55,15 +55,13 @@ class Drifts:
         for k, alarm in enumerate(alarms):
             offset = offsets[alarm.row]
             watch.last_offset = offset
-            event = drift_event(st, alarm, offset, first + k + 1, self.settings.kafka.client_id)
-            self.edge.send(self.settings.topics.stats, key, encode(event))
-            self._stats_unflushed = True
-            if self.observer is not None:
-                self.observer.drift(st.topic, st.partition)
-            held = self._routine_lines.allow(("drift", st.key))
+            event = drift_event(st, alarm, offset, first + k + 1, self._client_id)
+            self._outputs.send(self._topic, key, encode(event))
+            self._observer.drift(st.topic, st.partition)
+            allowed = self._lines.allow(("drift", st.key))
             log.log(
-                logging.DEBUG if held is None else logging.WARNING,
+                logging.DEBUG if allowed is None else logging.WARNING,
                 "%s@%d: drift alarm %d (%s on %s): error rate %.4g -> %.4g%s", st.name, offset,
                 event["drifts"], event["detector"], alarm.stream, alarm.rate_before, alarm.rate_after,
-                suppressed(held or 0),
+                suppressed(allowed or 0),
             )

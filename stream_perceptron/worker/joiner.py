@@ -3,7 +3,7 @@ comes later, learn the kept features then, and publish the outcome (README, "Rec
 
 A record with ``id`` and ``x`` and no ``y`` is predicted like any unlabeled record, and what it
 was given is kept in its partition's :class:`~stream_perceptron.model.pending.PendingLabels`.
-A label record ``{"id", "y"}`` learns the kept features with the seeds' update (through
+A label record ``{"id", "y"}`` learns the kept features with the perceptron's update (through
 :meth:`~stream_perceptron.model.learner.Learner.step`, as every labeled row is) at its own place
 in the partition's offset order, and publishes one outcome record on ``SP_TOPICS__OUTCOMES``; an
 id with nothing kept goes to the dead-letter topic with the reason. The bounds are checked at
@@ -14,19 +14,16 @@ in offset order, however they were batched, and replays exactly from a stored st
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
 import numpy as np
 
-from stream_perceptron.codec.inputs import Decoded, LabelRecord
+from stream_perceptron.codec.inputs import LabelRecord
 from stream_perceptron.codec.outputs import clip, encode, outcome_record
-from stream_perceptron.kafka.edge import Batch, Edge
-from stream_perceptron.model.drift import Alarm
+from stream_perceptron.kafka.edge import Batch
 from stream_perceptron.model.pending import (
     EXPIRED,
     JOINED,
@@ -36,6 +33,8 @@ from stream_perceptron.model.pending import (
 )
 from stream_perceptron.model.perceptron import BatchResult
 from stream_perceptron.settings import Settings
+from stream_perceptron.worker.drift_reporter import DriftReporter
+from stream_perceptron.worker.outputs import DeadLetters, Outputs
 from stream_perceptron.worker.partition import PartitionState
 
 _WHY = {
@@ -55,45 +54,38 @@ def new_pending(settings: Settings) -> PendingLabels:
                          labels.pending_max_offsets, delay_window=settings.stats.window)
 
 
-def label_cuts(decoded: Decoded) -> deque[tuple[int, int]]:
-    """Where the label records of a decoded batch fall among its accepted rows: ``(k, i)`` for
-    each, in offset order, with ``i`` its position in the batch and ``k`` the number of accepted
-    rows before it (it is joined after ``xs[:k]`` are learned, before ``xs[k]``).
+def stream_clock(batch: Batch) -> list[int]:
+    """The partition's stream time at each record of ``batch`` (before the store's own): the
+    largest timestamp up to and including it.
 
-    >>> d = Decoded(rows=[0, 2, 3], labels={1: LabelRecord("a", 1), 4: LabelRecord("b", -1)})
-    >>> list(label_cuts(d))
-    [(1, 1), (3, 4)]
+    >>> from stream_perceptron.kafka.edge import InRecord
+    >>> stream_clock(Batch.of([InRecord("t", 0, o, None, b"", ts) for o, ts in enumerate([5, 3, 9])]))
+    [5, 5, 9]
     """
-    rows = decoded.rows
-    return deque((bisect.bisect_left(rows, i), i) for i in sorted(decoded.labels))
+    return list(accumulate(batch.timestamps_ms, max))
 
 
-class LateLabels:
-    """The late-label half of :class:`~stream_perceptron.worker.loop.Worker` (a mixin: the
-    attributes below are the worker's)."""
+class LabelJoiner:
+    """Late labels: keeps each unlabeled event's prediction under its id in its partition's
+    store, joins the label record that comes later, learns the kept features then and publishes
+    the outcome on ``SP_TOPICS__OUTCOMES``."""
 
-    settings: Settings
-    edge: Edge
-    _clock_for: Batch | None = None
-    _clock: list[int]
-    _dead_letter: Callable[[PartitionState, Batch, int, str], None]
-    _publish_drifts: Callable[[PartitionState, Sequence[Alarm], Sequence[int]], None]
+    def __init__(self, outputs: Outputs, dead_letters: DeadLetters, drifts: DriftReporter, *,
+                 topic: str) -> None:
+        self._outputs = outputs
+        self._dead_letters = dead_letters
+        self._drifts = drifts
+        self._topic = topic
 
-    def _stream_clock(self, batch: Batch) -> list[int]:
-        """The partition's stream time at each record of ``batch`` (before the store's own):
-        the largest timestamp up to and including it."""
-        if self._clock_for is not batch:
-            self._clock_for, self._clock = batch, list(accumulate(batch.timestamps_ms, max))
-        return self._clock
-
-    def _keep_pending(self, st: PartitionState, batch: Batch, raw: Any, rows: Sequence[int],
-                      ys: Sequence[int], ids: Sequence[Any], result: BatchResult) -> None:
+    def keep(self, st: PartitionState, batch: Batch, clock: Sequence[int], raw: Any, rows: Sequence[int],
+             ys: Sequence[int], ids: Sequence[Any], result: BatchResult) -> None:
         """Keep the unlabeled rows with an id (``raw[k]`` the features of batch position
-        ``rows[k]``) with the prediction and score ``result`` gave them."""
+        ``rows[k]``) with the prediction and score ``result`` gave them; ``clock`` is
+        :func:`stream_clock` of ``batch``."""
         if 0 not in ys:  # every row labeled: nothing to keep (the common case, at C speed)
             return
         pending = st.pending
-        clock, offsets, stamps = self._stream_clock(batch), batch.offsets, batch.timestamps_ms
+        offsets, stamps = batch.offsets, batch.timestamps_ms
         predictions, scores = result.predictions, result.served_scores
         for k, (y, rid) in enumerate(zip(ys, ids, strict=True)):
             if y or rid is None:
@@ -103,44 +95,46 @@ class LateLabels:
             pending.add(rid, PendingEvent(kept_features(raw[k]), int(predictions[k]), float(scores[k]),
                                           offsets[i], stamps[i]))
 
-    def _join_label(self, st: PartitionState, batch: Batch, i: int, label: LabelRecord) -> tuple[int, int]:
+    def join(self, st: PartitionState, batch: Batch, clock: Sequence[int], i: int,
+             label: LabelRecord) -> tuple[int, int]:
         """Join the label record at position ``i`` of ``batch`` to its kept event: learn the kept
         features with ``label.y`` and publish the outcome; or dead-letter it with the reason.
         Returns (labeled, mistakes): (1, 0 or 1) when joined, else (0, 0)."""
         pending, offset, ts = st.pending, batch.offsets[i], batch.timestamps_ms[i]
         shown = clip(repr(label.id))
         if not pending.max_entries:
-            self._dead_letter(st, batch, i, f"label record for id {shown}: late labels are off"
-                                            " (SP_LABELS__PENDING_MAX=0)")
+            self._dead_letters.send(st, batch, i, f"label record for id {shown}: late labels are off"
+                                                  " (SP_LABELS__PENDING_MAX=0)")
             return 0, 0
-        pending.advance(offset, self._stream_clock(batch)[i])
+        pending.advance(offset, clock[i])
         event, why = pending.take(label.id, offset, ts)
         if event is None:
             gone = pending.gone(label.id)
-            self._dead_letter(st, batch, i, _WHY[why].format(id=shown, at=None if gone is None else gone[1]))
+            self._dead_letters.send(st, batch, i, _WHY[why].format(id=shown,
+                                                                   at=None if gone is None else gone[1]))
             return 0, 0
         model = st.learner.model
         X, rejected = model.vectorize_many([event.features])
         if rejected:  # the model no longer takes them (fixed anew since): the label cannot be learned
-            self._dead_letter(st, batch, i,
-                              f"id {shown}: its kept features do not fit the model: {rejected[0]}")
+            self._dead_letters.send(st, batch, i,
+                                    f"id {shown}: its kept features do not fit the model: {rejected[0]}")
             return 0, 0
         y = np.array([label.y], dtype=np.int8)
-        result, _ = st.learner.step(X, y, labeled=y != 0)
-        if st.learner.alarms:  # the joined label's mistake is the stream's at the label record
-            self._publish_drifts(st, st.learner.alarms, [offset])
-        mistake = bool(result.mistakes[0])
+        step = st.learner.step(X, y, labeled=y != 0)
+        # the joined label's mistake is the stream's at the label record
+        self._drifts.report(st, step.alarms, [offset])
+        mistake = bool(step.result.mistakes[0])
         record = outcome_record(
             id=label.id, topic=batch.topic, partition=batch.partition, offset=offset,
             event_offset=event.offset, prediction=event.prediction, score=event.score, label=label.y,
             mistake=mistake, delay_s=None if ts < 0 or event.timestamp_ms < 0
             else (ts - event.timestamp_ms) / 1000,
         )
-        self.edge.send(self.settings.topics.outcomes, batch.keys[i], encode(record))
+        self._outputs.send(self._topic, batch.keys[i], encode(record))
         return 1, int(mistake)
 
-    def _pending_to_end(self, st: PartitionState, batch: Batch) -> None:
+    @staticmethod
+    def to_end(st: PartitionState, batch: Batch) -> None:
         """Move the partition's store to the last record of ``batch`` (expiring what that passes)."""
         if st.pending.max_entries:
             st.pending.advance(batch.offsets[-1], max(batch.timestamps_ms))
-        self._clock_for = None  # holds no batch past its own

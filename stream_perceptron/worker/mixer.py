@@ -3,8 +3,8 @@ every ``SP_MIX__EVERY_EXAMPLES`` labeled examples and adopts the mix of the newe
 the input's partitions (docs/mixing.md; the math is :mod:`stream_perceptron.model.mixing`).
 
 A mixing point is at an exact record: right after the E-th labeled example since the last one,
-before the next record (``process`` cuts its chunks there), so where polls cut the stream does
-not move it. At a mixing point of partition p at input offset o (the next record's):
+before the next record (:func:`~stream_perceptron.worker.plan.plan` puts it there), so where
+polls cut the stream does not move it. At a mixing point of partition p at input offset o (the next record's):
 
 1. k = the model's mistakes since the last mixing point; ``Published(p, θ, θ0, k, n, o)``;
 2. the newest state of every other partition of the input, as the model topic has shown it so
@@ -32,10 +32,10 @@ import orjson
 
 from stream_perceptron.codec.limits import FRAMING_BYTES, OUTPUT_RECORD_BYTES
 from stream_perceptron.errors import SettingsError
-from stream_perceptron.kafka.edge import Edge
 from stream_perceptron.kafka.state_log import KafkaStateLog
-from stream_perceptron.model.mixing import Mix, MixLog, Published, adopt, mix, mix_cut
+from stream_perceptron.model.mixing import Mix, MixLog, Published, adopt, mix
 from stream_perceptron.settings import Settings
+from stream_perceptron.worker.outputs import Outputs
 from stream_perceptron.worker.partition import PartitionState
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
@@ -72,62 +72,52 @@ def mix_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
-def mix_stats(st: PartitionState) -> dict[str, Any] | None:
-    """The statistics record's ``"mix"``: the version (mixing points so far), this partition's
-    k and μ in the latest mix, the running Σμk, and the staleness: how many epochs the oldest
-    state mixed was behind this partition's. None when the partition never mixed."""
-    ml = st.mix
-    if ml is None or ml.last is None:
-        return None
-    m = ml.last["mix"]
-    i = m["partitions"].index(st.partition)
-    return {"version": ml.epoch, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
-            "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
-            "staleness": ml.last["epoch"] - min(m["epochs"])}
+class Mixer:
+    """Iterative parameter mixing for the partitions of one worker (``SP_MIX__*``; off when
+    ``SP_MIX__EVERY_EXAMPLES`` is 0). It follows the model topic (its own reader, or
+    ``model_topic`` given) and keeps the newest record of each partition seen there; each
+    partition's mixing counters and adoption log are its state's (:class:`PartitionState`)."""
 
-
-class Mixing:
-    """The mixing half of :class:`~stream_perceptron.worker.loop.Worker` (a mixin: the attributes
-    below are the worker's, set in its ``__init__``; ``model_topic`` may be given before the first
-    batch, as tests do with an in-memory one)."""
-
-    settings: Settings
-    edge: Edge
-    model_topic: ModelTopic | None = None
-    _newest: dict[str, dict[int, dict[str, Any]]]
+    def __init__(self, settings: Settings, outputs: Outputs, model_topic: ModelTopic | None = None) -> None:
+        self._settings = settings
+        self._mix = settings.mix
+        self._outputs = outputs
+        self._topic = model_topic
+        self._newest: dict[str, dict[int, dict[str, Any]]] = {}
 
     @property
-    def mixing(self) -> bool:
-        return self.settings.mix.every_examples > 0
+    def on(self) -> bool:
+        return self._mix.every_examples > 0
+
+    def _reader(self) -> ModelTopic:
+        if self._topic is None:
+            self._topic = KafkaModelTopic(self._settings)
+        return self._topic
 
     def _follow(self) -> None:
         """Read what the model topic gained: the newest record of each partition of each input."""
-        if self.model_topic is None:
-            self.model_topic = KafkaModelTopic(self.settings)
-        if not hasattr(self, "_newest"):
-            self._newest = {}
-        for key, value in self.model_topic.newer():
+        for key, value in self._reader().newer():
             if key is None or value is None:
                 continue
             record = orjson.loads(value)
             self._newest.setdefault(record["topic"], {})[int(record["partition"])] = record
 
-    def _mix_start(self) -> None:
+    def start(self) -> None:
         """With mixing on, open the model topic's reader, creating the topic when missing: at
         start-up, before the edge's producer runs (a topic created in the middle of a rebalance,
         with the producer sending, stalled its flushes on tansu)."""
-        if self.mixing and self.model_topic is None:
-            self.model_topic = KafkaModelTopic(self.settings)
+        if self.on:
+            self._reader()
 
-    def _mix_close(self) -> None:
+    def close(self) -> None:
         """Close the model topic's reader, if one was opened."""
-        if self.model_topic is not None:
-            self.model_topic.close()
+        if self._topic is not None:
+            self._topic.close()
 
-    def _mix_open(self, st: PartitionState) -> None:
+    def opened(self, st: PartitionState) -> None:
         """At a partition's restore: its mixing counters (from its state, else new) and the
         adoptions logged past its state's offset, to adopt again at the same offsets."""
-        if not self.mixing:
+        if not self.on:
             return
         if st.mix is None:
             st.mix = MixLog(mistakes_at=st.learner.model.mistakes)
@@ -141,27 +131,30 @@ class Mixing:
             log.info("%s: %d adoptions logged past offset %d are adopted again at their offsets",
                      st.name, len(logged), after)
 
-    def _mix_cut(self, st: PartitionState, ys: list[int], start: int, end: int) -> int:
-        """Where the rows ``ys[start:end]`` stop before the next mixing point."""
-        if not self.mixing or st.mix is None:
-            return end
-        return mix_cut(ys, start, end, st.mix.remaining(self.settings.mix.every_examples))
+    def remaining(self, st: PartitionState) -> int:
+        """Labeled examples ``st``'s partition learns before its next mixing point (0: off)."""
+        if not self.on or st.mix is None:
+            return 0
+        return st.mix.remaining(self._mix.every_examples)
 
-    def _mix_after(self, st: PartitionState, labeled: int, offset: int) -> None:
-        """Count ``labeled`` examples just learned; at the E-th, mix before input ``offset``."""
-        ml = st.mix
-        if not self.mixing or ml is None:
-            return
-        ml.labeled += labeled
-        if ml.labeled >= self.settings.mix.every_examples:
-            self._mix_point(st, offset)
+    @property
+    def every(self) -> int:
+        """The mixing interval E in labeled examples (0: off)."""
+        return self._mix.every_examples
 
-    def _mix_point(self, st: PartitionState, offset: int) -> None:
+    def learned(self, st: PartitionState, labeled: int) -> None:
+        """Count ``labeled`` examples ``st``'s partition just learned."""
+        if self.on and st.mix is not None:
+            st.mix.labeled += labeled
+
+    def point(self, st: PartitionState, offset: int) -> None:
+        """``st``'s partition's mixing point, before input ``offset``: adopt the logged mix in a
+        replay, else publish its state and adopt the mix of the newest states."""
         ml, model = st.mix, st.learner.model
         assert ml is not None
         if model.n_names and model.hash_bits is None:
             raise SettingsError(
-                f"SP_MIX__EVERY_EXAMPLES={self.settings.mix.every_examples} needs dense features or"
+                f"SP_MIX__EVERY_EXAMPLES={self._mix.every_examples} needs dense features or"
                 " SP_MODEL__HASH_BITS: named features without hashing have indices of each"
                 f" partition's own ({st.name}@{offset} is named), so their weights cannot be mixed"
             )
@@ -176,7 +169,7 @@ class Mixing:
         self._follow()
         states = {p: Published.from_record(r["state"]) for p, r in self._newest.get(st.topic, {}).items()}
         states[st.partition] = own
-        mixed = mix(states.values(), self.settings.mix.weights)
+        mixed = mix(states.values(), self._mix.weights)
         entry = ml.adopted(offset, mixed, model.mistakes)
         floor = -1 if st.committed is None else st.committed
         st.mix_log = [e for e in st.mix_log if int(e["offset"]) > floor] + [entry]
@@ -190,10 +183,10 @@ class Mixing:
                 f" {len(own.weights):,} weights each), over the"
                 f" {OUTPUT_RECORD_BYTES - FRAMING_BYTES:,} a record may take: mix fewer weights"
                 " (SP_MODEL__HASH_BITS, or fewer features), or store and commit more often than"
-                f" SP_MIX__EVERY_EXAMPLES={self.settings.mix.every_examples}"
+                f" SP_MIX__EVERY_EXAMPLES={self._mix.every_examples}"
                 " (SP_CHECKPOINT__EVERY_EXAMPLES)"
             )
         self._newest.setdefault(st.topic, {})[st.partition] = record
-        self.edge.send(self.settings.mix.topic, key, value)
-        self.edge.flush()  # the adoption is logged before any prediction after it
+        self._outputs.send(self._mix.topic, key, value)
+        self._outputs.flush()  # the adoption is logged before any prediction after it
         adopt(model, mixed)

@@ -478,6 +478,54 @@ class Observer:
             return math.nan if last is None else self._clock() - last
 
 
+class NullObserver:
+    """Observes nothing (``SP_OBSERVE__ENABLED=false``): the worker reports to it as to an
+    :class:`Observer`, and nothing is served or kept."""
+
+    host = ""
+    port = 0
+
+    def start(self) -> None:
+        """Nothing to serve."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def polled(self) -> None:
+        """Nobody asks whether the loop is alive."""
+
+    def batch(self, *, topic: str, partition: int, records: int, labeled: int, mistakes: int,
+              dead_letters: int) -> None:
+        """No counters."""
+
+    def drift(self, topic: str, partition: int) -> None:
+        """No counters."""
+
+    def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:
+        """No gauges."""
+
+    def stats(self, snapshot: Mapping[str, Any]) -> None:
+        """No gauges."""
+
+    def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """No series to remove."""
+
+    def checkpoint(self, *, ok: bool, duration_s: float) -> None:
+        """No counters."""
+
+    def outputs_confirmed(self) -> None:
+        """No readiness."""
+
+    def lag(self, lags: Mapping[tuple[str, int], int]) -> None:
+        """No gauges."""
+
+    def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """No gauges."""
+
+    def rebalance(self) -> None:
+        """No counters."""
+
+
 class _Server(ThreadingHTTPServer):
     """The HTTP server of one :class:`Observer` (IPv6 when the host is an IPv6 address)."""
 

@@ -78,11 +78,13 @@ class PartitionState:
     width_from: str | None = None
     refusals_told: set[str] = field(default_factory=set)
     mix: MixLog | None = None
-    """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixing.py)."""
+    """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixer.py)."""
     mix_log: list[dict[str, Any]] = field(default_factory=list)
     """Its adoptions past the group's committed offset, as its model-topic record logs them."""
     stats_seen: int = 0
+    """Examples seen at its last statistics record (for the record's ``examples_per_s``)."""
     stats_time: float = field(default_factory=time.monotonic)
+    """When its last statistics record was made (monotonic)."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -129,6 +131,55 @@ class PartitionState:
                 " records of another width, point SP_CHECKPOINT__DIR at a directory of their own"
             )
         self.stats_seen, self.stats_time = self.learner.stats.seen, time.monotonic()
+
+    def statistics(self, *, client_id: str, started: float, lag: int | None) -> dict[str, Any]:
+        """The partition's statistics record: its running statistics plus throughput since the
+        last record, dead letters, offset and ``lag`` (README, "Record formats"); ``started``:
+        when the worker started (monotonic), for ``uptime_s``."""
+        now = time.monotonic()
+        learner = self.learner
+        snap = learner.stats.snapshot()
+        seen = snap["seen"]
+        elapsed = now - self.stats_time
+        rate = (seen - self.stats_seen) / elapsed if elapsed > 0 else None
+        self.stats_seen, self.stats_time = seen, now
+        return {
+            **snap,
+            "updates": learner.model.mistakes,
+            "intercept": learner.model.intercept,
+            "examples_per_s": rate,
+            "dead_letters": self.dead_letters,
+            "offsets": {} if self.next_offset is None
+            else {self.topic: {str(self.partition): self.next_offset}},
+            "lag": {} if lag is None else {f"{self.topic}:{self.partition}": lag},
+            "ts": time.time(),
+            "uptime_s": now - started,
+            "client_id": client_id,
+            "model_id": self.model_id,
+            "drifts": learner.drifts,
+            "last_drift_offset": learner.last_drift_offset,
+            "topic": self.topic,
+            "partition": self.partition,
+            "pending_labels": len(self.pending),
+            "label_joins": self.pending.joins,
+            "label_expiries": self.pending.expiries,
+            "label_delay_s": self.pending.delay_mean,
+            "mix": self.mix_statistics(),
+        }
+
+    def mix_statistics(self) -> dict[str, Any] | None:
+        """The statistics record's ``"mix"``: the mix version (mixing points so far), this
+        partition's k and μ in the latest mix, the running Σμk, and the staleness: how many
+        versions the oldest state mixed was behind this partition's. None when the partition
+        never mixed."""
+        ml = self.mix
+        if ml is None or ml.last is None:
+            return None
+        m = ml.last["mix"]
+        i = m["partitions"].index(self.partition)
+        return {"version": ml.epoch, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
+                "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
+                "staleness": ml.last["epoch"] - min(m["epochs"])}
 
     def state(self) -> Checkpoint:
         """The partition's state to store (its offset must be known)."""

@@ -9,6 +9,7 @@ in records of at most ``SP_CHECKPOINT__CHUNK_BYTES``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.kafka.admin import partition_count
@@ -41,6 +42,9 @@ class OnOpen:
                                           chunk_bytes=s.checkpoint.chunk_bytes, partitions=count or 1)
         self.store.open()
 
+    def preflight(self, config: dict[str, Any]) -> None:
+        """Nothing: the state topic is read only once Kafka answers, at each assignment."""
+
     def claim(self, topic: str, partition: int) -> int:
         return self._made().claim(topic, partition)
 
@@ -67,8 +71,9 @@ class OnOpen:
         self._made().durable(records)
 
 
-def worker_store(settings: Settings) -> PartitionStore:
-    """The worker's store: the directory store, or the Kafka store made when opened."""
+def worker_store(settings: Settings) -> PartitionStore | OnOpen:
+    """The worker's store: the directory store, or the Kafka store made when opened (the one
+    the exactly-once mode needs: a :class:`~stream_perceptron.state.store.TransactionalStore`)."""
     if settings.checkpoint.store == "directory":
         ck = settings.checkpoint
         return DirectoryStore(ck.dir, ck.keep)

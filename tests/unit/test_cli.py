@@ -239,14 +239,15 @@ def test_run_bounds_its_shutdown_and_a_worker_made_elsewhere_is_not_bounded(tmp_
     from stream_perceptron.worker.loop import Worker
 
     bounds: list[float] = []
-    monkeypatch.setattr(Worker, "run", lambda self, until=None: bounds.append(self._deadline.seconds) or 0)
+    monkeypatch.setattr(Worker, "run",
+                        lambda self, until=None: bounds.append(self.shutdown.deadline.seconds) or 0)
     res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
                                                  "SP_CHECKPOINT__DIR": str(tmp_path),
                                                  "SP_CHECKPOINT__SHUTDOWN_TIMEOUT_S": "7.5",
                                                  "SP_OBSERVE__ENABLED": "false"})
     assert res.exit_code == 0 and bounds == [7.5]
     elsewhere = Worker(Settings(checkpoint={"dir": str(tmp_path), "shutdown_timeout_s": 7.5}))  # as demo.py
-    assert elsewhere._deadline.seconds == math.inf
+    assert elsewhere.shutdown.deadline.seconds == math.inf
 
 
 def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, monkeypatch):

@@ -43,8 +43,8 @@ def drift_events(kafka, topic: str) -> list[dict]:
 def test_a_concept_flip_raises_a_drift_event_and_a_restart_replays_it(kafka_settings, new_topic, tmp_path):
     X, y = flipped()
     reference = Learner(Perceptron(), RunningStats(), DriftWatch("adwin"))
-    reference.step(X, y)
-    expected = [(a.row, a.rate_before, a.rate_after, a.labeled) for a in reference.alarms]
+    step = reference.step(X, y)
+    expected = [(a.row, a.rate_before, a.rate_after, a.labeled) for a in step.alarms]
     assert expected and FLIP <= expected[0][0] < FLIP + 200  # the model's own alarm, after the flip
 
     kafka = kafka_settings(max_poll_records=250)
@@ -85,8 +85,8 @@ def test_a_late_label_that_raises_an_alarm_publishes_it_at_the_label_records_off
     n, flip = 1200, 600
     X, y = flipped(n, flip)
     reference = Learner(Perceptron(), RunningStats(), DriftWatch("adwin"))
-    reference.step(X, y)  # the joins learn the events in label order: here, the events' order
-    assert reference.alarms
+    step = reference.step(X, y)  # the joins learn the events in label order: here, the events' order
+    assert step.alarms
     values = []  # each event unlabeled, its label right after it
     for i, (x, label) in enumerate(zip(X, y, strict=True)):
         values += [orjson.dumps({"x": x.tolist(), "id": i}), orjson.dumps({"id": i, "y": int(label)})]
@@ -97,4 +97,4 @@ def test_a_late_label_that_raises_an_alarm_publishes_it_at_the_label_records_off
     run_until_caught_up(settings, len(values), timeout_s=30)
     events = drift_events(kafka, topics["stats"])
     assert [(e["offset"], e["labeled"], e["rate_after"]) for e in events] == [
-        (2 * a.row + 1, a.labeled, a.rate_after) for a in reference.alarms]
+        (2 * a.row + 1, a.labeled, a.rate_after) for a in step.alarms]

@@ -74,4 +74,4 @@ def test_an_averaged_fit_is_a_checkpoint_the_averaged_worker_restores(tmp_path):
     assert ckpt.model["average"]["steps"] > 1000  # two passes of labeled examples
     worker = Worker(settings)
     worker.restore()  # the seed of every partition without a state of its own
-    assert worker._state("examples", 0).learner.model.get_state() == ckpt.model
+    assert worker.partitions.state("examples", 0).learner.model.get_state() == ckpt.model

@@ -134,8 +134,8 @@ def learn(on_drift: str, batch: int, average: bool = False, detector: str = "adw
                       DriftWatch(detector, served=average), on_drift)
     alarms = []
     for s in range(0, len(y), batch):
-        learner.step(X[s:s + batch], y[s:s + batch])
-        alarms += [(a.row + s, a.stream, a.labeled) for a in learner.alarms]
+        step = learner.step(X[s:s + batch], y[s:s + batch])
+        alarms += [(a.row + s, a.stream, a.labeled) for a in step.alarms]
     return learner, alarms
 
 
@@ -181,8 +181,8 @@ def test_a_learner_restored_from_its_state_goes_on_as_the_uninterrupted_one():
     model_state, stats_state = json.loads(json.dumps(first.state(), allow_nan=False))
     second = Learner(Perceptron(average=True), RunningStats(window=200), DriftWatch("adwin", served=True))
     second.restore(model_state, stats_state)
-    second.step(X[3020:], y[3020:])
-    rows = [(a.row + 3020, a.stream, a.labeled) for a in second.alarms]
+    step = second.step(X[3020:], y[3020:])
+    rows = [(a.row + 3020, a.stream, a.labeled) for a in step.alarms]
     assert alarms == rows
     assert second.state()[0] == whole.state()[0]
     assert second.state()[1]["drift"] == whole.state()[1]["drift"]
@@ -196,8 +196,8 @@ def test_reset_model_on_named_features_does_not_depend_on_the_batch_cuts():
         learner = Learner(Perceptron(), RunningStats(window=100), DriftWatch("adwin"), "reset-model")
         raised = []
         for s in range(0, len(rows), batch):
-            learner.step(rows[s:s + batch], y[s:s + batch])
-            raised += [a.row + s for a in learner.alarms]
+            step = learner.step(rows[s:s + batch], y[s:s + batch])
+            raised += [a.row + s for a in step.alarms]
         return learner.model.get_state(), raised
 
     whole, raised = learn_named(3000)

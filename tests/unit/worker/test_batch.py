@@ -14,6 +14,11 @@ from stream_perceptron.worker.loop import Worker
 
 
 class MemoryEdge:
+    """An edge that records what it would publish; at-least-once."""
+
+    transactional = False  # the at-least-once mode
+    in_transaction = False
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes | None, dict]] = []
 
@@ -190,7 +195,7 @@ def test_lag_is_the_high_water_mark_less_the_next_offset_per_known_partition(tmp
     w._on_assigned([("in", 0)])
     assert w.stats_record()["lag"] == {"in:0": 500}  # nothing processed: all of it
     w.process(Batch.of([InRecord("in", 0, i, None, input_record([1.0, -1.0], 1, i), 0) for i in range(300)]))
-    assert w.lag() == {("in", 0): 200}
+    assert w.publisher.lag() == {("in", 0): 200}
     assert w.stats_record()["lag"] == {"in:0": 200}  # partition 1: high-water mark unknown, left out
     (published,) = w.publish_stats()
     assert published["lag"] == {"in:0": 200}
@@ -219,10 +224,10 @@ def test_a_partition_started_at_the_group_commit_has_no_lag_before_its_first_rec
     w = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}), edge=edge)
     w._on_assigned([("in", 0)])
     assert edge.sought == ("in", 0, 200)
-    assert w.lag() == {("in", 0): 0} and w.caught_up()
+    assert w.publisher.lag() == {("in", 0): 0} and w.caught_up()
     assert w.offsets == {}  # nothing processed, so nothing to checkpoint for it
     w._on_revoked([("in", 0)])
-    assert w._behind("in", 0) == 200  # back to counting from 0: the start is forgotten
+    assert w.publisher.lag() == {("in", 0): 200}  # back to counting from 0: the start is forgotten
 
 
 def test_the_first_rate_after_a_restore_counts_only_new_examples(tmp_path):

@@ -23,6 +23,9 @@ class _OneInputPartition:
 
     commits: list[dict]
 
+    transactional = False  # the at-least-once mode
+    in_transaction = False
+
     def assignment(self):
         return [("in", 0)]
 
@@ -100,7 +103,7 @@ def test_outputs_given_up_stop_the_worker_and_no_checkpoint_covers_them(tmp_path
     w = _worker(tmp_path, edge)
     w.process(_batch(0, 10))
     assert not w.checkpoint("interval")
-    assert w._stop.is_set()  # the run loop ends; run() returns 1 from the refused final checkpoint
+    assert w.shutdown.asked  # the run loop ends; run() returns 1 from the refused final checkpoint
     w.process(_batch(10, 10))  # a batch already polled still finishes
     assert not w.checkpoint("shutdown")  # a flush would succeed now: the records are gone anyway
     assert edge.flushes == 1 and edge.commits == []
@@ -148,7 +151,7 @@ def test_a_transient_flush_failure_only_postpones_the_checkpoint(tmp_path):
     w = _worker(tmp_path, edge)
     w.process(_batch(0, 10))
     assert not w.checkpoint("interval")
-    assert not w._stop.is_set()
+    assert not w.shutdown.asked
     assert w.checkpoint("interval")
     assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 10}}
 
@@ -201,22 +204,27 @@ def test_a_flush_gives_up_without_retrying_once_a_stop_is_asked():
         edge.flush()
     assert edge.rounds == 4
     asked = iter([False, True])  # the stop comes during the second round
-    edge.stopping = lambda: next(asked)
+    stopped = _UnansweredEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
+                              retry=Retry(attempts=4, backoff_s=0.01), stopping=lambda: next(asked))
     with pytest.raises(KafkaEdgeError, match="flush given up after 2 of 4 attempts, a stop was asked"):
-        edge.flush()
-    assert edge.rounds == 4 + 2
+        stopped.flush()
+    assert stopped.rounds == 2
 
 
 def test_the_worker_stops_a_flush_only_between_the_stop_and_its_shutdown(tmp_path):
     w = _worker(tmp_path, FailingEdge())
     edge = _UnansweredEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print)
-    assert w._stop_pending() is False
+    assert w.shutdown.pending is False
     w.stop()
-    assert w._stop_pending() is True  # an interval or revocation checkpoint in progress
-    w._shutting_down = True
-    assert w._stop_pending() is False  # the shutdown's own checkpoint flushes in full
+    assert w.shutdown.pending is True  # an interval or revocation checkpoint in progress
+    w.shutdown.begun = True
+    assert w.shutdown.pending is False  # the shutdown's own checkpoint flushes in full
     real = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path / "r")}))
-    assert real.edge.stopping == real._stop_pending  # the edge the worker opens asks it
+    assert real.edge.stopping() is False  # the edge the worker opens asks it
+    real.stop()
+    assert real.edge.stopping() is True
+    real.shutdown.begun = True
+    assert real.edge.stopping() is False
     assert edge.stopping() is False  # an edge on its own never gives up early
 
 
@@ -322,11 +330,12 @@ def test_the_worker_stays_alive_while_it_waits_for_kafka(tmp_path, monkeypatch):
 class _StoppedDuringPollEdge(FailingEdge):
     """Every flush fails (a frozen broker); the first poll returns a batch, and a stop is asked
     while it runs (a SIGTERM during a poll, or during the revocation checkpoint a poll runs).
-    ``close`` revokes the partition, as leaving the group does."""
+    ``close`` revokes the partition, as leaving the group does. ``worker``: the worker it serves
+    (set once the worker is built)."""
 
-    def __init__(self, worker) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.worker_stop, self.on_revoked = worker.stop, worker._on_revoked
+        self.worker: Worker | None = None
         self.polls, self.closed = 0, False
 
     def start(self):
@@ -334,7 +343,7 @@ class _StoppedDuringPollEdge(FailingEdge):
 
     def poll(self, timeout_ms, max_records):
         self.polls += 1
-        self.worker_stop()
+        self.worker.stop()
         return [_batch(0, 10)] if self.polls == 1 else []
 
     def flush(self):
@@ -342,18 +351,18 @@ class _StoppedDuringPollEdge(FailingEdge):
         raise KafkaEdgeError("flush failed after 5 attempts: 10 records not acknowledged")
 
     def close(self):
-        self.on_revoked([("in", 0)])
+        self.worker._on_revoked([("in", 0)])
         self.closed = True
 
 
-def _stopped_during_poll(tmp_path, monkeypatch, owns_process: bool = False,
-                         **checkpoint) -> tuple[Worker, _StoppedDuringPollEdge]:
-    """A worker on a :class:`_StoppedDuringPollEdge` (which needs the worker), checkpointing to
+def _stopped_during_poll(tmp_path, monkeypatch, owns_process: bool = False, edge_class=None,
+                         observer=None, **checkpoint) -> tuple[Worker, _StoppedDuringPollEdge]:
+    """A worker on a :class:`_StoppedDuringPollEdge` (or ``edge_class``), checkpointing to
     ``tmp_path``, not run yet."""
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), **checkpoint})
-    w = Worker(settings, edge=None, owns_process=owns_process)  # type: ignore[arg-type]
-    edge = _StoppedDuringPollEdge(w)
-    w.edge = edge  # type: ignore[assignment]
+    edge = (edge_class or _StoppedDuringPollEdge)()
+    w = Worker(settings, edge=edge, owns_process=owns_process, observer=observer)  # type: ignore[arg-type]
+    edge.worker = w
     monkeypatch.setattr(w, "_check_topics", lambda: None)
     return w, edge
 
@@ -419,11 +428,12 @@ def test_the_worker_stays_alive_while_a_flush_retries_against_a_slow_broker(tmp_
     from stream_perceptron.worker.observe import Observer
 
     clock = [0.0]
+    observer = Observer(port=0, liveness_timeout_s=60.0, clock=lambda: clock[0])
     edge = _SlowBrokerEdge(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
-                           retry=Retry(attempts=5, backoff_s=0.0))
-    w = _worker(tmp_path, edge)
-    edge.clock = clock
-    w.observer = edge.observer = Observer(port=0, liveness_timeout_s=60.0, clock=lambda: clock[0])
+                           retry=Retry(attempts=5, backoff_s=0.0), heartbeat=observer.polled)
+    w = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}), edge=edge,
+               observer=observer)
+    edge.clock, edge.observer = clock, observer
     w.observer._started_at = 0.0  # as start() would, without serving HTTP
     w.observer.polled()
     w.process(_batch(0, 10))
@@ -448,8 +458,8 @@ class _FlakyCommits(EdgeBase):
 
 def test_each_retry_of_a_commit_or_send_reports_the_worker_alive():
     edge = _FlakyCommits(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "in", print, print,
-                         retry=Retry(attempts=5, backoff_s=0.0))
-    edge.heartbeat = lambda: setattr(edge, "beats", edge.beats + 1)
+                         retry=Retry(attempts=5, backoff_s=0.0),
+                         heartbeat=lambda: setattr(edge, "beats", edge.beats + 1))
     edge._describe = str  # type: ignore[method-assign]
     edge._retrying("committing offsets", edge.commit_once)
     assert (edge.attempts, edge.beats) == (3, 3)
@@ -459,8 +469,8 @@ class _HangingFlushEdge(_StoppedDuringPollEdge):
     """The shutdown checkpoint's flush waits, as for a broker that never answers, until the
     test lets it fail."""
 
-    def __init__(self, worker) -> None:
-        super().__init__(worker)
+    def __init__(self) -> None:
+        super().__init__()
         self.release = threading.Event()
 
     def flush(self):
@@ -469,13 +479,13 @@ class _HangingFlushEdge(_StoppedDuringPollEdge):
         raise KafkaEdgeError("flush failed after 5 attempts: 10 records not acknowledged")
 
 
-def _hanging_shutdown(tmp_path, monkeypatch, timeout_s: float, owns_process: bool = True
-                      ) -> tuple[Worker, _HangingFlushEdge, list]:
-    """A worker whose shutdown hangs in its checkpoint's flush, and the exits it asks for (the
-    stand-in exit lets the flush go, so the test goes on where the process would have ended)."""
-    w, _ = _stopped_during_poll(tmp_path, monkeypatch, owns_process, shutdown_timeout_s=timeout_s)
-    edge = _HangingFlushEdge(w)
-    w.edge = edge  # type: ignore[assignment]
+def _hanging_shutdown(tmp_path, monkeypatch, timeout_s: float, owns_process: bool = True,
+                      edge_class=None, observer=None) -> tuple[Worker, _HangingFlushEdge, list]:
+    """A worker whose shutdown hangs in its checkpoint's flush (or whatever ``edge_class`` makes
+    it wait on), and the exits it asks for (the stand-in exit lets the edge go, so the test goes
+    on where the process would have ended)."""
+    w, edge = _stopped_during_poll(tmp_path, monkeypatch, owns_process, edge_class or _HangingFlushEdge,
+                                   observer, shutdown_timeout_s=timeout_s)
     exits: list[tuple[int, float]] = []
 
     def exit_process(code: int) -> None:
@@ -531,8 +541,8 @@ def test_a_worker_run_by_another_program_leaves_its_shutdown_to_it(tmp_path, mon
 class _SlowCommitEdge(_StoppedDuringPollEdge):
     """Flushes at once; the commit after the shutdown checkpoint waits until the test lets it go."""
 
-    def __init__(self, worker) -> None:
-        super().__init__(worker)
+    def __init__(self) -> None:
+        super().__init__()
         self.release = threading.Event()
 
     def flush(self):
@@ -545,10 +555,7 @@ class _SlowCommitEdge(_StoppedDuringPollEdge):
 
 def test_a_deadline_past_the_checkpoint_names_the_commit_and_the_new_checkpoint(
         tmp_path, monkeypatch, caplog):
-    w, _, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
-    edge = _SlowCommitEdge(w)
-    w.edge = edge  # type: ignore[assignment]
-    w.exit_process = lambda code: (exits.append((code, time.monotonic())), edge.release.set())  # type: ignore[method-assign]
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3, edge_class=_SlowCommitEdge)
     w.run()
     assert [code for code, _ in exits] == [1]
     written = DirectoryStore(tmp_path).load("in", 0)
@@ -561,9 +568,9 @@ def test_a_deadline_past_the_checkpoint_names_the_commit_and_the_new_checkpoint(
 def test_a_deadline_is_disarmed_once_the_shutdown_has_closed_the_clients(tmp_path, monkeypatch):
     # what follows the shutdown (stopping the HTTP endpoint, releasing the directory) never waits
     # on Kafka, so no expiry may turn a finished shutdown into exit 1
-    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
+    w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3,
+                                       observer=Observer(host="127.0.0.1", port=0, liveness_timeout_s=60))
     edge.release.set()
-    w.observer = Observer(host="127.0.0.1", port=0, liveness_timeout_s=60)
     stop = w.observer.stop
 
     def stop_later():

@@ -20,6 +20,9 @@ from stream_perceptron.worker.loop import Worker
 class GroupEdge:
     """The consumer side of an edge: an assignment, the group's commits, the seeks made."""
 
+    transactional = False  # the at-least-once mode
+    in_transaction = False
+
     def __init__(self, committed: dict[tuple[str, int], int]) -> None:
         self.assigned: list[tuple[str, int]] = []
         self.committed_ = dict(committed)
@@ -132,7 +135,7 @@ def test_an_intact_state_this_worker_cannot_restore_is_one_error(tmp_path):
     edge = GroupEdge({})
     worker = _worker(tmp_path, edge)
     _assign(worker, edge, 0)  # raised by the loop after the poll that ran the callback
-    assert isinstance(worker._refused, CheckpointError) and worker._stop.is_set()
+    assert isinstance(worker._refused, CheckpointError) and worker.shutdown.asked
     assert re.search(r"is intact but not one this worker can restore \(KeyError", str(worker._refused))
 
 
@@ -159,7 +162,7 @@ def test_a_reassigned_partition_is_restored_from_the_store_not_from_memory(tmp_p
     w2.process(_batch(0, 100, 50))
     w2._on_revoked([("in", 0)])
     _assign(w1, e1, 0)
-    assert e1.seeks == {("in", 0): 150} and w1.parts[("in", 0)].learner.stats.seen == 150
+    assert e1.seeks == {("in", 0): 150} and w1.partitions.assigned[("in", 0)].learner.stats.seen == 150
 
 
 def test_a_worker_that_lost_its_partition_while_stalled_cannot_overwrite_the_new_owner(tmp_path, caplog):
@@ -174,9 +177,9 @@ def test_a_worker_that_lost_its_partition_while_stalled_cannot_overwrite_the_new
     w1.process(_batch(0, 100, 50))  # w1 resumes with the batch it had polled
     assert w1.checkpoint("interval")  # the other partitions' states would be stored
     assert "was claimed by another worker since this one did" in caplog.text
-    assert w1.parts[("in", 0)].fenced and e1.committed_ == {("in", 0): 100}
+    assert w1.partitions.assigned[("in", 0)].fenced and e1.committed_ == {("in", 0): 100}
     w1.process(_batch(0, 150, 50))  # nothing more of it is processed here
-    assert w1.parts[("in", 0)].next_offset == 150
+    assert w1.partitions.assigned[("in", 0)].next_offset == 150
     from stream_perceptron.state.directory import DirectoryStore
 
     assert DirectoryStore(tmp_path / "ck").load("in", 0).offsets == {"in": {0: 200}}  # w2's
@@ -190,7 +193,7 @@ def test_a_partition_s_learning_does_not_depend_on_how_partitions_interleave(tmp
         for part, start, n in order:
             worker.process(_batch(part, start, n))
         return {tp: (st.learner.model.weights.tolist(), st.learner.model.intercept, st.next_offset)
-                for tp, st in worker.parts.items()}
+                for tp, st in worker.partitions.assigned.items()}
 
     a = run([(0, 0, 40), (1, 0, 40), (0, 40, 40), (1, 40, 40)], tmp_path / "a")
     b = run([(1, 0, 80), (0, 0, 10), (0, 10, 70)], tmp_path / "b")
@@ -212,10 +215,10 @@ def test_a_fit_checkpoint_seeds_each_partition_without_a_state_of_its_own(tmp_pa
     edge = GroupEdge({("in", 1): 7})
     worker = _worker(tmp_path, edge)
     _assign(worker, edge, 0, 1)
-    seeded = worker.parts[("in", 1)]
+    seeded = worker.partitions.assigned[("in", 1)]
     assert seeded.learner.model.weights.tolist() == fitted.weights.tolist()
     assert seeded.model_id != "ab" * 16 and edge.seeks[("in", 1)] == 7  # a new model, at the commit
-    assert worker.parts[("in", 0)].learner.model.weights.tolist() != fitted.weights.tolist()
+    assert worker.partitions.assigned[("in", 0)].learner.model.weights.tolist() != fitted.weights.tolist()
 
 
 def test_a_version_1_directory_resumes_its_partition_where_it_stopped(tmp_path):
@@ -230,7 +233,7 @@ def test_a_version_1_directory_resumes_its_partition_where_it_stopped(tmp_path):
     edge = GroupEdge({("in", 0): 100})
     worker = _worker(tmp_path, edge)
     _assign(worker, edge, 0)
-    assert edge.seeks == {("in", 0): 300} and worker.parts[("in", 0)].model_id == state.model_id
+    assert edge.seeks == {("in", 0): 300} and worker.partitions.assigned[("in", 0)].model_id == state.model_id
     assert worker.learner.stats.seen == 300
 
 
@@ -292,9 +295,8 @@ def test_exactly_once_waits_for_the_state_the_group_s_commit_was_made_with(tmp_p
     settings = Settings(observe={"enabled": False}, output={"guarantee": "exactly-once"},
                         checkpoint={"dir": str(tmp_path / "ck"), "store": "kafka", "every_seconds": 5})
     again = GroupEdge(edge.committed_)
-    restarted = Worker(settings, edge=again)
-    restarted.store = HeldBack(tmp_path / "ck")
-    restarted.state_wait_s = 10
+    restarted = Worker(settings, edge=again, store=HeldBack(tmp_path / "ck"))
+    restarted.partitions.state_wait_s = 10
     _assign(restarted, again, 0)
     assert HeldBack.loads == 3 and again.seeks == {("in", 0): 150}
     assert "the stored state is at 100, the group's commit at 150: waiting" in caplog.text
@@ -304,9 +306,9 @@ def test_an_assignment_delivered_while_the_worker_shuts_down_is_not_taken(tmp_pa
     # confluent-kafka may deliver one while it closes, when the group's commits can no longer be read
     edge = GroupEdge({})
     worker = _worker(tmp_path, edge)
-    worker._shutting_down = True
+    worker.shutdown.begun = True
     _assign(worker, edge, 0)
-    assert worker.parts == {} and edge.seeks == {}
+    assert worker.partitions.assigned == {} and edge.seeks == {}
 
 
 def test_a_group_commit_that_cannot_be_read_leaves_the_stored_state_in_charge(tmp_path, caplog):

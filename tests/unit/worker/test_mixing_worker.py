@@ -14,24 +14,10 @@ from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.partition import new_learner
+from tests.unit.worker.fakes import MemoryModelTopic
 from tests.unit.worker.test_batch import MemoryEdge
 
 EVERY = 20
-
-
-class MemoryModelTopic:
-    """The model topic as the in-memory edge received it (every worker sharing ``sent``)."""
-
-    def __init__(self, sent: list) -> None:
-        self.sent, self.read = sent, 0
-
-    def newer(self):
-        out = [(k.decode(), orjson.dumps(v)) for t, k, v in self.sent[self.read:] if t == "model"]
-        self.read = len(self.sent)
-        return out
-
-    def close(self):
-        pass
 
 
 def _stream(n=400, seed=3):
@@ -61,8 +47,7 @@ def _worker(tmp_path, sent=None, **mix):
         edge.sent = sent
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY, **mix})
-    w = Worker(settings, edge=edge)
-    w.model_topic = MemoryModelTopic(edge.sent)
+    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
     return w, edge
 
 
@@ -94,15 +79,15 @@ def test_mixing_points_are_records_not_batch_ends(tmp_path):
     _run(two, data, cuts, 3, np.random.default_rng(1))  # each batch crosses a mixing point
     for p in (0, 1):
         assert _preds(edge1, p) == _preds(edge2, p)
-        a, b = one.parts[("in", p)], two.parts[("in", p)]
+        a, b = one.partitions.assigned[("in", p)], two.partitions.assigned[("in", p)]
         assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
         assert a.mix.epoch == len(cuts)
     logs = [[v["log"] for t, _, v in e.sent if t == "model"] for e in (edge1, edge2)]
     assert logs[0] == logs[1]
     # the mix really mixes: partition 0's latest adoption holds both partitions' states
-    last = one.parts[("in", 0)].mix.last
+    last = one.partitions.assigned[("in", 0)].mix.last
     assert last["mix"]["partitions"] == [0, 1] and last["offset"] == cuts[-1]
-    record = one.stats_record(one.parts[("in", 1)], {})
+    record = one.publisher.record(one.partitions.assigned[("in", 1)], {})
     assert record["mix"]["version"] == len(cuts) and record["mix"]["staleness"] in (0, 1)
     assert record["mix"]["mu"] == 0.5
 
@@ -114,11 +99,11 @@ def test_a_restored_state_replays_the_logged_adoptions_bit_for_bit(tmp_path):
     head = cuts[3] + 10
     _run(first, {p: data[p][:head] for p in (0, 1)}, cuts[:4], 0)  # 4 mixing points, and 10 rows
     assert first.checkpoint("test")
-    stored = {p: first.parts[("in", p)].next_offset for p in (0, 1)}
+    stored = {p: first.partitions.assigned[("in", p)].next_offset for p in (0, 1)}
     crash = len(data[0]) - 5
     for p in (0, 1):
         first.process(Batch.of(_records(data[p], p, stored[p], crash)))
-    before = {p: first.parts[("in", p)] for p in (0, 1)}
+    before = {p: first.partitions.assigned[("in", p)] for p in (0, 1)}
     emitted = {p: _preds(edge, p) for p in (0, 1)}
     # killed: nothing more stored. A new worker restores and replays partition 1 first, then 0,
     # in other cuts: a fresh mix would differ (partition 1 would not see partition 0's states)
@@ -132,7 +117,7 @@ def test_a_restored_state_replays_the_logged_adoptions_bit_for_bit(tmp_path):
         replayed = [v for t, _, v in edge2.sent[old:] if t == "predictions" and v["partition"] == p]
         assert replayed == [v for v in emitted[p] if v["offset"] >= stored[p]]
         assert len(replayed) == crash - stored[p]
-        a, b = again.parts[("in", p)], before[p]
+        a, b = again.partitions.assigned[("in", p)], before[p]
         assert a.learner.state() == b.learner.state()
         assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
         assert a.mix.get_state() == b.mix.get_state()
@@ -158,7 +143,7 @@ def test_the_final_state_is_an_offline_replay_of_the_input_with_its_logged_mixes
             learner.step(X, np.array([1 if y else -1 for y in ys]), np.array([y is not None for y in ys]))
             if k < len(mixes):
                 adopt(learner.model, Mix.from_record(mixes[k][1]["mix"]))
-        held = w.parts[("in", p)].learner
+        held = w.partitions.assigned[("in", p)].learner
         assert held.model.weights.tobytes() == learner.model.weights.tobytes()
         assert held.model.intercept == learner.model.intercept
         assert held.model.mistakes == learner.model.mistakes
@@ -178,8 +163,7 @@ def test_hashed_named_features_mix(tmp_path, average):
     edge = MemoryEdge()
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY}, model={"hash_bits": 6, "average": average})
-    w = Worker(settings, edge=edge)
-    w.model_topic = MemoryModelTopic(edge.sent)
+    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
     n = 3 * EVERY
     for p in (0, 1):
         w.process(Batch.of([InRecord("in", p, i, None, orjson.dumps(
@@ -188,7 +172,7 @@ def test_hashed_named_features_mix(tmp_path, average):
     assert len(records) == 2 * (n // EVERY)
     last = Mix.from_record(records[-1]["log"][-1]["mix"])
     assert last.partitions == (0, 1) and len(last.weights) == 2**6
-    assert w.parts[("in", 1)].learner.model.weights.tolist() == last.weights.tolist()
+    assert w.partitions.assigned[("in", 1)].learner.model.weights.tolist() == last.weights.tolist()
 
 
 def test_a_model_topic_record_too_large_to_send_is_refused_with_what_to_change(tmp_path):
@@ -196,8 +180,7 @@ def test_a_model_topic_record_too_large_to_send_is_refused_with_what_to_change(t
     edge = MemoryEdge()
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY}, model={"hash_bits": 17})
-    w = Worker(settings, edge=edge)
-    w.model_topic = MemoryModelTopic(edge.sent)
+    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
     rows = [InRecord("in", 0, i, None, orjson.dumps({"x": {f"f{i % 50}": 1.5}, "y": i % 2}), 0)
             for i in range(EVERY + 1)]
     with pytest.raises(SettingsError, match="over the 998,976 a record may take.*SP_MODEL__HASH_BITS"):
@@ -220,7 +203,7 @@ def test_checkpoint_show_prints_each_partitions_latest_mix(tmp_path):
     assert w.checkpoint("test")
     shown = show_directory(tmp_path)["partitions"]
     for p in (0, 1):
-        st = w.parts[("in", p)]
+        st = w.partitions.assigned[("in", p)]
         mixed = shown[f"in:{p}"]["mixed"]
         assert mixed["version"] == st.mix.epoch and mixed["offset"] == st.mix.last["offset"]
         assert mixed["weights"] == st.mix.last["mix"]["weights"] and mixed["partitions"] == [0, 1]

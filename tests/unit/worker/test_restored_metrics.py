@@ -26,7 +26,7 @@ def test_a_restored_partitions_counters_start_at_its_restored_totals(tmp_path):
     assert again.observer is not None
     again.observer.start()
     try:
-        again._open("in", 0)  # the assignment of the partition: its stored state is restored
+        again.partitions.open("in", 0)  # the assignment of the partition: its stored state is restored
         samples = scrape(again.observer)  # before any batch and any statistics interval
     finally:
         again.observer.stop()

@@ -90,5 +90,5 @@ def test_the_hashed_worker_takes_every_new_name_and_keeps_its_width(tmp_path):
     again = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                             model={"hash_bits": 8}), edge=MemoryEdge())
     again.restore()
-    again._state("in", 0)
+    again.partitions.state("in", 0)
     assert again.learner.state() == w.learner.state()

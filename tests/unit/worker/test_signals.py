@@ -37,7 +37,7 @@ def _worker_and_handler(tmp_path) -> tuple[Worker, Callable[[int, FrameType | No
     The handler arms the shutdown's deadline, which no run here disarms: the worker does not own
     this process, so its deadline is infinite and starts no timer that could end it later."""
     worker = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}))
-    assert worker._deadline.seconds == math.inf
+    assert worker.shutdown.deadline.seconds == math.inf
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         worker._install_signals()
@@ -67,8 +67,8 @@ def test_a_signal_during_a_log_write_is_logged_after_it_not_inside_it(tmp_path, 
     finally:
         log.handlers, log.propagate = saved[0], saved[2]
         log.setLevel(saved[1])
-    assert worker._stop.is_set()
-    assert worker._deadline.armed  # the shutdown's deadline counts from the signal
+    assert worker.shutdown.asked
+    assert worker.shutdown.deadline.armed  # the shutdown's deadline counts from the signal
     text = raw.data.decode()
     assert text.index("a line the signal interrupts") < text.index("SIGTERM: finishing the batch")
     err = capsys.readouterr().err
@@ -84,4 +84,4 @@ def test_a_signal_still_stops_the_worker_when_no_thread_can_start(tmp_path, monk
 
     monkeypatch.setattr(threading.Thread, "start", no_thread)
     handle(signal.SIGTERM, None)
-    assert worker._stop.is_set()
+    assert worker.shutdown.asked

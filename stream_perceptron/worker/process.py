@@ -1,0 +1,208 @@
+"""One partition's batch, processed: decode, vectorize, plan, then learn, join and mix in offset
+order, with that partition's state only.
+
+* Bad input never stops the loop: a record the decoder refuses, or the model does not take (of
+  another width, or bringing names past the bound), goes to the dead-letter topic with its
+  reason. The first of each kind a partition refuses is also one WARNING.
+* The batch's learnable rows are vectorized in runs of one kind (named or dense; wide dense rows
+  in blocks of at most :data:`~stream_perceptron.model.learner.MATRIX_BYTES`), each just before
+  it is learned, and :func:`~stream_perceptron.worker.plan.plan` cuts each run, the label records
+  before the next run and the mixing points into segments in offset order. A record's score
+  does not depend on how polls cut the stream, nor on other partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron.codec.inputs import BatchDecoder, Decoded
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.codec.outputs import configured_classes, encode_predictions
+from stream_perceptron.kafka.edge import Batch
+from stream_perceptron.model.learner import take_rows
+from stream_perceptron.model.perceptron import Refusal, Rows
+from stream_perceptron.settings import Settings
+from stream_perceptron.worker.assignment import Partitions
+from stream_perceptron.worker.drift_reporter import DriftReporter
+from stream_perceptron.worker.joiner import LabelJoiner, stream_clock
+from stream_perceptron.worker.mixer import Mixer
+from stream_perceptron.worker.observe import NullObserver, Observer
+from stream_perceptron.worker.outputs import DeadLetters, Outputs
+from stream_perceptron.worker.partition import PartitionState
+from stream_perceptron.worker.plan import Join, Learn, Mix, plan
+from stream_perceptron.worker.policy import Counters
+
+log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
+
+
+@dataclass
+class Run:
+    """A run of a batch's learnable rows (decoded and accepted by the model), in offset order,
+    vectorized together into ``X``."""
+
+    X: Rows
+    positions: list[int] = field(default_factory=list)
+    """Each row's position in the batch."""
+    ys: list[int] = field(default_factory=list)
+    ids: list[Any] = field(default_factory=list)
+    raw: list[Any] | None = None
+    """Each row's features as decoded (kept for late labels; None when they are off)."""
+
+
+class BatchProcessor:
+    """Processes each batch of input records (one partition's, in offset order) with its
+    partition's state: predictions, dead letters, label joins, drift alarms and mixing points."""
+
+    def __init__(self, settings: Settings, partitions: Partitions, outputs: Outputs,
+                 dead_letters: DeadLetters, joiner: LabelJoiner, mixer: Mixer, drifts: DriftReporter, *,
+                 observer: Observer | NullObserver, counters: Counters) -> None:
+        limits: Limits = settings.limits.codec_limits()
+        self._decoder = BatchDecoder(limits)
+        self._classes = configured_classes(limits)  # names in each prediction's "class"
+        out = settings.output.predictions
+        self._publish = (out in ("all", "unlabeled"), out == "all")  # (unlabeled, labeled)
+        self._topic = settings.topics.predictions
+        self._partitions = partitions
+        self._outputs = outputs
+        self._dead_letters = dead_letters
+        self._joiner = joiner
+        self._mixer = mixer
+        self._drifts = drifts
+        self._observer = observer
+        self._counters = counters
+
+    def process(self, batch: Batch) -> None:
+        """Decode, score, learn and publish one partition's batch (offset order)."""
+        n = len(batch)
+        if not n:
+            return
+        st = self._partitions.state(batch.topic, batch.partition)
+        if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
+            return
+        dead_before = self._counters.dead_letters
+        decoded = self._decoder.decode_many(batch.values, batch.keys)
+        for i, reason in decoded.rejected.items():
+            self._dead_letters.send(st, batch, i, reason)
+        clock = stream_clock(batch) if st.pending.max_entries else []
+        xs, labels = decoded.xs, sorted(decoded.labels)
+        labeled = mistakes = start = 0
+        while start < len(xs) or labels:
+            # a run of rows of one kind, and the label records before the next run's first row
+            end = st.learner.chunk_end(xs, start) if start < len(xs) else start
+            until = decoded.rows[end] if end < len(xs) else len(batch)
+            joins = [i for i in labels if i < until]
+            labels = labels[len(joins):]
+            run = self._vectorize(st, batch, decoded, start, end)
+            for seg in plan(run.positions, [y != 0 for y in run.ys], joins, every=self._mixer.every,
+                            remaining=self._mixer.remaining(st)):
+                if isinstance(seg, Learn):
+                    a, b = seg.start, seg.stop
+                    n_labeled, n_mistakes = self._learn(
+                        st, batch, clock, take_rows(run.X, a, b), run.positions[a:b], run.ys[a:b],
+                        run.ids[a:b], None if run.raw is None else run.raw[a:b])
+                    self._mixer.learned(st, n_labeled)
+                elif isinstance(seg, Join):
+                    n_labeled, n_mistakes = self._joiner.join(st, batch, clock, seg.position,
+                                                              decoded.labels[seg.position])
+                else:
+                    assert isinstance(seg, Mix)
+                    self._mixer.point(st, batch.offsets[run.positions[seg.after]] + 1)
+                    continue
+                labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
+            start = end
+        self._joiner.to_end(st, batch)
+        st.next_offset = batch.offsets[-1] + 1
+        st.dirty = True
+        self._counters.records += n
+        model = st.learner.model
+        self._observer.batch(topic=st.topic, partition=st.partition, records=n, labeled=labeled,
+                             mistakes=mistakes, dead_letters=self._counters.dead_letters - dead_before)
+        self._observer.feature_names(model.n_names, model.name_limit, topic=st.topic, partition=st.partition)
+
+    def _vectorize(self, st: PartitionState, batch: Batch, decoded: Decoded, start: int, end: int) -> Run:
+        """The decoded rows ``[start, end)`` (of one kind) in the model's coordinates; the rows the
+        model does not take are dead letters."""
+        xs = decoded.xs
+        X, rejected = st.learner.model.vectorize_many(xs[start:end])
+        for k, reason in rejected.items():
+            self._dead_letters.send(st, batch, decoded.rows[start + k], reason)
+        if rejected:
+            k, reason = next(iter(rejected.items()))
+            self._tell_refusal(st, batch, decoded.rows[start + k], reason)
+        kept = [k for k in range(start, end) if k - start not in rejected]
+        return Run(X, [decoded.rows[k] for k in kept], [decoded.ys[k] for k in kept],
+                   [decoded.ids[k] for k in kept],
+                   [xs[k] for k in kept] if st.pending.max_entries else None)
+
+    def _tell_refusal(self, st: PartitionState, batch: Batch, i: int, reason: str) -> None:
+        """Say at WARNING, once per kind and partition, that the model refused the ``i``-th record
+        of ``batch`` (a dead letter now) and that the records like it will follow: those bringing
+        new names past the bound, or those that do not fit the model's width. Each dead letter
+        is logged at DEBUG only; without this line a stream of them would pass unremarked."""
+        kind = reason.kind if isinstance(reason, Refusal) else "width"
+        if kind in st.refusals_told:
+            return
+        st.refusals_told.add(kind)
+        where, model = f"{st.name}@{batch.offsets[i]}", st.learner.model
+        if kind == "names":
+            setting = "SP_MODEL__N_FEATURES" if model.n_features is not None else "SP_LIMITS__MAX_NAMES"
+            log.warning(
+                "%s went to the dead-letter topic: %s; so will every later record whose new feature"
+                " names would pass %s=%s (%d names in use; said once, the count is"
+                " stream_perceptron_feature_names on /metrics; SP_MODEL__HASH_BITS hashes names"
+                " into a fixed width instead)",
+                where, reason, setting, model.name_limit, model.n_names,
+            )
+        else:
+            origin = "" if st.width_from is None else f": that width is {st.width_from}"
+            log.warning(
+                "%s went to the dead-letter topic: %s; so will every record that does not fit the"
+                " model's %d features (said once)%s",
+                where, reason, model.dim or 0, origin,
+            )
+
+    def _learn(self, st: PartitionState, batch: Batch, clock: Sequence[int], X: Rows, rows: list[int],
+               ys: list[int], ids: list[Any], raw: Any) -> tuple[int, int]:
+        """Learn the learnable rows at batch positions ``rows`` with ``st``'s learner and publish
+        their predictions; returns (labeled, mistakes) among them. With ``raw`` (the rows'
+        features as decoded), the unlabeled rows with an id wait for their late labels."""
+        y = np.array(ys, dtype=np.int8)
+        model = st.learner.model
+        before = model.mistakes
+        step = st.learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
+        result = step.result
+        if raw is not None:
+            self._joiner.keep(st, batch, clock, raw, rows, ys, ids, result)
+        counts = int((y != 0).sum()), int(result.mistakes.sum())
+        if step.alarms:
+            self._drifts.report(st, step.alarms, [batch.offsets[r] for r in rows])
+        publish_unlabeled, publish_labeled = self._publish
+        if not (publish_labeled or publish_unlabeled):
+            return counts
+        updates = (before + np.cumsum(result.mistakes)).tolist()
+        # the served model answers (averaged weights with SP_MODEL__AVERAGE); `mistake` and the
+        # margin stay the learning θ's, as the update and E_n are
+        scores, preds = result.served_scores.tolist(), result.predictions.tolist()
+        flags, margins = result.mistakes.tolist(), step.margin.tolist()
+        if not (publish_labeled and publish_unlabeled):
+            wanted = (publish_unlabeled, publish_labeled)
+            keep = [k for k, label in enumerate(ys) if wanted[label != 0]]
+            rows, ys, ids = [rows[k] for k in keep], [ys[k] for k in keep], [ids[k] for k in keep]
+            scores, preds = [scores[k] for k in keep], [preds[k] for k in keep]
+            flags, margins = [flags[k] for k in keep], [margins[k] for k in keep]
+            updates = [updates[k] for k in keep]
+        offsets, batch_keys = batch.offsets, batch.keys
+        keys = [batch_keys[r] for r in rows]
+        values = encode_predictions(
+            topic=batch.topic, partition=batch.partition, offsets=[offsets[r] for r in rows],
+            keys=keys, ids=ids, predictions=preds, scores=scores, labels=ys, mistakes=flags,
+            margins=margins, updates=updates, classes=self._classes,
+        )
+        self._outputs.send_many(self._topic, keys, values)
+        self._counters.predictions += len(values)
+        return counts
