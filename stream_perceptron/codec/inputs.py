@@ -107,7 +107,7 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"not valid JSON: {exc}") from None
+        raise DecodeError(f"not valid JSON: {_json_error(value, exc)}") from None
     if not isinstance(obj, dict):
         raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
     rid = obj.get("id")
@@ -174,11 +174,35 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
     bound = limits.max_abs_value
     if not (-bound <= lo and hi <= bound):
         bad = lo if not -bound <= lo else hi
+        magnitude, limit = _apart(abs(bad), bound)
         raise DecodeError(
-            f"x has a value of magnitude {abs(bad):.6g}, over the limit of {bound:g}"
-            " (SP_LIMITS__MAX_ABS_VALUE)"
+            f"x has a value of magnitude {magnitude}, over the limit of {limit} (SP_LIMITS__MAX_ABS_VALUE)"
         )
     return x  # type: ignore[no-any-return]
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits, at least 6, that print them apart.
+
+    >>> _apart(1.0000001e12, 1e12), _apart(2e12, 1e12)
+    (('1.0000001e+12', '1e+12'), ('2e+12', '1e+12'))
+    """
+    for digits in range(6, 17):
+        texts = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if texts[0] != texts[1]:
+            return texts
+    return f"{a:.17g}", f"{b:.17g}"  # 17 digits tell any two doubles apart
+
+
+def _json_error(value: bytes, exc: orjson.JSONDecodeError) -> str:
+    """What is wrong with ``value``, which orjson refused: for bytes that are not UTF-8, the first
+    bad byte (orjson says "surrogates not allowed" at char 0 whatever the fault)."""
+    if "UTF-8" in exc.msg:
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"invalid UTF-8 at byte {bad.start} (0x{value[bad.start]:02x})"
+    return str(exc)
 
 
 def _as_float(v: float) -> float:
