@@ -42,6 +42,7 @@ import orjson
 from stream_perceptron.codec import dense_json
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
+from stream_perceptron.contract import UNLABELED, label_sign, label_table
 from stream_perceptron.errors import DecodeError
 
 
@@ -287,11 +288,7 @@ class BatchDecoder:
             forbid_unknown_fields=True,
         )
         self._decode_label = msgspec.json.Decoder(label_schema).decode
-        labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
-        if limits.negative_class is not None:
-            labels[limits.negative_class] = -1
-        if limits.positive_class is not None:
-            labels[limits.positive_class] = 1
+        labels = label_table(limits.positive_class, limits.negative_class)
         self._labels = labels
         self._dense = (
             dense_json.DenseBatchReader(
@@ -388,20 +385,13 @@ def decode_label(y: Any, limits: Limits) -> int:
     stream_perceptron.errors.DecodeError: unknown label 'ham': expected 'spam' (SP_LIMITS__POSITIVE_CLASS)
     """
     if y is None:
-        return 0
-    if y is True or y is False:
-        return 1 if y else -1
-    if isinstance(y, int | float):
-        if y == 1:
-            return 1
-        if y in (-1, 0):
-            return -1
+        return UNLABELED
+    sign = label_sign(y, limits.positive_class, limits.negative_class)
+    if sign is not None:
+        return sign
+    if isinstance(y, int | float):  # not a bool: every bool is a label
         raise DecodeError(f"unknown label {y!r}: use -1/1, 0/1 or true/false")
     if isinstance(y, str):
-        if limits.positive_class is not None and y == limits.positive_class:
-            return 1
-        if limits.negative_class is not None and y == limits.negative_class:
-            return -1
         named = [f"{c!r} ({setting})" for c, setting in ((limits.positive_class, "SP_LIMITS__POSITIVE_CLASS"),
                  (limits.negative_class, "SP_LIMITS__NEGATIVE_CLASS")) if c is not None]
         expected = " or ".join(named) if named else (
@@ -410,8 +400,6 @@ def decode_label(y: Any, limits: Limits) -> int:
         )
         raise DecodeError(f"unknown label {clip(y)!r}: expected {expected}")
     raise DecodeError(f"unknown label of type {_kind(y)}")
-
-
 
 
 def _kind(v: Any) -> str:

@@ -1,0 +1,83 @@
+"""The input contract: what a label is, whichever way an example comes in (a Kafka record through
+:mod:`~stream_perceptron.codec`, a file or dataset through :mod:`~stream_perceptron.sources`, a
+Python call into :mod:`~stream_perceptron.model`).
+
+**Labels.** The update works on signs, −1/+1. :func:`label_sign` is the one rule that maps a
+label to its sign: ``True``, ``1`` (and ``1.0``, numpy's ``True`` and ``int64(1)``) and the
+positive class are +1; ``False``, ``0``, ``-1`` and the negative class are −1: **0 is the
+negative class everywhere**. A class name is a string equal to the positive or negative class
+(``SP_LIMITS__POSITIVE_CLASS`` / ``SP_LIMITS__NEGATIVE_CLASS``, or a model's ``classes``).
+Anything else is not a label. :func:`label_table` and :func:`array_signs` are the same rule as a
+lookup and over an array. What a caller does with what is not a label, and the words it uses to
+refuse it, are the caller's.
+
+Pure: imports only the standard library, numpy and :mod:`~stream_perceptron.errors`
+(``tests/unit/test_layers.py`` holds it to that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["UNLABELED", "Signs", "array_signs", "label_sign", "label_table"]
+
+Signs = npt.NDArray[np.int8]
+
+UNLABELED = 0
+"""The sign of a row without a label (predicted, never learned), where signs are kept."""
+
+
+def label_sign(y: object, positive: object = None, negative: object = None) -> int | None:
+    """The sign of the label ``y``, +1 or −1, with ``positive`` and ``negative`` the class names
+    (None: not named); None when ``y`` is not a label (None, a missing label, is not one).
+
+    >>> [label_sign(v) for v in (True, 1, 1.0, np.int64(1), False, 0, -1, -0.0, np.False_)]
+    [1, 1, 1, 1, -1, -1, -1, -1, -1]
+    >>> label_sign("spam", "spam"), label_sign("ham", "spam", "ham"), label_sign("ham", "spam")
+    (1, -1, None)
+    >>> label_sign(2), label_sign("1"), label_sign(None), label_sign(float("nan"))
+    (None, None, None, None)
+    """
+    if isinstance(y, str):
+        return 1 if y == positive else -1 if y == negative else None
+    if isinstance(y, bool | np.bool_):
+        return 1 if y else -1
+    if isinstance(y, int | float | np.integer | np.floating):
+        return 1 if y == 1 else -1 if y == 0 or y == -1 else None
+    return None
+
+
+def label_table(positive: str | None = None, negative: str | None = None) -> dict[Any, int]:
+    """:func:`label_sign` as a lookup, for decoders that look a record's label up: the labels
+    (``True`` and ``1.0`` find ``1``, ``False`` and ``-0.0`` find ``0``, as they are equal and
+    hash alike) and the class names to their signs, and None (a null or absent label) to
+    :data:`UNLABELED`. A key it lacks is not a label.
+
+    >>> label_table("spam")
+    {None: 0, 1: 1, 0: -1, -1: -1, 'spam': 1}
+    >>> label_table()[True], label_table()[-0.0]
+    (1, -1)
+    """
+    table: dict[Any, int] = {None: UNLABELED}
+    for y in (1, 0, -1, negative, positive):
+        sign = None if y is None else label_sign(y, positive, negative)
+        if sign is not None:
+            table[y] = sign
+    return table
+
+
+def array_signs(y: npt.NDArray[Any]) -> tuple[Signs, npt.NDArray[np.bool_]]:
+    """:func:`label_sign` over an array of bools or numbers: the signs (−1 where a value is not a
+    label) and where the values are labels (NaN is not).
+
+    >>> signs, ok = array_signs(np.array([1.0, 0.0, -1.0, 2.0, np.nan]))
+    >>> signs.tolist(), ok.tolist()
+    ([1, -1, -1, -1, -1], [True, True, True, False, False])
+    >>> array_signs(np.array([True, False]))[0].tolist()
+    [1, -1]
+    """
+    signs: Signs = np.where(y == 1, 1, -1).astype(np.int8)
+    return signs, (y == 1) | (y == 0) | (y == -1)
