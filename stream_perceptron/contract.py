@@ -8,8 +8,14 @@ positive class are +1; ``False``, ``0``, ``-1`` and the negative class are −1:
 negative class everywhere**. A class name is a string equal to the positive or negative class
 (``SP_LIMITS__POSITIVE_CLASS`` / ``SP_LIMITS__NEGATIVE_CLASS``, or a model's ``classes``).
 Anything else is not a label. :func:`label_table` and :func:`array_signs` are the same rule as a
-lookup and over an array. What a caller does with what is not a label, and the words it uses to
-refuse it, are the caller's.
+lookup and over an array.
+
+**Feature values.** A value is a number (an int or a float, Python's or numpy's; not a bool,
+not a string) and is learned as a float64 (:func:`float64`). :func:`finite_number` holds a value
+to being a finite float64, and :func:`finite_text` the text of one (a CSV cell).
+
+What a caller does with what breaks the contract, and the words it uses to refuse it, are the
+caller's.
 
 Pure: imports only the standard library, numpy and :mod:`~stream_perceptron.errors`
 (``tests/unit/test_layers.py`` holds it to that).
@@ -17,12 +23,24 @@ Pure: imports only the standard library, numpy and :mod:`~stream_perceptron.erro
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UNLABELED", "Signs", "array_signs", "label_sign", "label_table"]
+__all__ = [
+    "UNLABELED",
+    "NotANumber",
+    "NotFinite",
+    "Signs",
+    "array_signs",
+    "finite_number",
+    "finite_text",
+    "float64",
+    "label_sign",
+    "label_table",
+]
 
 Signs = npt.NDArray[np.int8]
 
@@ -81,3 +99,66 @@ def array_signs(y: npt.NDArray[Any]) -> tuple[Signs, npt.NDArray[np.bool_]]:
     """
     signs: Signs = np.where(y == 1, 1, -1).astype(np.int8)
     return signs, (y == 1) | (y == 0) | (y == -1)
+
+
+class NotANumber(ValueError):
+    """A feature value that is no number at all; its text is ``is not a number``."""
+
+
+class NotFinite(ValueError):
+    """A number that is not a finite float64; its text says how: ``is not finite``, or ``is too
+    large`` for an integer past the float range."""
+
+
+def float64(v: int | float | np.integer[Any] | np.floating[Any]) -> float:
+    """A number as the float64 a row holds; an integer past the float range is ±inf.
+
+    >>> float64(10**16 + 1), float64(-(10**400)), float64(np.float32(0.5))
+    (1e+16, -inf, 0.5)
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def finite_number(value: object) -> float:
+    """``value`` as a finite float64, else :class:`NotANumber` or :class:`NotFinite`.
+
+    >>> finite_number(3), finite_number(np.int64(-2)), finite_number(2.5)
+    (3.0, -2.0, 2.5)
+    >>> finite_number(True)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.contract.NotANumber: is not a number
+    >>> finite_number(10**400)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.contract.NotFinite: is too large
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise NotANumber("is not a number")
+    out = float64(value)
+    if not math.isfinite(out):
+        raise NotFinite("is too large" if isinstance(value, int | np.integer) else "is not finite")
+    return out
+
+
+def finite_text(text: str) -> float:
+    """The number ``text`` spells (as :class:`float` reads it) as a finite float64, else
+    :class:`NotANumber` or :class:`NotFinite`.
+
+    >>> finite_text(" -2.5e3 ")
+    -2500.0
+    >>> finite_text("nan")
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.contract.NotFinite: is not finite
+    """
+    try:
+        out = float(text)
+    except ValueError:
+        raise NotANumber("is not a number") from None
+    if not math.isfinite(out):
+        raise NotFinite("is not finite")
+    return out

@@ -30,7 +30,6 @@ does not take). :func:`input_record` encodes an input record (for ``produce``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -42,7 +41,7 @@ import orjson
 from stream_perceptron.codec import dense_json
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
-from stream_perceptron.contract import UNLABELED, label_sign, label_table
+from stream_perceptron.contract import UNLABELED, float64, label_sign, label_table
 from stream_perceptron.errors import DecodeError
 
 
@@ -171,7 +170,7 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
                 raise DecodeError(f"{where} is not a number (got {_kind(v)})")
     # The bound holds for the float64 the model sees, as the compiled decoders check it: a JSON
     # integer past 2**53 is compared once rounded (and one past the float range is infinite).
-    lo, hi = _as_float(min(values)), _as_float(max(values))
+    lo, hi = float64(min(values)), float64(max(values))
     bound = limits.max_abs_value
     if not (-bound <= lo and hi <= bound):
         bad = lo if not -bound <= lo else hi
@@ -204,18 +203,6 @@ def _json_error(value: bytes, exc: orjson.JSONDecodeError) -> str:
         except UnicodeDecodeError as bad:
             return f"invalid UTF-8 at byte {bad.start} (0x{value[bad.start]:02x})"
     return str(exc)
-
-
-def _as_float(v: float) -> float:
-    """``v`` as the float64 a row holds; an integer past the float range is ±inf.
-
-    >>> _as_float(10**16 + 1), _as_float(-(10**400))
-    (1e+16, -inf)
-    """
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
 
 
 @dataclass(slots=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import IO, Any
 
 import orjson
 
+from stream_perceptron.contract import finite_text
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, limited, number
 from stream_perceptron.sources.labels import Classes, label_from_text, label_from_value
@@ -99,12 +99,9 @@ class _CsvLayout:
         for i in self.feature_at:
             cell = row[i].strip()
             try:
-                value = float(cell)
-            except ValueError:
-                raise BadRecord(f"column {self.names[i]!r} is not a number: {cell!r}") from None
-            if not math.isfinite(value):
-                raise BadRecord(f"column {self.names[i]!r} is not finite: {cell!r}")
-            x.append(value)
+                x.append(finite_text(cell))
+            except ValueError as exc:
+                raise BadRecord(f"column {self.names[i]!r} {exc}: {cell!r}") from None
         return x, label_from_text(row[self.label_at], self.classes)
 
     def rows(self) -> Iterator[Example]:

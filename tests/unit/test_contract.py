@@ -1,7 +1,9 @@
-"""The input contract (stream_perceptron/contract.py): one rule of labels, and every road into the
-package keeping it."""
+"""The input contract (stream_perceptron/contract.py): one rule of labels, one of feature values,
+and every road into the package keeping them."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -10,11 +12,21 @@ from hypothesis import strategies as st
 
 from stream_perceptron.codec.inputs import BatchDecoder, decode_label
 from stream_perceptron.codec.limits import Limits
-from stream_perceptron.contract import array_signs, label_sign, label_table
-from stream_perceptron.errors import DecodeError
+from stream_perceptron.contract import (
+    NotANumber,
+    NotFinite,
+    array_signs,
+    finite_number,
+    finite_text,
+    float64,
+    label_sign,
+    label_table,
+)
+from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.model.labels import LabelSpace
-from stream_perceptron.sources.base import BadRecord
+from stream_perceptron.sources.base import BadRecord, number
 from stream_perceptron.sources.labels import Classes, label_from_value
+from stream_perceptron.sources.spec_args import parse_args
 
 POSITIVE, NEGATIVE = "spam", "ham"
 
@@ -111,3 +123,44 @@ def test_an_array_is_signed_as_its_values(values, dtype):
         assert is_label == (sign is not None)
         if is_label:
             assert s == sign
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "why"),
+    [
+        (True, NotANumber, "is not a number"),
+        (np.True_, NotANumber, "is not a number"),
+        ("1", NotANumber, "is not a number"),
+        (None, NotANumber, "is not a number"),
+        (10**400, NotFinite, "is too large"),
+        (float("inf"), NotFinite, "is not finite"),
+        (np.float32("nan"), NotFinite, "is not finite"),
+    ],
+    ids=repr,
+)
+def test_a_feature_value_is_a_finite_number(value, error, why):
+    with pytest.raises(error, match=f"^{why}$"):
+        finite_number(value)
+    with pytest.raises(BadRecord, match=f"^feature x\\[0\\] {why}: "):  # a dataset's words
+        number(value, "x[0]")
+
+
+@given(st.integers() | st.integers(-(2**1100), 2**1100) | st.floats(allow_nan=False))
+def test_a_number_is_the_float64_a_row_holds(v):
+    got = float64(v)
+    try:
+        assert got == float(v)
+    except OverflowError:  # an integer past the float range
+        assert got == (math.inf if v > 0 else -math.inf)
+    if math.isfinite(got):  # the same float, whether a value or its text
+        assert finite_number(v) == got == finite_text(repr(v))
+
+
+@pytest.mark.parametrize(("text", "error"), [("abc", NotANumber), ("0x10", NotANumber), ("nan", NotFinite),
+                                             ("-inf", NotFinite), ("1e400", NotFinite)])
+def test_a_texts_number_is_finite(text, error):
+    with pytest.raises(error):
+        finite_text(text)
+    kind = "not a number" if error is NotANumber else "not finite"
+    with pytest.raises(SourceError, match=f"^sea: noise={text!r} is {kind}$"):  # a spec's words
+        parse_args("sea", f"noise={text}", {"noise": 0.0})
