@@ -14,10 +14,14 @@ lookup and over an array.
 not a string) and is learned as a float64 (:func:`float64`). :func:`finite_number` holds a value
 to being a finite float64, and :func:`finite_text` the text of one (a CSV cell).
 
-What a caller does with what breaks the contract, and the words it uses to refuse it, are the
-caller's.
+**Records.** A record (a Kafka record's value, a line of a JSON-lines file) is a JSON object
+in UTF-8: :func:`json_object` reads one, or says why it is not one, in the same words for the
+worker's dead letters and for ``fit`` and ``produce``.
 
-Pure: imports only the standard library, numpy and :mod:`~stream_perceptron.errors`
+What a caller does with what breaks the contract, and the words it uses to refuse it, are the
+caller's (but a record's).
+
+Pure: imports only the standard library, numpy, orjson and :mod:`~stream_perceptron.errors`
 (``tests/unit/test_layers.py`` holds it to that).
 """
 
@@ -28,6 +32,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
+
+from stream_perceptron.errors import DecodeError
 
 __all__ = [
     "UNLABELED",
@@ -38,6 +45,8 @@ __all__ = [
     "finite_number",
     "finite_text",
     "float64",
+    "json_kind",
+    "json_object",
     "label_sign",
     "label_table",
 ]
@@ -162,3 +171,50 @@ def finite_text(text: str) -> float:
     if not math.isfinite(out):
         raise NotFinite("is not finite")
     return out
+
+
+def json_object(value: bytes) -> dict[str, Any]:
+    """``value`` read as a JSON object, else :class:`~stream_perceptron.errors.DecodeError` with
+    the reason: not valid JSON (for bytes that are not UTF-8, the first bad byte), or not an
+    object.
+
+    >>> json_object(b'{"x": [1], "y": 0}')
+    {'x': [1], 'y': 0}
+    >>> json_object(b'[1, 2]')
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: record must be a JSON object, got array
+    >>> json_object(b'{"y": "\\xff"}')
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: not valid JSON: invalid UTF-8 at byte 7 (0xff)
+    """
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"not valid JSON: {_json_error(value, exc)}") from None
+    if not isinstance(obj, dict):
+        raise DecodeError(f"record must be a JSON object, got {json_kind(obj)}")
+    return obj
+
+
+def _json_error(value: bytes, exc: orjson.JSONDecodeError) -> str:
+    """What is wrong with ``value``, which orjson refused: for bytes that are not UTF-8, the first
+    bad byte (orjson says "surrogates not allowed" at char 0 whatever the fault)."""
+    if "UTF-8" in exc.msg:
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"invalid UTF-8 at byte {bad.start} (0x{value[bad.start]:02x})"
+    return str(exc)
+
+
+def json_kind(v: object) -> str:
+    """The JSON name of a decoded value's type (``object``, ``array``, ``string``…).
+
+    >>> json_kind([1]), json_kind(None), json_kind(2.5)
+    ('array', 'null', 'float')
+    """
+    return {dict: "object", list: "array", str: "string", bool: "bool", type(None): "null"}.get(
+        type(v), type(v).__name__
+    )

@@ -36,12 +36,11 @@ from typing import Annotated, Any
 
 import msgspec
 import numpy as np
-import orjson
 
 from stream_perceptron.codec import dense_json
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
-from stream_perceptron.contract import UNLABELED, float64, label_sign, label_table
+from stream_perceptron.contract import UNLABELED, float64, json_kind, json_object, label_sign, label_table
 from stream_perceptron.errors import DecodeError
 
 
@@ -104,12 +103,7 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
             f"record is {len(value)} bytes, over the limit of {limits.max_record_bytes}"
             " (SP_LIMITS__MAX_RECORD_BYTES)"
         )
-    try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"not valid JSON: {_json_error(value, exc)}") from None
-    if not isinstance(obj, dict):
-        raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
+    obj = json_object(value)
     rid = obj.get("id")
     if "x" not in obj:
         if rid is None or obj.get("y") is None:
@@ -124,7 +118,7 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
 
 def _check_id(rid: Any, limits: Limits) -> None:
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
-        raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
+        raise DecodeError(f"id must be a string or a number, got {json_kind(rid)}")
     if isinstance(rid, str) and len(rid) > limits.max_id_chars:
         raise DecodeError(
             f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (SP_LIMITS__MAX_ID_CHARS)"
@@ -147,7 +141,7 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
     elif isinstance(x, dict):
         values = list(x.values())
     else:
-        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {_kind(x)}")
+        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {json_kind(x)}")
     if not values:
         raise DecodeError("x is empty")
     if len(values) > limits.max_features:
@@ -167,7 +161,7 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
         for name, v in zip(names, values, strict=True):
             if type(v) not in _NUMBER:
                 where = f"x[{name!r}]" if isinstance(x, dict) else f"x[{name}]"
-                raise DecodeError(f"{where} is not a number (got {_kind(v)})")
+                raise DecodeError(f"{where} is not a number (got {json_kind(v)})")
     # The bound holds for the float64 the model sees, as the compiled decoders check it: a JSON
     # integer past 2**53 is compared once rounded (and one past the float range is infinite).
     lo, hi = float64(min(values)), float64(max(values))
@@ -192,17 +186,6 @@ def _apart(a: float, b: float) -> tuple[str, str]:
         if texts[0] != texts[1]:
             return texts
     return f"{a:.17g}", f"{b:.17g}"  # 17 digits tell any two doubles apart
-
-
-def _json_error(value: bytes, exc: orjson.JSONDecodeError) -> str:
-    """What is wrong with ``value``, which orjson refused: for bytes that are not UTF-8, the first
-    bad byte (orjson says "surrogates not allowed" at char 0 whatever the fault)."""
-    if "UTF-8" in exc.msg:
-        try:
-            bytes(value).decode("utf-8")
-        except UnicodeDecodeError as bad:
-            return f"invalid UTF-8 at byte {bad.start} (0x{value[bad.start]:02x})"
-    return str(exc)
 
 
 @dataclass(slots=True)
@@ -386,14 +369,7 @@ def decode_label(y: Any, limits: Limits) -> int:
             " SP_LIMITS__NEGATIVE_CLASS)"
         )
         raise DecodeError(f"unknown label {clip(y)!r}: expected {expected}")
-    raise DecodeError(f"unknown label of type {_kind(y)}")
-
-
-def _kind(v: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "bool", type(None): "null"}.get(
-        type(v), type(v).__name__
-    )
-
+    raise DecodeError(f"unknown label of type {json_kind(y)}")
 
 
 def input_record(x: Any, y: int | None, id: Scalar = None) -> bytes:

@@ -1,5 +1,5 @@
 """The input contract (stream_perceptron/contract.py): one rule of labels, one of feature values,
-and every road into the package keeping them."""
+one reading of a record, and every road into the package keeping them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_perceptron.codec.inputs import BatchDecoder, decode_label
+from stream_perceptron.codec.inputs import BatchDecoder, decode_example, decode_label
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.contract import (
     NotANumber,
@@ -19,11 +19,13 @@ from stream_perceptron.contract import (
     finite_number,
     finite_text,
     float64,
+    json_object,
     label_sign,
     label_table,
 )
 from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.model.labels import LabelSpace
+from stream_perceptron.sources import open_source
 from stream_perceptron.sources.base import BadRecord, number
 from stream_perceptron.sources.labels import Classes, label_from_value
 from stream_perceptron.sources.spec_args import parse_args
@@ -164,3 +166,31 @@ def test_a_texts_number_is_finite(text, error):
     kind = "not a number" if error is NotANumber else "not finite"
     with pytest.raises(SourceError, match=f"^sea: noise={text!r} is {kind}$"):  # a spec's words
         parse_args("sea", f"noise={text}", {"noise": 0.0})
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"[1, 2]", "record must be a JSON object, got array"),
+        (b'"x"', "record must be a JSON object, got string"),
+        (b"{nope", "not valid JSON: "),  # and orjson's words, with a position in the record
+        (b'{"x": [NaN]}', "not valid JSON: "),
+        (b'{"x": [1], "y": "\xff"}', "not valid JSON: invalid UTF-8 at byte 17 (0xff)"),
+    ],
+)
+def test_a_record_that_is_not_a_json_object_is_refused_in_one_wording(tmp_path, value, reason):
+    """The worker's dead letter and a JSON-lines file given to fit or produce give one reason."""
+    with pytest.raises(DecodeError) as err:
+        json_object(value)
+    if reason.endswith(": "):
+        assert err.value.reason.startswith(reason) and "(char " in err.value.reason
+        reason = err.value.reason
+    assert err.value.reason == reason
+    with pytest.raises(DecodeError) as err:
+        decode_example(value, Limits())
+    assert err.value.reason == reason
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"x": [1], "y": 1}\n' + value + b"\n")
+    with pytest.raises(SourceError) as info:
+        list(open_source(str(path)))
+    assert str(info.value) == f"{path}:2: {reason}"

@@ -48,7 +48,7 @@ IMPURE = {"kafka", "confluent_kafka", "os", "io", "pathlib", "shutil", "tempfile
 PURE = ("model", "codec", "contract")
 # The input contract, shared by model/, codec/ and sources/, imports no library but these (and the
 # standard library's modules).
-LIBRARIES = {"contract": {"numpy"}}
+LIBRARIES = {"contract": {"numpy", "orjson"}}
 NO_NUMPY = ("kafka",)  # checked again at run time by test_the_kafka_edge_loads_no_numpy
 
 # Only these read the environment or argv, and only these configure logging.
