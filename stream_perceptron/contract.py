@@ -1,6 +1,6 @@
-"""The input contract: what a label is, whichever way an example comes in (a Kafka record through
-:mod:`~stream_perceptron.codec`, a file or dataset through :mod:`~stream_perceptron.sources`, a
-Python call into :mod:`~stream_perceptron.model`).
+"""The input contract: what a label, a feature value and a record are, whichever way an example
+comes in (a Kafka record through :mod:`~stream_perceptron.codec`, a file or dataset through
+:mod:`~stream_perceptron.sources`, a Python call into :mod:`~stream_perceptron.model`).
 
 **Labels.** The update works on signs, −1/+1. :func:`label_sign` is the one rule that maps a
 label to its sign: ``True``, ``1`` (and ``1.0``, numpy's ``True`` and ``int64(1)``) and the
@@ -18,8 +18,9 @@ to being a finite float64, and :func:`finite_text` the text of one (a CSV cell).
 in UTF-8: :func:`json_object` reads one, or says why it is not one, in the same words for the
 worker's dead letters and for ``fit`` and ``produce``.
 
-What a caller does with what breaks the contract, and the words it uses to refuse it, are the
-caller's (but a record's).
+Each caller decides what to do with a label or value that breaks the contract, and words the
+refusal in its own terms (a dead letter, a file's line, a ValueError); a record's reasons are
+:func:`json_object`'s alone.
 
 Pure: imports only the standard library, numpy, orjson and :mod:`~stream_perceptron.errors`
 (``tests/unit/test_layers.py`` holds it to that).
