@@ -52,9 +52,8 @@ def available() -> bool:
 class DenseBatchReader:
     """Reads a batch of dense records into ``(X, ys, ids)``, or None (see the module).
 
-    >>> import msgspec
-    >>> r = DenseBatchReader(max_features=10, max_abs_value=1e6, max_id_chars=8,
-    ...                      labels={None: 0, 1: 1, -1: -1, 0: -1})
+    >>> from stream_perceptron.contract import label_table
+    >>> r = DenseBatchReader(max_features=10, max_abs_value=1e6, max_id_chars=8, labels=label_table())
     >>> X, ys, ids = r.read([b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": [-3, 0.25], "id": "a"}'])
     >>> X.tolist(), ys, ids
     ([[1.0, 2.5], [-3.0, 0.25]], [-1, 0], [7, 'a'])

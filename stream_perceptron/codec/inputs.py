@@ -30,18 +30,17 @@ does not take). :func:`input_record` encodes an input record (for ``produce``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
 import numpy as np
-import orjson
 
 from stream_perceptron.codec import dense_json
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
+from stream_perceptron.contract import UNLABELED, float64, json_kind, json_object, label_sign, label_table
 from stream_perceptron.errors import DecodeError
 
 
@@ -104,12 +103,7 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
             f"record is {len(value)} bytes, over the limit of {limits.max_record_bytes}"
             " (SP_LIMITS__MAX_RECORD_BYTES)"
         )
-    try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise DecodeError(f"record must be a JSON object, got {_kind(obj)}")
+    obj = json_object(value)
     rid = obj.get("id")
     if "x" not in obj:
         if rid is None or obj.get("y") is None:
@@ -124,7 +118,7 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
 
 def _check_id(rid: Any, limits: Limits) -> None:
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int | float)):
-        raise DecodeError(f"id must be a string or a number, got {_kind(rid)}")
+        raise DecodeError(f"id must be a string or a number, got {json_kind(rid)}")
     if isinstance(rid, str) and len(rid) > limits.max_id_chars:
         raise DecodeError(
             f"id is {len(rid)} characters, over the limit of {limits.max_id_chars} (SP_LIMITS__MAX_ID_CHARS)"
@@ -147,7 +141,7 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
     elif isinstance(x, dict):
         values = list(x.values())
     else:
-        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {_kind(x)}")
+        raise DecodeError(f"x must be a list of numbers or an object of numbers, got {json_kind(x)}")
     if not values:
         raise DecodeError("x is empty")
     if len(values) > limits.max_features:
@@ -167,30 +161,31 @@ def check_features(x: Any, limits: Limits) -> list[float] | dict[str, float]:
         for name, v in zip(names, values, strict=True):
             if type(v) not in _NUMBER:
                 where = f"x[{name!r}]" if isinstance(x, dict) else f"x[{name}]"
-                raise DecodeError(f"{where} is not a number (got {_kind(v)})")
+                raise DecodeError(f"{where} is not a number (got {json_kind(v)})")
     # The bound holds for the float64 the model sees, as the compiled decoders check it: a JSON
     # integer past 2**53 is compared once rounded (and one past the float range is infinite).
-    lo, hi = _as_float(min(values)), _as_float(max(values))
+    lo, hi = float64(min(values)), float64(max(values))
     bound = limits.max_abs_value
     if not (-bound <= lo and hi <= bound):
         bad = lo if not -bound <= lo else hi
+        magnitude, limit = _apart(abs(bad), bound)
         raise DecodeError(
-            f"x has a value of magnitude {abs(bad):.6g}, over the limit of {bound:g}"
-            " (SP_LIMITS__MAX_ABS_VALUE)"
+            f"x has a value of magnitude {magnitude}, over the limit of {limit} (SP_LIMITS__MAX_ABS_VALUE)"
         )
     return x  # type: ignore[no-any-return]
 
 
-def _as_float(v: float) -> float:
-    """``v`` as the float64 a row holds; an integer past the float range is ±inf.
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits, at least 6, that print them apart.
 
-    >>> _as_float(10**16 + 1), _as_float(-(10**400))
-    (1e+16, -inf)
+    >>> _apart(1.0000001e12, 1e12), _apart(2e12, 1e12)
+    (('1.0000001e+12', '1e+12'), ('2e+12', '1e+12'))
     """
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
+    for digits in range(6, 17):
+        texts = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if texts[0] != texts[1]:
+            return texts
+    return f"{a:.17g}", f"{b:.17g}"  # 17 digits tell any two doubles apart
 
 
 @dataclass(slots=True)
@@ -263,11 +258,7 @@ class BatchDecoder:
             forbid_unknown_fields=True,
         )
         self._decode_label = msgspec.json.Decoder(label_schema).decode
-        labels: dict[Any, int] = {None: 0, 1: 1, -1: -1, 0: -1}  # True == 1, False == 0, 1.0 == 1
-        if limits.negative_class is not None:
-            labels[limits.negative_class] = -1
-        if limits.positive_class is not None:
-            labels[limits.positive_class] = 1
+        labels = label_table(limits.positive_class, limits.negative_class)
         self._labels = labels
         self._dense = (
             dense_json.DenseBatchReader(
@@ -364,20 +355,13 @@ def decode_label(y: Any, limits: Limits) -> int:
     stream_perceptron.errors.DecodeError: unknown label 'ham': expected 'spam' (SP_LIMITS__POSITIVE_CLASS)
     """
     if y is None:
-        return 0
-    if y is True or y is False:
-        return 1 if y else -1
-    if isinstance(y, int | float):
-        if y == 1:
-            return 1
-        if y in (-1, 0):
-            return -1
+        return UNLABELED
+    sign = label_sign(y, limits.positive_class, limits.negative_class)
+    if sign is not None:
+        return sign
+    if isinstance(y, int | float):  # not a bool: every bool is a label
         raise DecodeError(f"unknown label {y!r}: use -1/1, 0/1 or true/false")
     if isinstance(y, str):
-        if limits.positive_class is not None and y == limits.positive_class:
-            return 1
-        if limits.negative_class is not None and y == limits.negative_class:
-            return -1
         named = [f"{c!r} ({setting})" for c, setting in ((limits.positive_class, "SP_LIMITS__POSITIVE_CLASS"),
                  (limits.negative_class, "SP_LIMITS__NEGATIVE_CLASS")) if c is not None]
         expected = " or ".join(named) if named else (
@@ -385,16 +369,7 @@ def decode_label(y: Any, limits: Limits) -> int:
             " SP_LIMITS__NEGATIVE_CLASS)"
         )
         raise DecodeError(f"unknown label {clip(y)!r}: expected {expected}")
-    raise DecodeError(f"unknown label of type {_kind(y)}")
-
-
-
-
-def _kind(v: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "bool", type(None): "null"}.get(
-        type(v), type(v).__name__
-    )
-
+    raise DecodeError(f"unknown label of type {json_kind(y)}")
 
 
 def input_record(x: Any, y: int | None, id: Scalar = None) -> bytes:

@@ -8,19 +8,19 @@ additions ``w += s_i``, the same floats numpy's in-place addition makes). A marg
 ``tol`` of 0, or not finite, stops the run at that row: the caller scores it in learn_one's fixed
 order (:mod:`.dense_pass`), which decides it exactly.
 
-Why the order of the margin's sum does not matter: any order of a (d+1)-term dot product is
-within :math:`\gamma_{d+1} \sum_j |s_{ij} w_j| \le (d+1)\varepsilon/(1-(d+1)\varepsilon)
-\cdot \lVert s_i\rVert \lVert w\rVert` of the exact value (Higham, *Accuracy and Stability of
-Numerical Algorithms*, 3.1), and so is the fixed order's score. ``tol`` =
-``scale`` · S + a tiny absolute term, with ``scale`` = 16(d+3)·ε·R (R bounds the rows' norms)
-and S an upper bound of ‖w‖, is eight times the two errors together: a margin outside it has the
-fixed order's sign. S grows by R at each mistake (‖a + b‖ ≤ ‖a‖ + ‖b‖) and is summed again every
-16 mistakes. No fast-math: the compiled code rounds as IEEE 754 does, addition by addition.
+The order of the margin's sum does not matter. ``tol``, and S (an upper bound of ‖w‖ that grows
+by R at each mistake and is summed again every :data:`~.dense_pass.RESUM_EVERY`), are
+:mod:`.dense_pass`'s (:func:`~.dense_pass.tolerance_scale` gives the argument): its
+:func:`~.dense_pass.tolerance` and :func:`~.dense_pass.bound_after_mistake` are compiled here as
+they stand, so numpy's decider and this loop keep one rule. No fast-math: the compiled code
+rounds as IEEE 754 does, addition by addition.
 
 The kernel is compiled at its first call (about 1–4 s) and cached on disk, in numba's first
 writable place (``NUMBA_CACHE_DIR``, else the package's ``__pycache__``, else the user's cache
 directory), so later processes load it (well under a second, numba's import included). Where no
-place is writable it is compiled in every process instead of failing.
+place is writable it is compiled in every process instead of failing. numba keys that cache on
+this file alone: a change to what it compiles from :mod:`.dense_pass` (those functions, ``HUGE``,
+``TINY_ABS``, ``RESUM_EVERY``) needs this file touched, or the cache cleared, to take effect.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from stream_perceptron.model.dense_pass import HUGE, TINY_ABS
+from stream_perceptron.model import dense_pass
 
 
 def _compiled(fn: Callable[..., Any]) -> Any:
@@ -43,9 +43,8 @@ def _compiled(fn: Callable[..., Any]) -> Any:
         return njit(nogil=True)(fn)
 
 
-@_compiled
-def _tol(scale: float, size: float) -> float:
-    return scale * size + TINY_ABS if size <= HUGE else math.inf
+_tol = _compiled(dense_pass.tolerance)
+_bound_after_mistake = _compiled(dense_pass.bound_after_mistake)
 
 
 @_compiled
@@ -74,11 +73,8 @@ def run(
             w_aug[j] += signed[i, j]
         rows[k] = i
         k += 1
-        since += 1
-        if since < 16:
-            size += reach
-        else:
-            since = 0
+        size, since = _bound_after_mistake(size, since, reach)
+        if since == 0:  # S summed again
             sq = 0.0
             for j in range(m):
                 sq += w_aug[j] * w_aug[j]

@@ -11,7 +11,7 @@ what the decisions need, and the outputs are computed after it with whole-array 
 :math:`[\theta, \theta_0]`, in its own order (numpy: BLAS's). Rounding errors of a dot product
 are bounded (Higham's :math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
 :math:`d\,\varepsilon\,R\,\lVert[\theta, \theta_0]\rVert` (R bounds the rows' norms; see
-:func:`_decide`), the fixed order's score has the same sign, and the row is decided. A row
+:func:`tolerance_scale`), the fixed order's score has the same sign, and the row is decided. A row
 nearer to 0 (or not finite) is scored in the fixed order, as learn_one scores it. The update is
 learn_one's: θ += y x, θ0 += y.
 
@@ -32,14 +32,60 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 _FIRST_BLOCK = 16
-_MIN_BLOCK = 64
+# numpy's decider: after a mistake, a block of at least this many rows. Its margins cost a fixed
+# 2-3 µs a call and about 10 ns a row, so rows scored past the next mistake are cheaper than
+# calls (unlike the general loop's blocks, perceptron._MIN_SCORED_BLOCK, scored in full)
+_MIN_MARGIN_BLOCK = 64
 _CHUNK_BYTES = 1 << 20  # the signed rows of a chunk stay in cache, and need no fresh pages
 _EPS = 2.0**-53
 HUGE, TINY_ABS = 2.0**400, 2.0**-600  # rows or ‖[θ, θ0]‖ past HUGE: the fixed order; tol's floor
+RESUM_EVERY = 16
+"""S, the bound of ‖[θ, θ0]‖ in the tolerance, grows by R at each mistake and is summed again
+from [θ, θ0] at every this many (:func:`bound_after_mistake`)."""
 # Calls of fewer rows decide in numpy: the compiled loop's first call in a process loads numba
 # (about 1 s of CPU and tens of MB), which the worker's polls (SP_KAFKA__MAX_POLL_RECORDS, 2,000
 # by default) need not pay for a few µs a mistake
 COMPILED_MIN_ROWS = 4096
+
+
+def tolerance_scale(width: int, reach: float) -> float:
+    r"""16(d+3)·ε·R, with ``width`` = d+1 the entries of [θ, θ0] and R = ``reach`` an upper bound
+    of the rows' ‖[x, 1]‖; times S, an upper bound of ‖[θ, θ0]‖, the margins' tolerance.
+
+    Why a margin outside it is decided: the margin [y x, y]·[θ, θ0] summed in any order (BLAS's,
+    the compiled loop's) is within :math:`\gamma_{d+1} \sum_j |s_j w_j| \le
+    (d+1)\varepsilon/(1-(d+1)\varepsilon) \cdot \lVert[x, 1]\rVert \lVert[\theta, \theta_0]\rVert`
+    of the exact value (Higham, *Accuracy and Stability of Numerical Algorithms*, 3.1), and so
+    is the fixed order's score, (x * θ).sum() + θ0. The tolerance is eight times the two errors
+    together, so a margin outside it has the fixed order's sign."""
+    return 16 * (width + 2) * _EPS * reach
+
+
+def tolerance(scale: float, size: float) -> float:
+    """The tolerance of a margin, ``scale`` · S + a tiny absolute term, with S = ``size`` an upper
+    bound of ‖[θ, θ0]‖; infinite (every row to the fixed order) past :data:`HUGE`. Compiled as
+    it stands by :mod:`.dense_kernel`."""
+    return scale * size + TINY_ABS if size <= HUGE else math.inf
+
+
+def bound_after_mistake(size: float, since: int, reach: float) -> tuple[float, int]:
+    """S and the mistakes since it was last summed, after one more mistake: S + R, as
+    ‖a + b‖ ≤ ‖a‖ + ‖b‖ and R bounds the row added; at every :data:`RESUM_EVERY`-th, (inf, 0):
+    the caller sums S again from [θ, θ0] (inf is still a bound, though useless). Compiled as it
+    stands by :mod:`.dense_kernel`.
+
+    >>> bound_after_mistake(1.0, 0, 2.0), bound_after_mistake(1.0, RESUM_EVERY - 1, 2.0)
+    ((3.0, 1), (inf, 0))
+    """
+    since += 1
+    if since < RESUM_EVERY:
+        return size + reach, since
+    return math.inf, 0
+
+
+def _norm(w_aug: FloatArray) -> float:
+    """‖[θ, θ0]‖, summed (S summed again)."""
+    return math.sqrt(float(np.dot(w_aug, w_aug)))
 
 
 class DensePass(NamedTuple):
@@ -200,11 +246,10 @@ def _decide(
     ``x`` for the rows [y x, y].
 
     The compiled loop (:func:`.dense_kernel.run`) decides every row whose margin
-    y(θ·x + θ0) = [y x, y]·[θ, θ0] is farther from 0 than ``tol`` = 16(d+3)·ε·R·S, with R an
-    upper bound of the rows' ‖[x, 1]‖ and S one of ‖[θ, θ0]‖ (the argument is in that module).
-    It stops at a row nearer to 0 (or not finite), which is scored here in the fixed order, as
-    learn_one scores it, and then goes on after it. Without ``compiled``,
-    :func:`_decide_in_blocks` decides the same rows in numpy."""
+    y(θ·x + θ0) = [y x, y]·[θ, θ0] is farther from 0 than the tolerance (:func:`tolerance`,
+    :func:`tolerance_scale`). It stops at a row nearer to 0 (or not finite), which is scored
+    here in the fixed order, as learn_one scores it, and then goes on after it. Without
+    ``compiled``, :func:`_decide_in_blocks` decides the same rows in numpy."""
     reach = _signed_rows(x, y, signed)  # R
     if not compiled:
         return _decide_in_blocks(x, y, w_aug, fit_intercept, max_block, signed, reach)
@@ -212,9 +257,8 @@ def _decide(
 
     n = len(x)
     rows = np.empty(n, dtype=np.intp)
-    scale = 16 * (len(w_aug) + 2) * _EPS * reach
-    size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
-    since, i, k = 0, 0, 0  # mistakes since ‖[θ, θ0]‖ was last summed; the next row; mistakes
+    scale, size = tolerance_scale(len(w_aug), reach), _norm(w_aug)  # size: S
+    since, i, k = 0, 0, 0  # mistakes since S was last summed; the next row; mistakes
     while True:
         i, k, size, since = dense_kernel.run(signed, w_aug, i, k, rows, scale, size, since, reach,
                                              fit_intercept)
@@ -224,7 +268,7 @@ def _decide(
             i += 1
             continue
         rows[k], k, i = i, k + 1, i + 1
-        since, size = 0, math.sqrt(float(np.dot(w_aug, w_aug)))  # summed again: x may be past R
+        since, size = 0, _norm(w_aug)  # summed again: x may be past R
 
 
 def _decide_in_blocks(
@@ -234,20 +278,15 @@ def _decide_in_blocks(
     """:func:`_decide` in numpy, for calls too short to load the compiled loop.
 
     The margins y(θ·x + θ0) = [y x, y]·[θ, θ0] of a block of rows are computed at once, in
-    BLAS's order. Such a margin is within (d+1)·ε·‖[x, 1]‖·‖[θ, θ0]‖ of the true margin (up to
-    a second-order term), and so is the fixed order's score (rounding errors of a dot product,
-    Higham's γ_d bound). So a margin farther from 0 than ``tol`` = 16(d+3)·ε·R·S, with R an
-    upper bound of the rows' ‖[x, 1]‖ and S one of ‖[θ, θ0]‖ (eight times the two errors
-    together), has the fixed order's sign, and it decides its row. A row nearer to 0 (or not
-    finite) is scored in the fixed order. The block is cut at its first mistake, and the next
-    one starts after it; blocks grow while they are right."""
+    BLAS's order; one farther from 0 than the tolerance decides its row, as in the compiled
+    loop, and a row nearer to 0 (or not finite) is scored in the fixed order. The block is cut
+    at its first mistake, and the next one starts after it; blocks grow while they are right."""
     n = len(x)
     w = w_aug[:-1]
     rows: list[int] = []
-    scale = 16 * (len(w_aug) + 2) * _EPS * reach
-    size = math.sqrt(float(np.dot(w_aug, w_aug)))  # an upper bound of ‖[θ, θ0]‖
-    tol = scale * size + TINY_ABS if size <= HUGE else math.inf
-    since = 0  # mistakes since ‖[θ, θ0]‖ was last summed
+    scale, size = tolerance_scale(len(w_aug), reach), _norm(w_aug)  # size: S
+    tol = tolerance(scale, size)
+    since = 0  # mistakes since S was last summed
     i, block = 0, _FIRST_BLOCK
     while i < n:
         end = i + block
@@ -263,20 +302,19 @@ def _decide_in_blocks(
             if not _fixed_order(x[r], float(y[r]), w_aug, fit_intercept):
                 i = r + 1
                 continue
-            since = 15  # ‖[θ, θ0]‖ summed again below: x may be past R
-        elif fit_intercept:  # θ += y x, θ0 += y: learn_one's additions
-            w_aug += signed[r]
+            since, size = 0, _norm(w_aug)  # summed again: x may be past R
         else:
-            w += signed[r, :-1]
+            if fit_intercept:  # θ += y x, θ0 += y: learn_one's additions
+                w_aug += signed[r]
+            else:
+                w += signed[r, :-1]
+            size, since = bound_after_mistake(size, since, reach)
+            if not since:
+                size = _norm(w_aug)
         rows.append(r)
-        since += 1
-        if since < 16:
-            size += reach  # ‖a + b‖ ≤ ‖a‖ + ‖b‖, summed exactly every 16 mistakes
-        else:
-            since = 0
-            size = math.sqrt(float(np.dot(w_aug, w_aug)))
-        tol = scale * size + TINY_ABS if size <= HUGE else math.inf
+        tol = tolerance(scale, size)
         i = r + 1
         block = k + 1  # about as many rows as the last stretch without a mistake
-        block = _MIN_BLOCK if block < _MIN_BLOCK else max_block if block > max_block else block
+        block = (_MIN_MARGIN_BLOCK if block < _MIN_MARGIN_BLOCK
+                 else max_block if block > max_block else block)
     return np.array(rows, dtype=np.intp)

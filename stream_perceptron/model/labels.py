@@ -1,13 +1,12 @@
 r"""The two classes as a model was taught them (pure: numpy only).
 
-The seeds' update works on signs :math:`y \in \{-1, +1\}` (the README of the seeds: "labels are
-−1/+1"). Users teach labels of their own: booleans (river's datasets), ±1, 0/1, or two class
-names. :class:`LabelSpace` turns each label into its sign for the update and remembers the
-labels it was given, so that a prediction answers in the same space:
-
-* ``True``, ``1`` (and ``1.0``, numpy's ``True``, ``int64(1)``) and the configured positive class are +1;
-* ``False``, ``0``, ``-1`` and the configured negative class are −1: **0 is the negative class**;
-* an unlabeled row is marked by an explicit mask, or by ``None``/NaN in its place; never by 0.
+The update works on signs :math:`y \in \{-1, +1\}`. Users teach labels of their own: booleans
+(river's datasets), ±1, 0/1, or two class names. :class:`LabelSpace` turns each label into its
+sign for the update, by the input contract's rule (:func:`~stream_perceptron.contract.label_sign`:
+``True``, ``1`` and the positive class are +1; ``False``, ``0``, ``-1`` and the negative class are
+−1: **0 is the negative class**), and remembers the labels it was given, so that a prediction
+answers in the same space. An unlabeled row is marked by an explicit mask, or by ``None``/NaN in
+its place; never by 0.
 
 The first positive and the first negative label taught are the ones predicted. Before a class
 has been taught, its label is inferred from the other (``True`` ↔ ``False``, ``1`` ↔ ``-1``,
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-Signs = npt.NDArray[np.int8]
+from stream_perceptron.contract import Signs, array_signs, label_sign
 
 
 def _plain(label: Any) -> Any:
@@ -51,20 +50,8 @@ class LabelSpace:
         self.positive: Any = None if classes is None else classes[1]
 
     def _sign_or_none(self, y: Any) -> int | None:
-        if isinstance(y, bool | np.bool_):
-            return 1 if y else -1
-        if self.classes is not None and isinstance(y, str):
-            if y == self.classes[1]:
-                return 1
-            if y == self.classes[0]:
-                return -1
-            return None
-        if isinstance(y, int | float | np.integer | np.floating):
-            if y == 1:
-                return 1
-            if y in (0, -1):
-                return -1
-        return None
+        classes = (None, None) if self.classes is None else self.classes
+        return label_sign(y, classes[1], classes[0])
 
     def _refuse(self, y: Any) -> ValueError:
         named = "" if self.classes is None else f" or the classes {self.classes[0]!r}/{self.classes[1]!r}"
@@ -107,15 +94,14 @@ class LabelSpace:
     def _signs_of(self, arr: npt.NDArray[Any], mask: npt.NDArray[np.bool_]) -> Signs:
         """The signs of ``arr`` where ``mask`` holds; clears ``mask`` where a label is missing."""
         kind = arr.dtype.kind
-        if kind == "b":
-            return np.where(arr, 1, -1).astype(np.int8)
-        if kind in "iuf":
+        if kind in "biuf":
             if kind == "f":
                 mask &= ~np.isnan(arr)
-            bad = mask & (arr != 1) & (arr != 0) & (arr != -1)
+            signs, ok = array_signs(arr)
+            bad = mask & ~ok
             if bad.any():
                 raise self._refuse(arr[int(bad.argmax())])
-            return np.where(arr == 1, 1, -1).astype(np.int8)
+            return signs
         signs = np.zeros(len(arr), dtype=np.int8)  # objects or strings: one at a time
         for i in np.flatnonzero(mask):
             if _missing(arr[i]):

@@ -44,7 +44,11 @@ Features = Mapping[str, float] | Sequence[float] | FloatArray
 Rows = FloatArray | SparseRows
 """What :meth:`Perceptron.vectorize_many` returns: a dense matrix, or sparse rows of named features."""
 
-_MIN_BLOCK = 16
+# learn_many's general loop (sparse rows, or averaging): its first block, and the fewest rows of a
+# block after a mistake. Every row of a block is scored in full, and those past its first mistake
+# again in the next block, so after a mistake a block is about twice the stretch before it (unlike
+# the dense pass's margins, dense_pass._MIN_MARGIN_BLOCK, which cost little a row)
+_MIN_SCORED_BLOCK = 16
 _MAX_BLOCK = 4096
 _BLOCK_BYTES = 8 << 20  # the scoring temporary of one block stays under 8 MiB, however wide x is
 _FIXED_BY_DENSE = "x has named features but the model was fixed by dense vectors"
@@ -587,7 +591,7 @@ class Perceptron(base.Classifier):
             w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
         else:
             w, width = self._ensure_dim(m.shape[1]), m.shape[1]
-        max_block = max(_MIN_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
+        max_block = max(_MIN_SCORED_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, width))))
         average = self.average
         if not average and not isinstance(m, SparseRows):
             return self._learn_dense(m, signs, w, max_block)
@@ -604,7 +608,7 @@ class Perceptron(base.Classifier):
         score = _Scorer(m, max_block)
         # ‖θ‖ of the rows from each start on: filled in once at the end, not per block
         starts, norms = [0], [self.norms()]
-        i, block = 0, _MIN_BLOCK
+        i, block = 0, _MIN_SCORED_BLOCK
         while i < n:
             end = min(n, i + block)
             s = score(w, self._b, i, end)
@@ -626,7 +630,7 @@ class Perceptron(base.Classifier):
             flags[r] = True
             starts.append(stop)
             norms.append(self.norms())
-            block = max(_MIN_BLOCK, min(2 * (k + 1), max_block))
+            block = max(_MIN_SCORED_BLOCK, min(2 * (k + 1), max_block))
             i = stop
         edges = np.array([*starts, n], dtype=np.intp)
         lengths: npt.NDArray[np.intp] = edges[1:] - edges[:-1]

@@ -10,13 +10,13 @@ starts over and yields the same examples.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from stream_perceptron.contract import finite_number
 from stream_perceptron.errors import SourceError
 
 __all__ = [
@@ -125,13 +125,8 @@ def cap(length: int | None, limit: int | None) -> int | None:
 
 
 def number(value: object, name: str) -> float:
-    """A finite float from a JSON/river feature value (bools are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise BadRecord(f"feature {name} is not a number: {value!r}")
+    """A finite float from a JSON/river feature value (:func:`~stream_perceptron.contract.finite_number`)."""
     try:
-        out = float(value)
-    except OverflowError:
-        raise BadRecord(f"feature {name} is too large: {value!r}") from None
-    if not math.isfinite(out):
-        raise BadRecord(f"feature {name} is not finite: {value!r}")
-    return out
+        return finite_number(value)
+    except ValueError as exc:
+        raise BadRecord(f"feature {name} {exc}: {value!r}") from None

@@ -6,15 +6,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
-from stream_perceptron.errors import SourceError
+from stream_perceptron.contract import finite_text, json_object
+from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, limited, number
 from stream_perceptron.sources.labels import Classes, label_from_text, label_from_value
 
@@ -99,12 +98,9 @@ class _CsvLayout:
         for i in self.feature_at:
             cell = row[i].strip()
             try:
-                value = float(cell)
-            except ValueError:
-                raise BadRecord(f"column {self.names[i]!r} is not a number: {cell!r}") from None
-            if not math.isfinite(value):
-                raise BadRecord(f"column {self.names[i]!r} is not finite: {cell!r}")
-            x.append(value)
+                x.append(finite_text(cell))
+            except ValueError as exc:
+                raise BadRecord(f"column {self.names[i]!r} {exc}: {cell!r}") from None
         return x, label_from_text(row[self.label_at], self.classes)
 
     def rows(self) -> Iterator[Example]:
@@ -137,13 +133,7 @@ def jsonl_source(
     first = _first_jsonl_x(path)
     dense_len = len(first) if isinstance(first, list) else None
 
-    def parse(raw: bytes) -> Example:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise BadRecord(f"invalid JSON: {exc}") from None
-        if not isinstance(record, dict):
-            raise BadRecord("not a JSON object")
+    def parse(record: dict[str, Any]) -> Example:
         x = _jsonl_x(record, dense_len)
         if record.get(label) is None:
             raise BadRecord(
@@ -153,24 +143,33 @@ def jsonl_source(
         return x, label_from_value(record[label], classes)
 
     def examples() -> Iterator[Example]:
-        with _open_binary(path) as f:
-            line = 0
-            try:
-                for line, raw in enumerate(f, start=1):
-                    if line == 1:
-                        raw = raw.removeprefix(b"\xef\xbb\xbf")
-                    if raw.strip():
-                        yield parse(raw)
-            except BadRecord as exc:
-                raise SourceError(f"{path}:{line}: {exc}") from None
-            except _UNREADABLE as exc:
-                raise SourceError(f"{path}:{line}: unreadable: {exc}") from None
+        with closing(_jsonl_records(path)) as records:
+            for line, record in records:
+                try:
+                    example = parse(record)
+                except BadRecord as exc:
+                    raise SourceError(f"{path}:{line}: {exc}") from None
+                yield example
 
     return Source(spec, dense_len, None, None, limited(examples, limit), from_file=True)
 
 
 def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:
     """The x of the first non-blank line (None for an empty file); errors name line numbers."""
+    with closing(_jsonl_records(path)) as records:
+        for line, record in records:
+            try:
+                return _jsonl_x(record, None)
+            except BadRecord as exc:
+                raise SourceError(f"{path}:{line}: {exc}") from None
+    return None
+
+
+def _jsonl_records(path: Path) -> Generator[tuple[int, dict[str, Any]], None, None]:
+    """The JSON object on each non-blank line of a JSON-lines file, with its line number (a
+    byte-order mark before the first is skipped); a line that is not one, or a file that cannot
+    be read, is a ``SourceError`` naming the line."""
+    line = 0
     try:
         with _open_binary(path) as f:
             for line, raw in enumerate(f, start=1):
@@ -179,17 +178,13 @@ def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:
                 if not raw.strip():
                     continue
                 try:
-                    record = orjson.loads(raw)
-                    if not isinstance(record, dict):
-                        raise BadRecord("not a JSON object")
-                    return _jsonl_x(record, None)
-                except orjson.JSONDecodeError as exc:
-                    raise SourceError(f"{path}:{line}: invalid JSON: {exc}") from None
-                except BadRecord as exc:
-                    raise SourceError(f"{path}:{line}: {exc}") from None
+                    record = json_object(raw.rstrip(b"\r\n"))  # its positions: in the line
+                except DecodeError as exc:
+                    raise SourceError(f"{path}:{line}: {exc.reason}") from None
+                yield line, record
     except _UNREADABLE as exc:
-        raise SourceError(f"{path}: unreadable: {exc}") from None
-    return None
+        where = f"{path}:{line}" if line else str(path)
+        raise SourceError(f"{where}: unreadable: {exc}") from None
 
 
 def _jsonl_x(record: dict[str, Any], dense_len: int | None) -> list[float] | dict[str, float]:

@@ -1,12 +1,12 @@
-"""Labels to -1/+1: the fixed spellings, and class names read by ``positive_class`` and
-``negative_class``."""
+"""Labels to -1/+1 for fit and produce: a dataset's values by the input contract's rule
+(:func:`~stream_perceptron.contract.label_sign`), and text labels (a CSV cell) read as class
+names, or as the values they spell."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from stream_perceptron.contract import label_sign
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord
 
@@ -17,9 +17,6 @@ __all__ = [
     "label_from_value",
     "no_positive_class",
 ]
-
-_POSITIVE_TEXT = frozenset({"1", "+1", "1.0", "+1.0", "true"})
-_NEGATIVE_TEXT = frozenset({"-1", "0", "-1.0", "0.0", "false"})
 
 POSITIVE_CLASS_SETTING = "SP_LIMITS__POSITIVE_CLASS or [limits] in --config"
 """Where a user names the positive class, for ``fit``, ``produce`` and the worker alike."""
@@ -46,13 +43,16 @@ def no_positive_class(spec: str, positive_class: str | None, count: int, positiv
 
 
 def label_from_text(text: str, classes: Classes) -> int:
+    """The sign of a text label: a class name; with a positive class only, -1 for any other text
+    (one class against the rest); else the value it spells, ``true``/``false`` (any case) or a
+    number (``1``, ``+1.0``, ``0``, ``-1``…), signed by the contract's rule."""
     value = text.strip()
     if not value:
         raise BadRecord("empty label")
-    if classes.positive is not None and value == classes.positive.strip():
-        return 1
-    if classes.negative is not None and value == classes.negative.strip():
-        return -1
+    positive, negative = (None if c is None else c.strip() for c in (classes.positive, classes.negative))
+    sign = label_sign(value, positive, negative)
+    if sign is not None:
+        return sign
     if classes.positive is not None:
         if classes.negative is None:
             return -1  # one class against the rest
@@ -61,23 +61,29 @@ def label_from_text(text: str, classes: Classes) -> int:
             f" nor the negative class {classes.negative!r}"
             " (SP_LIMITS__POSITIVE_CLASS, SP_LIMITS__NEGATIVE_CLASS)"
         )
-    key = value.lower()
-    if key in _POSITIVE_TEXT:
-        return 1
-    if key in _NEGATIVE_TEXT:
-        return -1
-    raise BadRecord(f"label {value!r} is {_LABEL_HELP}")
+    sign = label_sign(_spelled(value))
+    if sign is None:
+        raise BadRecord(f"label {value!r} is {_LABEL_HELP}")
+    return sign
+
+
+def _spelled(text: str) -> object:
+    """The bool or number ``text`` spells (ASCII only), else ``text`` itself."""
+    key = text.lower()
+    if key in ("true", "false"):
+        return key == "true"
+    try:
+        return float(key) if key.isascii() else text
+    except ValueError:
+        return text
 
 
 def label_from_value(value: object, classes: Classes) -> int:
-    """Label of a JSON or river value: bools and numbers fixed, strings via positive_class."""
-    if isinstance(value, bool | np.bool_):
-        return 1 if value else -1
+    """Label of a JSON or river value: a string as :func:`label_from_text` reads it, anything
+    else by the contract's rule."""
     if isinstance(value, str):
         return label_from_text(value, classes)
-    if isinstance(value, int | float | np.integer | np.floating):
-        if value == 1:
-            return 1
-        if value in (0, -1):
-            return -1
-    raise BadRecord(f"label {value!r} is {_LABEL_HELP}")
+    sign = label_sign(value)
+    if sign is None:
+        raise BadRecord(f"label {value!r} is {_LABEL_HELP}")
+    return sign

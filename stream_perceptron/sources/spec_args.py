@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from stream_perceptron.contract import NotANumber, NotFinite, finite_text
 from stream_perceptron.errors import SourceError
 
 __all__ = ["MAX_D", "check", "parse_args"]
@@ -36,12 +36,12 @@ def parse_args(scheme: str, text: str, defaults: Mapping[str, int | float]) -> d
 
 def _parse_value(scheme: str, key: str, raw: str, integer: bool) -> int | float:
     try:
-        number = float(raw)
-    except ValueError:
+        number = finite_text(raw)
+    except NotANumber:
         kind = "an integer" if integer else "a number"
         raise SourceError(f"{scheme}: {key}={raw!r} is not {kind}") from None
-    if not math.isfinite(number):
-        raise SourceError(f"{scheme}: {key}={raw!r} is not finite")
+    except NotFinite as exc:
+        raise SourceError(f"{scheme}: {key}={raw!r} {exc}") from None
     if not integer:
         return number
     try:

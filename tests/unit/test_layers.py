@@ -27,12 +27,13 @@ ALLOWED: dict[str, set[str]] = {
     "throttle": set(),
     "runtime": set(),
     "logs": {"throttle"},
-    "model": {"errors"},
-    "codec": {"errors"},
+    "contract": {"errors"},
+    "model": {"errors", "contract"},
+    "codec": {"errors", "contract"},
     "settings": {"errors", "codec.limits"},
     "state": {"errors"},
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
-    "sources": {"errors"},
+    "sources": {"errors", "contract"},
     "worker": {"errors", "settings", "throttle", "runtime", "model", "codec", "state",
                "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log"},
     "commands": {"errors", "settings", "throttle", "runtime", "model", "codec", "state", "sources",
@@ -44,7 +45,10 @@ ALLOWED: dict[str, set[str]] = {
 # Neither a Kafka client, nor files, the network, processes or the clock, in the pure layers.
 IMPURE = {"kafka", "confluent_kafka", "os", "io", "pathlib", "shutil", "tempfile", "socket", "ssl",
           "http", "urllib", "subprocess", "multiprocessing", "signal", "fcntl", "time", "datetime"}
-PURE = ("model", "codec")
+PURE = ("model", "codec", "contract")
+# The input contract, shared by model/, codec/ and sources/, imports no library but these (and the
+# standard library's modules).
+LIBRARIES = {"contract": {"numpy", "orjson"}}
 NO_NUMPY = ("kafka",)  # checked again at run time by test_the_kafka_edge_loads_no_numpy
 
 # Only these read the environment or argv, and only these configure logging.
@@ -116,6 +120,9 @@ def violations(root: Path = PACKAGE) -> list[str]:
                     found.append(f"{name}: names a backend ({target}); use kafka.factory.open_edge")
             elif layer in PURE and top in IMPURE:
                 found.append(f"{name}: a pure module imports {top}")
+            elif (layer in LIBRARIES and top != NAME and top not in sys.stdlib_module_names
+                  and top not in LIBRARIES[layer]):
+                found.append(f"{name}: imports the library {top}")
             elif layer in NO_NUMPY and top in ("numpy", "river"):
                 found.append(f"{name}: the Kafka edge imports {top}")
             elif layer == "state" and top in ("kafka", "confluent_kafka"):
@@ -197,6 +204,14 @@ def _planted(tmp_path: Path, module: str, line: str) -> Path:
     ("module", "line", "expected"),
     [
         ("model/sparse.py", "import time", "model.sparse: a pure module imports time"),
+        ("contract.py", "import os", "contract: a pure module imports os"),
+        ("contract.py", "import msgspec", "contract: imports the library msgspec"),
+        ("contract.py", "from stream_perceptron.codec import limits",
+         "contract: imports stream_perceptron.codec"),
+        ("codec/inputs.py", "from stream_perceptron.sources import labels",
+         "codec.inputs: imports stream_perceptron.sources"),
+        ("sources/labels.py", "from stream_perceptron.model import labels",
+         "sources.labels: imports stream_perceptron.model"),
         ("codec/inputs.py", "from kafka import KafkaConsumer", "codec.inputs: a pure module imports kafka"),
         ("model/stats.py", "def f(p):\n    return open(p)", "model.stats: a pure module opens files"),
         ("model/learner.py", "from stream_perceptron.state import checkpoint",

@@ -102,6 +102,41 @@ def test_an_unknown_class_name_is_refused_naming_the_settings_of_the_classes():
         " or 'ham' (SP_LIMITS__NEGATIVE_CLASS)")
 
 
+@pytest.mark.parametrize(
+    ("value", "bound", "printed"),
+    [
+        (b"1.0000001e12", 1e12, "1.0000001e+12, over the limit of 1e+12"),
+        (b"-1000000.5", 1e6, "1000000.5, over the limit of 1000000"),
+        (b"10000000000000003", 1e16, "10000000000000004, over the limit of 10000000000000000"),
+        (b"1e7", 1e6, "1e+07, over the limit of 1e+06"),  # as short as before where that tells them apart
+    ],
+)
+def test_a_value_over_the_bound_is_printed_apart_from_it(value, bound, printed):
+    with pytest.raises(DecodeError) as err:
+        decode_example(b'{"x": [' + value + b"]}", Limits(max_abs_value=bound))
+    assert err.value.reason == f"x has a value of magnitude {printed} (SP_LIMITS__MAX_ABS_VALUE)"
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (b"\xff\xfe", "byte 0 (0xff)"),
+        (b'{"x": [1], "y": "\xff"}', "byte 17 (0xff)"),
+        ('{"x": [1], "id": "\ud800"}'.encode("utf-8", "surrogatepass"), "byte 18 (0xed)"),
+        (b'{"x": [1], "id": "caf\xc3"}', "byte 21 (0xc3)"),  # a sequence cut short
+    ],
+)
+def test_invalid_utf8_is_named_with_the_byte_where_it_starts(value, where):
+    for reason in (_reason(value), BatchDecoder(Limits()).decode_many([value]).rejected[0]):
+        assert reason == f"not valid JSON: invalid UTF-8 at {where}"
+
+
+def _reason(value: bytes) -> str:
+    with pytest.raises(DecodeError) as err:
+        decode_example(value, Limits())
+    return err.value.reason
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_are_decoded_or_refused_with_a_reason(raw):

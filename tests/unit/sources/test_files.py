@@ -202,7 +202,7 @@ def test_jsonl_sparse_and_positive_class(tmp_path: Path) -> None:
         ({"x": [1, 2], "y": 2}, "label 2"),
         ({"x": {"a": 1}, "y": 1}, "object but earlier lines had lists"),
         ({"y": 1}, "no 'x'"),
-        ([1, 2], "not a JSON object"),
+        ([1, 2], "record must be a JSON object, got array"),
     ],
 )
 def test_jsonl_bad_line_names_line(tmp_path: Path, bad: object, reason: str) -> None:
@@ -217,9 +217,11 @@ def test_jsonl_bad_line_names_line(tmp_path: Path, bad: object, reason: str) -> 
 def test_jsonl_invalid_json(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
     path.write_bytes(b'{"x": [1], "y": 1}\n{"x": [2], "y": \n')
-    with pytest.raises(SourceError, match=r"j\.jsonl:2: invalid JSON"):
+    # the record's words as the worker's dead letters give them; its positions within the line
+    with pytest.raises(SourceError, match=r"j\.jsonl:2: not valid JSON: unexpected end of data:"
+                                          r" line 1 column 17 \(char 16\)$"):
         list(open_source(str(path)))
     first_bad = tmp_path / "k.jsonl"
     first_bad.write_bytes(b"\nnot json\n")
-    with pytest.raises(SourceError, match=r"k\.jsonl:2: invalid JSON"):
+    with pytest.raises(SourceError, match=r"k\.jsonl:2: not valid JSON"):
         open_source(str(first_bad))

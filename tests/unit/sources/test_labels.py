@@ -39,6 +39,16 @@ def test_csv_labels_with_both_class_names_are_strict(tmp_path: Path) -> None:
     assert [y for _, y in open_source(str(path), label="species", negative_class="dog")] == [-1, 1]
 
 
+def test_a_text_label_spells_a_bool_or_a_number_signed_by_the_contract(tmp_path: Path) -> None:
+    spelled = ["1", "+1", "1.0", "1.00", "1e0", "TRUE", "0", "-0", "0.0", "-1", "-1.0", "False"]
+    path = write(tmp_path / "d.csv", "f1,y\n" + "".join(f"1,{y}\n" for y in spelled))
+    assert [y for _, y in open_source(str(path))] == [1] * 6 + [-1] * 6
+    for bad in ("2", "nan", "inf", "yes", "\u0661"):  # U+0661, ARABIC-INDIC DIGIT ONE
+        path.write_text(f"f1,y\n1,{bad}\n", encoding="utf-8")
+        with pytest.raises(SourceError, match=r"d\.csv:2: label .* is not -1/1, 0/1 or true/false"):
+            list(open_source(str(path)))
+
+
 def test_no_positive_class_in_the_data_is_named() -> None:
     with pytest.raises(SourceError, match=r"^f\.csv: no label is the positive class 'spam' "
                                           r"\(SP_LIMITS__POSITIVE_CLASS or \[limits\] in --config\),"
