@@ -99,6 +99,15 @@ class KafkaSettings(_Section):
                 raise ValueError(f"{server!r} is not host:port (the port a number from 1 to 65535)")
         return ",".join(servers) or None
 
+    @field_validator("ssl_password")
+    @classmethod
+    def _ssl_password_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        """A blank key password is refused at load, as a blank CA file is: a key without a
+        password is said by leaving the setting unset."""
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is blank: leave it unset for a client key without a password")
+        return value
+
     @property
     def servers(self) -> list[str]:
         """The bootstrap servers, one ``host:port`` each (empty when unset)."""

@@ -197,6 +197,25 @@ def test_a_tls_file_that_is_not_there_is_one_line(monkeypatch, tmp_path, name):
     assert load_settings() is not None
 
 
+@pytest.mark.parametrize("name", ["SP_KAFKA__SSL_CAFILE", "SP_KAFKA__SSL_PASSWORD"])
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_tls_file_or_key_password_is_one_line(monkeypatch, name, blank):
+    """Blank, the CA file and the key's password are each refused at load with one line naming
+    the variable; a blank password would otherwise reach the client as a password."""
+    monkeypatch.setenv(name, blank)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0 and msg.startswith(f"invalid setting {name} "), msg
+
+
+def test_a_key_password_that_is_set_is_kept_and_masked(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SSL_PASSWORD", "k3y-pass")
+    settings = load_settings()
+    assert settings.kafka.ssl_password.get_secret_value() == "k3y-pass"
+    assert redacted(settings)["kafka"]["ssl_password"] == "**********"
+
+
 def test_a_misspelt_setting_is_named_and_its_value_not_shown(monkeypatch):
     monkeypatch.setenv("SP_KAFKA__SASL_PASSWD", "hunter2-do-not-print")  # PASSWD for PASSWORD
     with pytest.raises(SettingsError) as err:
