@@ -306,6 +306,18 @@ def test_readme_and_example_config_list_every_setting():
             assert key in example.get(where, set()), f"{section}.{name} missing from the example config"
 
 
+def test_every_setting_has_a_description():
+    from pydantic import BaseModel
+
+    from stream_perceptron.settings import Settings
+
+    for section, field in Settings.model_fields.items():
+        ann = field.annotation
+        inner = ann.model_fields if isinstance(ann, type) and issubclass(ann, BaseModel) else {None: field}
+        for name, f in inner.items():
+            assert f.description and f.description.strip(), f"{section}.{name} has no description"
+
+
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_sasl_without_a_mechanism_is_refused(monkeypatch, protocol):
     # otherwise each client retries for good, logging "Kafka not reachable yet"
