@@ -56,7 +56,8 @@ class KafkaSettings(_Section):
     bootstrap_servers: str | None = Field(
         None,
         description="`host:port,...`; unset (or blank): `demo` starts an embedded broker, `run` refuses "
-        "to start",
+        "to start. With TLS each host must be a name the broker's certificate holds "
+        "([Deploy](deploy.md#a-secured-cluster-sasl_ssl-and-tls))",
     )
     group_id: str = Field("stream-perceptron", description="the consumer group")
     client_id: str = Field(
