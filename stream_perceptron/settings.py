@@ -49,43 +49,91 @@ class KafkaSettings(_Section):
     """How to reach the cluster; security settings pass through to every client."""
 
     backend: Literal["kafka-python", "confluent-kafka"] = Field(
-        "kafka-python", description="the worker's client library; confluent-kafka is an optional extra"
+        "kafka-python",
+        description="the worker's client library: `kafka-python` (pure Python) or `confluent-kafka` (`pip "
+        "install 'stream-perceptron[confluent]'`)",
     )
     bootstrap_servers: str | None = Field(
-        None, description="host:port[,host:port]; unset means the demo starts an embedded broker"
+        None,
+        description="`host:port,...`; unset (or blank): `demo` starts an embedded broker, `run` refuses "
+        "to start. With TLS each host must be a name the broker's certificate holds "
+        "([Deploy](deploy.md#a-secured-cluster-sasl_ssl-and-tls))",
     )
-    group_id: str = "stream-perceptron"
-    client_id: str = "stream-perceptron"
-    session_timeout_ms: int = Field(10_000, ge=1_000)
-    heartbeat_interval_ms: int = Field(3_000, ge=100)
-    max_poll_records: int = Field(2_000, ge=1)
-    poll_timeout_ms: int = Field(500, ge=0)
+    group_id: str = Field("stream-perceptron", description="the consumer group")
+    client_id: str = Field(
+        "stream-perceptron",
+        description="client id (also in statistics records); with exactly-once the transactional id is "
+        "`<group>:<client id>:<host name>`, so workers of one group on one host need client "
+        "ids of their own",
+    )
+    session_timeout_ms: int = Field(10_000, ge=1_000, description="the group session timeout")
+    heartbeat_interval_ms: int = Field(
+        3_000, ge=100,
+        description="the group heartbeat interval, below the session timeout",
+    )
+    max_poll_records: int = Field(
+        2_000, ge=1,
+        description="records per poll (learned and published in chunks of `SP_OUTPUT__CHUNK_RECORDS`); "
+        "with confluent-kafka the consumer also fetches ahead at most ten polls' worth per "
+        "partition (and 32 MB), where librdkafka's own default is 100,000 messages",
+    )
+    poll_timeout_ms: int = Field(500, ge=0, description="how long one poll waits for records")
     fetch_max_wait_ms: int = Field(
-        50, ge=0, description="how long the broker may hold a fetch for data (latency against idle requests)"
+        50, ge=0,
+        description="how long the broker may hold a fetch for data: lower is lower latency on a broker "
+        "that holds fetches (the embedded one), more requests and more CPU while the input is "
+        "idle (the trade-off measured: [Performance](performance.md#decisions))",
     )
     fetch_max_bytes: int = Field(
         1_048_576,
         ge=1_000_000,  # librdkafka refuses less than its message.max.bytes (1,000,000)
-        description="most bytes one fetch response may carry (Kafka's fetch.max.bytes)",
+        description="most bytes one fetch response may carry (Kafka's `fetch.max.bytes`, for both "
+        "clients; at least 1,000,000, librdkafka's floor). The clients' own default, 50 MB, "
+        "lets a broker answer with several MB at a time, held in memory until polled",
     )
-    request_timeout_ms: int = Field(30_000, ge=1_000)
-    linger_ms: int = Field(20, ge=0)
-    batch_size: int = Field(262_144, ge=1)
+    request_timeout_ms: int = Field(
+        30_000, ge=1_000,
+        description="the clients' request timeout; a flush, commit or send is retried in rounds of it",
+    )
+    linger_ms: int = Field(20, ge=0, description="producer batching: how long a record may wait for others")
+    batch_size: int = Field(262_144, ge=1, description="producer batch bytes")
     producer_process: bool = Field(
         False,
-        description="kafka-python only: produce from a second process, beside the worker (a second core)",
+        description="kafka-python only: produce from a second process beside the worker, on a second core "
+        "(1.2–1.6× the records/s over six full runs, about 60 MB more memory, about 10 ms "
+        "more latency; see [Performance](performance.md)); not with exactly-once, whose "
+        "transaction carries the consumer's offsets (the producer then stays in the worker's "
+        "process, said in a log line)",
     )
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT",
+        description="how the clients connect: plaintext, TLS, SASL, or SASL over TLS",
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None,
+        description="the SASL mechanism; required with a `SASL_*` protocol",
+    )
+    sasl_username: str | None = Field(None, description="the SASL user")
+    sasl_password: SecretStr | None = Field(None, description="secret: the SASL user's password")
     # checked at load: a missing file is one line naming the setting, not a client that
     # retries a handshake it can never make
-    ssl_cafile: FilePath | None = None
-    ssl_certfile: FilePath | None = None
-    ssl_keyfile: FilePath | None = None
-    ssl_password: SecretStr | None = None
-    ssl_check_hostname: bool = True
+    ssl_cafile: FilePath | None = Field(
+        None,
+        description="CA bundle (each of these three files must exist when the settings load; a blank "
+        "value is refused)",
+    )
+    ssl_certfile: FilePath | None = Field(None, description="client certificate")
+    ssl_keyfile: FilePath | None = Field(None, description="client key")
+    ssl_password: SecretStr | None = Field(
+        None,
+        description="secret: the client key's password (a blank value is refused: leave it unset for a "
+        "key without one)",
+    )
+    ssl_check_hostname: bool = Field(
+        True,
+        description="check that the broker's certificate names the host connected to; `false` only for a "
+        "test",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -98,6 +146,15 @@ class KafkaSettings(_Section):
             if (m is None and not _is_ipv6(server)) or (m and m[2] and not 0 < int(m[2]) < 65536):
                 raise ValueError(f"{server!r} is not host:port (the port a number from 1 to 65535)")
         return ",".join(servers) or None
+
+    @field_validator("ssl_password")
+    @classmethod
+    def _ssl_password_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        """A blank key password is refused at load, as a blank CA file is: a key without a
+        password is said by leaving the setting unset."""
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is blank: leave it unset for a client key without a password")
+        return value
 
     @property
     def servers(self) -> list[str]:
@@ -149,11 +206,14 @@ def server_list(value: str | None) -> list[str]:
 class TopicSettings(_Section):
     """Topic names: one input, four outputs."""
 
-    input: str = "examples"
-    predictions: str = "predictions"
-    stats: str = "stats"
-    dead_letter: str = "dead-letters"
-    outcomes: str = "outcomes"
+    input: str = Field("examples", description="input records")
+    predictions: str = Field("predictions", description="prediction records")
+    stats: str = Field("stats", description="statistics records and drift events")
+    dead_letter: str = Field("dead-letters", description="dead letters")
+    outcomes: str = Field(
+        "outcomes",
+        description="outcome records of late labels (created like the other output topics)",
+    )
 
 
 class CheckpointSettings(_Section):
@@ -163,19 +223,42 @@ class CheckpointSettings(_Section):
     # may share it) or "kafka" (the compacted topic ``topic``, so workers need no volume). The
     # seed, a `fit` checkpoint starting the partitions that have no state, is read from ``dir``
     # with either store.
-    store: Literal["directory", "kafka"] = "directory"
-    dir: Path = Path("checkpoints")
-    topic: str = Field("stream-perceptron-state", min_length=1, max_length=249)
+    store: Literal["directory", "kafka"] = Field(
+        "directory",
+        description="where each input partition's state is kept: `directory` (files under "
+        "`SP_CHECKPOINT__DIR`, which several workers may share) or `kafka` (the compacted "
+        "topic `SP_CHECKPOINT__TOPIC`: workers need no volume)",
+    )
+    dir: Path = Field(
+        Path("checkpoints"),
+        description="the directory store's files; with either store, a state from `fit` at its top is the "
+        "initial model of the partitions that have no state yet",
+    )
+    topic: str = Field(
+        "stream-perceptron-state", min_length=1, max_length=249,
+        description="the Kafka store's topic, created when missing with `cleanup.policy=compact`",
+    )
     # The Kafka store writes a state in records of at most this many bytes (the manifest last), so
     # a state larger than the broker's largest message still fits.
-    chunk_bytes: int = Field(512 * 1024, ge=1024, le=64 * 1024 * 1024)
-    every_examples: int = Field(10_000, ge=1)
-    every_seconds: float = Field(30.0, gt=0)
-    keep: int = Field(3, ge=1)
+    chunk_bytes: int = Field(
+        512 * 1024, ge=1024, le=64 * 1024 * 1024,
+        description="the Kafka store writes a state in records of at most this many bytes, its manifest "
+        "last, so a state larger than the broker's largest message still fits",
+    )
+    every_examples: int = Field(10_000, ge=1, description="a checkpoint every this many examples")
+    every_seconds: float = Field(30.0, gt=0, description="a checkpoint every this many seconds")
+    keep: int = Field(3, ge=1, description="state files kept per partition in the directory store")
     # From SIGTERM (or the end of --until-caught-up) to exit: past it the worker exits 1 without
     # its final checkpoint, as the grace period's SIGKILL would, but saying so. Below the deploy
     # files' 60 s grace period; ``inf``: wait as long as the retries take.
-    shutdown_timeout_s: float = Field(50.0, gt=0)
+    shutdown_timeout_s: float = Field(
+        50.0, gt=0,
+        description="`run`'s shutdown, from SIGTERM (or the end of `--until-caught-up`) to exit: past it "
+        "a shutdown still waiting on Kafka exits 1 at once, with one ERROR line saying what "
+        "it waited for and where a restart resumes; nothing is lost, as with a SIGKILL. Keep "
+        "it below your grace period (60 s in the deploy files); `inf`: wait as long as the "
+        "retries take",
+    )
 
     @field_validator("dir", mode="before")
     @classmethod
@@ -188,13 +271,36 @@ class CheckpointSettings(_Section):
 class ModelSettings(_Section):
     """The perceptron's configuration (part of the checkpoint fingerprint)."""
 
-    n_features: int | None = Field(None, ge=1)
-    fit_intercept: bool = True
+    n_features: int | None = Field(
+        None, ge=1,
+        description="fixed dimension; unset: a stored state's width, else the first dense example fixes "
+        "it, and named features grow it up to `SP_LIMITS__MAX_NAMES`. A record that does not "
+        "fit the restored state's width is a dead letter with its reason (one WARNING per "
+        "partition), never a stop: only this setting disagreeing with a stored state stops "
+        "the worker (one line, exit 2)",
+    )
+    fit_intercept: bool = Field(True, description="`false`: perceptron through the origin")
     # serve the averaged weights (the seeds' update still drives learning and E_n)
-    average: bool = False
+    average: bool = Field(
+        False,
+        description="`true`: serve the averaged perceptron (predictions and scores from θ̄, the mean of θ "
+        "over the labeled examples; learning, `mistake` and `E_n` stay the plain "
+        "perceptron's); its own error rate is `served_mistake_rate`. Part of the state's "
+        "configuration",
+    )
     # named features hashed into 2**hash_bits columns: constant memory however many names arrive
-    hash_bits: int | None = Field(None, ge=1, le=30)  # model.hashing.MAX_HASH_BITS
-    hash_sign: bool = False
+    hash_bits: int | None = Field(
+        None, ge=1, le=30,  # model.hashing.MAX_HASH_BITS
+        description="named features hashed (BLAKE2b, the same on every machine) into 2^b columns, 1 to "
+        "30: memory and stored states stay the same size however many names arrive, colliding "
+        "names share a weight, and `SP_LIMITS__MAX_NAMES` no longer applies. Unset: each name "
+        "gets its own index, up to `SP_LIMITS__MAX_NAMES`. Part of the state's configuration",
+    )
+    hash_sign: bool = Field(
+        False,
+        description="with `SP_MODEL__HASH_BITS`: each name also gets a hashed sign, so colliding names "
+        "cancel on average rather than add",
+    )
 
     @model_validator(mode="after")
     def _hashing_fits(self) -> ModelSettings:
@@ -221,19 +327,51 @@ class LimitSettings(_Section):
     The defaults are the codec's own (:class:`~stream_perceptron.codec.limits.Limits`), written once.
     """
 
-    max_record_bytes: int = Field(_DEFAULT_LIMITS.max_record_bytes, ge=16, le=2**31 - 1)
-    max_features: int = Field(_DEFAULT_LIMITS.max_features, ge=1, le=2**31 - 1)
-    max_name_chars: int = Field(_DEFAULT_LIMITS.max_name_chars, ge=1, le=1_000_000)
+    max_record_bytes: int = Field(
+        _DEFAULT_LIMITS.max_record_bytes, ge=16, le=2**31 - 1,
+        description="larger records are dead-lettered",
+    )
+    max_features: int = Field(
+        _DEFAULT_LIMITS.max_features, ge=1, le=2**31 - 1,
+        description="features in one record",
+    )
+    max_name_chars: int = Field(
+        _DEFAULT_LIMITS.max_name_chars, ge=1, le=1_000_000,
+        description="records with a longer feature name are dead-lettered",
+    )
     # with model.n_features unset, named features would otherwise grow the model (and each
     # checkpoint) by every new name, for good
-    max_names: int = Field(_DEFAULT_LIMITS.max_names, ge=1, le=2**31 - 1)
-    max_abs_value: float = Field(_DEFAULT_LIMITS.max_abs_value, gt=0, allow_inf_nan=False)
-    dead_letter_value_bytes: int = Field(_DEFAULT_LIMITS.dead_letter_value_bytes, ge=0, le=700_000)
+    max_names: int = Field(
+        _DEFAULT_LIMITS.max_names, ge=1, le=2**31 - 1,
+        description="with `SP_MODEL__N_FEATURES` unset, the most feature names the model indexes; a "
+        "record bringing more new names is dead-lettered (names are kept for good, in memory "
+        "and in every stored state; `SP_MODEL__HASH_BITS` keeps both constant instead)",
+    )
+    max_abs_value: float = Field(
+        _DEFAULT_LIMITS.max_abs_value, gt=0, allow_inf_nan=False,
+        description="larger magnitudes (and NaN/Inf) are dead-lettered, each value compared as the "
+        "float64 the model holds (an integer past 2**53 once rounded); at most 1e100, past "
+        "which the sums can overflow",
+    )
+    dead_letter_value_bytes: int = Field(
+        _DEFAULT_LIMITS.dead_letter_value_bytes, ge=0, le=700_000,
+        description="bytes of a bad record's value kept in its dead letter",
+    )
     # a key and an id are copied into outputs, which must fit OUTPUT_RECORD_BYTES
-    max_key_bytes: int = Field(_DEFAULT_LIMITS.max_key_bytes, ge=0, le=OUTPUT_RECORD_BYTES)
-    max_id_chars: int = Field(_DEFAULT_LIMITS.max_id_chars, ge=0, le=OUTPUT_RECORD_BYTES)
-    positive_class: str | None = None
-    negative_class: str | None = None
+    max_key_bytes: int = Field(
+        _DEFAULT_LIMITS.max_key_bytes, ge=0, le=OUTPUT_RECORD_BYTES,
+        description="records with longer Kafka keys are dead-lettered",
+    )
+    max_id_chars: int = Field(
+        _DEFAULT_LIMITS.max_id_chars, ge=0, le=OUTPUT_RECORD_BYTES,
+        description="records with longer string ids are dead-lettered",
+    )
+    positive_class: str | None = Field(
+        None,
+        description="string label meaning +1; set (or the negative one), each prediction names its class "
+        "in `class`",
+    )
+    negative_class: str | None = Field(None, description="string label meaning −1")
 
     @field_validator("max_abs_value")
     @classmethod
@@ -269,20 +407,33 @@ class LimitSettings(_Section):
 class StatsSettings(_Section):
     """The running statistics and how often they are published."""
 
-    window: int = Field(1_000, ge=1)
-    ewma_alpha: float = Field(0.01, gt=0, le=1)
-    every_examples: int = Field(5_000, ge=1)
-    every_seconds: float = Field(10.0, gt=0)
+    window: int = Field(1_000, ge=1, description="W, labeled examples in the window")
+    ewma_alpha: float = Field(0.01, gt=0, le=1, description="α of the EWMA mistake rate")
+    every_examples: int = Field(
+        5_000, ge=1,
+        description="a statistics record every this many examples of a partition",
+    )
+    every_seconds: float = Field(10.0, gt=0, description="a statistics record every this many seconds")
 
 
 class DriftSettings(_Section):
     """Drift alarms on each partition's mistake stream (docs/drift.md)."""
 
     # river.drift detector watching the 0/1 mistakes ("none": no alarms)
-    detector: Literal["adwin", "page-hinkley", "ddm", "hddm-a", "none"] = "adwin"
+    detector: Literal["adwin", "page-hinkley", "ddm", "hddm-a", "none"] = Field(
+        "adwin",
+        description="the detector of rises of each partition's mistake rate ([Drift alarms](drift.md)); "
+        "`none`: no alarms",
+    )
     # what an alarm does besides its event: "reset-window" restarts the window statistics,
     # "reset-model" restarts θ, θ0 (and the averaging) at zero; E_n counts on in both
-    on_drift: Literal["none", "reset-window", "reset-model"] = "none"
+    on_drift: Literal["none", "reset-window", "reset-model"] = Field(
+        "none",
+        description="what an alarm does besides its event: `none`; `reset-window` empties the window "
+        "statistics at the alarm's record (E_n and the EWMA go on); `reset-model` restarts θ, "
+        "θ0 (and the averaging) at zero there, so the model relearns the new concept (E_n "
+        "goes on counting its mistakes)",
+    )
 
 
 class MixSettings(_Section):
@@ -290,21 +441,52 @@ class MixSettings(_Section):
 
     # every this many labeled examples of a partition, it publishes its state to the model topic
     # and adopts the mix of every partition's newest state; 0 (the default) never mixes
-    every_examples: int = Field(0, ge=0)
-    topic: str = "model"  # compacted: one record per input partition, the newest kept
-    weights: Literal["uniform", "mistakes"] = "uniform"
+    every_examples: int = Field(
+        0, ge=0,
+        description="every this many labeled examples of a partition, it publishes its state to the model "
+        "topic and adopts the mix of the newest states of all the input's partitions "
+        "(iterative parameter mixing, [Mixing](mixing.md)); `0`: no mixing, one model per "
+        "partition. Dense features or `SP_MODEL__HASH_BITS` only; not with "
+        "`SP_OUTPUT__GUARANTEE=exactly-once`. Each mixing point flushes the producer: 1000 or "
+        "more keeps the cost small",
+    )
+    topic: str = Field(
+        "model",  # compacted: one record per input partition, the newest kept
+        description="the model topic (compacted, one partition, created when missing): one record per "
+        "input partition, key `<topic>:<partition>`",
+    )
+    weights: Literal["uniform", "mistakes"] = Field(
+        "uniform",
+        description="μ of the mix: `uniform`, or `mistakes` (μ ∝ each state's mistakes since its previous "
+        "mixing point)",
+    )
 
 
 class OutputSettings(_Section):
     """Which prediction records are published, and how soon."""
 
-    predictions: Literal["all", "unlabeled", "none"] = "all"
+    predictions: Literal["all", "unlabeled", "none"] = Field(
+        "all",
+        description="which records get a prediction: all, only unlabeled ones, or none",
+    )
     # A poll batch is decoded, learned and published in chunks of at most this many records, so
     # the first records' predictions leave before the last ones are decoded.
-    chunk_records: int = Field(500, ge=1, le=1_000_000)
+    chunk_records: int = Field(
+        500, ge=1, le=1_000_000,
+        description="a poll batch is decoded, learned and published in chunks of at most this many "
+        "records: the first predictions of a batch leave before its last records are decoded "
+        "(lower latency); larger means fewer calls",
+    )
     # "exactly-once": each checkpoint interval is one Kafka transaction holding the outputs, the
     # partitions' states and the input offsets (needs SP_CHECKPOINT__STORE=kafka).
-    guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    guarantee: Literal["at-least-once", "exactly-once"] = Field(
+        "at-least-once",
+        description="`exactly-once`: each checkpoint interval is one Kafka transaction carrying the "
+        "outputs, the partitions' states and the input offsets, and the input is read "
+        "`read_committed`; needs `SP_CHECKPOINT__STORE=kafka` and "
+        "`SP_CHECKPOINT__EVERY_SECONDS` below 50 (the broker aborts a transaction after 60 "
+        "s); outputs become visible at each commit ([Guarantees](guarantees.md))",
+    )
 
 
 class LabelSettings(_Section):
@@ -313,18 +495,37 @@ class LabelSettings(_Section):
 
     # 0 (the default): late labels are off, a record without y is predicted and forgotten as
     # before; kept events cost their features in memory and in every stored state
-    pending_max: int = Field(0, ge=0, le=10_000_000)
-    pending_ttl_s: float = Field(86_400.0, gt=0)  # inf: no bound by age
-    pending_max_offsets: int | None = Field(None, ge=1)
+    pending_max: int = Field(
+        0, ge=0, le=10_000_000,
+        description="events (`id` and `x`, no `y`) each partition keeps waiting for a late label; one "
+        "more drops the oldest; `0` (late labels off) keeps none, and a label record is then "
+        "a dead letter. Each costs its features in memory and in every stored state",
+    )
+    pending_ttl_s: float = Field(
+        86_400.0, gt=0,  # inf: no bound by age
+        description="the most a kept event's Kafka timestamp may trail the partition's stream time (the "
+        "largest record timestamp seen); `inf`: no bound by age",
+    )
+    pending_max_offsets: int | None = Field(
+        None, ge=1,
+        description="the most offsets a kept event may trail the current record; unset: no bound by "
+        "distance",
+    )
 
 
 class ObserveSettings(_Section):
     """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
 
-    enabled: bool = True
-    host: str = "0.0.0.0"  # noqa: S104 - a daemon's probes and scrapes come from outside the pod
-    port: int = Field(9464, ge=0, le=65535)
-    liveness_timeout_s: float = Field(60.0, gt=0)
+    enabled: bool = Field(True, description="serve `/metrics`, `/healthz`, `/readyz`")
+    host: str = Field(
+        "0.0.0.0",  # noqa: S104 - a daemon's probes and scrapes come from outside the pod
+        description="the address the endpoint listens on",
+    )
+    port: int = Field(9464, ge=0, le=65535, description="the endpoint's port; `0` picks a free port")
+    liveness_timeout_s: float = Field(
+        60.0, gt=0,
+        description="`/healthz` fails when the loop has not polled for this long",
+    )
 
 
 class Settings(BaseSettings):
@@ -349,11 +550,18 @@ class Settings(BaseSettings):
     labels: LabelSettings = LabelSettings()
     mix: MixSettings = MixSettings()
     observe: ObserveSettings = ObserveSettings()
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO",
+        description="the lowest level of the lines written",
+    )
+    log_format: Literal["text", "json"] = Field("text", description="`text`, or `json` (one object per line)")
     # the worker's routine INFO lines (progress, interval checkpoints) at most once per this many
     # seconds each, the others at DEBUG; 0 writes every one at INFO
-    log_every_seconds: float = Field(10.0, ge=0)
+    log_every_seconds: float = Field(
+        10.0, ge=0,
+        description="the progress line and an interval checkpoint's line are written at INFO at most once "
+        "per this many seconds each, the others at DEBUG; `0` writes every one at INFO",
+    )
 
     @model_validator(mode="after")
     def _mixing_outside_transactions(self) -> Settings:

@@ -1,7 +1,7 @@
 """Durable checkpoints: the model, its statistics and the input offsets they reflect.
 
 A checkpoint is one file ``ckpt-<seq>.json`` (``seq`` a zero-padded, ever-increasing number)
-made of two UTF-8 lines, so that any language can read it (format in ``docs/checkpoint-format.md``)::
+made of two UTF-8 lines, so that any language can read it (format in ``docs/state-format.md``)::
 
     {"format": "stream-perceptron-checkpoint", "version": 1, "sha256": "<hex>", "length": <n>}
     <body: n bytes of JSON>
@@ -274,7 +274,7 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
 
 
 def serialize(ckpt: Checkpoint) -> bytes:
-    """A checkpoint file's bytes: the header line, then the body line (``docs/checkpoint-format.md``)."""
+    """A checkpoint file's bytes: the header line, then the body line (``docs/state-format.md``)."""
     body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
     header = orjson.dumps(
         {

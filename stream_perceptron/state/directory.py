@@ -1,6 +1,6 @@
 """``SP_CHECKPOINT__STORE=directory``: each partition's states as checkpoint files of its own.
 
-Layout under ``SP_CHECKPOINT__DIR`` (format of each file in ``docs/checkpoint-format.md``)::
+Layout under ``SP_CHECKPOINT__DIR`` (format of each file in ``docs/state-format.md``)::
 
     ckpt-<seq>.json                           the seed: a `fit` checkpoint, or a version-1 worker's
     partitions/<topic>/<partition>/

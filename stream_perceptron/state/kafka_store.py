@@ -2,7 +2,7 @@
 
 The store writes and reads through a :class:`StateLog` (``stream_perceptron.kafka.state_log``
 is the Kafka one; the tests use one in memory), so this module knows records and offsets, not a
-client. Record formats in ``docs/checkpoint-format.md`` ("Kafka store").
+client. Record formats in ``docs/state-format.md`` ("Kafka store").
 
 Where: input partition ``p`` of ``topic`` goes to state-topic partition ``p % N`` (N the state
 topic's partition count), chosen here, never by the key partitioner. Every key is UTF-8 text
@@ -145,7 +145,7 @@ class Manifest:
     """Where it is in the state topic (-1: not read from it)."""
 
     def value(self) -> bytes:
-        """The record's value: one JSON object (``docs/checkpoint-format.md``)."""
+        """The record's value: one JSON object (``docs/state-format.md``)."""
         return orjson.dumps({
             "format": MANIFEST_FORMAT,
             "version": MANIFEST_VERSION,

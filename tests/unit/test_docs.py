@@ -10,8 +10,10 @@ headings or links.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -147,3 +149,53 @@ def test_a_broken_link_and_a_missing_section_are_reported(tmp_path: Path) -> Non
         "doc.md: tests/t.py has no test test_gone",
         "doc.md: no such file: tests/gone.py",
     ]
+
+
+def _hook(name: str):
+    """A module of ``docs/hooks/`` (the site's MkDocs hooks and griffe extension)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """``mkdocs build --strict``: every page in the navigation, every link and anchor between
+    pages, the API reference from the docstrings and the generated settings table, with no
+    warning."""
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (it is in the dev extra)")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    settings = (tmp_path / "site" / "settings" / "index.html").read_text()
+    assert "SP_KAFKA__SSL_PASSWORD" in settings and "SP_LOG_EVERY_SECONDS" in settings
+    reference = (tmp_path / "site" / "reference" / "model" / "index.html").read_text()
+    assert "learn_many" in reference
+
+
+def test_every_page_is_in_the_sites_navigation() -> None:
+    """A page left out of ``nav`` would be built but found by no one."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    assert [p for p in pages if f" {p}" not in nav] == []
+
+
+def test_rest_roles_doctests_and_literal_blocks_become_markdown() -> None:
+    as_markdown = _hook("griffe_rest").as_markdown
+    text = "See :class:`~a.b.C`, :func:`f` and :math:`x^2`::\n\n    code\n\n>>> f()[0][1]\n2\n\nEnd."
+    assert as_markdown(text) == (
+        "See `C`, `f` and `x^2`:\n\n    code\n\n```pycon\n>>> f()[0][1]\n2\n```\n\nEnd.")
+    assert as_markdown("    >>> g()\n    3") == "    ```pycon\n    >>> g()\n    3\n    ```"
+
+
+def test_links_out_of_the_docs_become_text_or_point_at_the_repository() -> None:
+    outside_links = _hook("repo_links").outside_links
+    page = "[b](../bench/README.md#x), [a](accuracy.md#y), [w](https://example.org)\n```\n[c](../c.md)\n```"
+    assert outside_links(page, "perf.md", None) == (
+        "b, [a](accuracy.md#y), [w](https://example.org)\n```\n[c](../c.md)\n```")
+    assert outside_links("[r](../../README.md)", "reference/x.md", "https://example.org/r/") == (
+        "[r](https://example.org/r/blob/main/README.md)")

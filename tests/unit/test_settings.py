@@ -197,6 +197,25 @@ def test_a_tls_file_that_is_not_there_is_one_line(monkeypatch, tmp_path, name):
     assert load_settings() is not None
 
 
+@pytest.mark.parametrize("name", ["SP_KAFKA__SSL_CAFILE", "SP_KAFKA__SSL_PASSWORD"])
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_tls_file_or_key_password_is_one_line(monkeypatch, name, blank):
+    """Blank, the CA file and the key's password are each refused at load with one line naming
+    the variable; a blank password would otherwise reach the client as a password."""
+    monkeypatch.setenv(name, blank)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.count("\n") == 0 and msg.startswith(f"invalid setting {name} "), msg
+
+
+def test_a_key_password_that_is_set_is_kept_and_masked(monkeypatch):
+    monkeypatch.setenv("SP_KAFKA__SSL_PASSWORD", "k3y-pass")
+    settings = load_settings()
+    assert settings.kafka.ssl_password.get_secret_value() == "k3y-pass"
+    assert redacted(settings)["kafka"]["ssl_password"] == "**********"
+
+
 def test_a_misspelt_setting_is_named_and_its_value_not_shown(monkeypatch):
     monkeypatch.setenv("SP_KAFKA__SASL_PASSWD", "hunter2-do-not-print")  # PASSWD for PASSWORD
     with pytest.raises(SettingsError) as err:
@@ -267,24 +286,59 @@ def test_invalid_secret_value_is_not_echoed(tmp_path):
     assert "12345" not in str(err.value) and "SP_KAFKA__SASL_PASSWORD" in str(err.value)
 
 
-def test_readme_and_example_config_list_every_setting():
-    from pathlib import Path
+def _settings_table():
+    """docs/hooks/settings_table.py, the MkDocs hook that renders the settings page's table."""
+    import importlib.util
 
+    path = Path(__file__).parents[2] / "docs" / "hooks" / "settings_table.py"
+    spec = importlib.util.spec_from_file_location("settings_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _every_variable():
     from pydantic import BaseModel
 
     from stream_perceptron.settings import Settings
 
-    root = Path(__file__).parents[2]
-    readme = (root / "README.md").read_text()
-    example = _example_keys()
     for section, field in Settings.model_fields.items():
         ann = field.annotation
-        names = list(ann.model_fields) if isinstance(ann, type) and issubclass(ann, BaseModel) else [None]
-        for name in names:
-            env = f"SP_{section.upper()}" + (f"__{name.upper()}" if name else "")
-            assert f"| `{env}` |" in readme, f"{env} missing from the README settings table"
-            where, key = (section, name) if name else (None, section)
-            assert key in example.get(where, set()), f"{section}.{name} missing from the example config"
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            for name, inner in ann.model_fields.items():
+                yield f"SP_{section.upper()}__{name.upper()}", (section, name), inner
+        else:
+            yield f"SP_{section.upper()}", (None, section), field
+
+
+def test_every_setting_has_a_description_and_is_in_the_example_config():
+    example = _example_keys()
+    for env, (where, key), field in _every_variable():
+        assert field.description and field.description.strip(), f"{env} has no description"
+        assert key in example.get(where, set()), f"{env} missing from the example config"
+
+
+def test_the_settings_table_lists_every_variable_with_its_default_and_description():
+    table = _settings_table().settings_table()
+    rows = [line for line in table.splitlines() if line.startswith("| `SP_")]
+    names = [re.match(r"\| `(SP_\w+)`", row).group(1) for row in rows]
+    every = list(_every_variable())
+    assert names == [env for env, _, _ in every]
+    for row, (_, _, field) in zip(rows, every, strict=True):
+        assert row.count(" | ") >= 3, row  # variable | type | default | description
+        assert field.description.split("`")[0][:30] in row, row
+    assert "| `SP_KAFKA__BACKEND` | `kafka-python` \\| `confluent-kafka` | `kafka-python` |" in table
+    assert "| `SP_KAFKA__BOOTSTRAP_SERVERS` | string, optional | unset |" in table
+    assert "| `SP_KAFKA__SASL_PASSWORD` | secret, optional | unset |" in table
+    assert "| `SP_CHECKPOINT__EVERY_SECONDS` | number > 0 | `30.0` |" in table
+
+
+def test_the_settings_page_is_where_the_table_goes():
+    page = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
+    hook = _settings_table()
+    assert page.count(hook.MARKER) == 1
+    assert "| `SP_LOG_EVERY_SECONDS` |" in hook.on_page_markdown(page, None, None, None)
+    assert hook.render("# Another page\n") == "# Another page\n"
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])

@@ -146,11 +146,12 @@ def test_a_stream_mixing_named_and_dense_rows_learns_the_same_whatever_the_cuts(
     assert results[0] == results[1] == results[2]  # bit-identical
 
 
-def _readme_section(start: str, end: str) -> str:
+def _readme_section(start: str, end: str | None) -> str:
+    """A section of the record formats' page, docs/records.md (to its end with ``end`` None)."""
     from pathlib import Path
 
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    return readme[readme.index(start) : readme.index(end)]
+    readme = (Path(__file__).parents[3] / "docs" / "records.md").read_text()
+    return readme[readme.index(start) : readme.index(end) if end else None]
 
 
 def test_the_readme_names_every_field_of_every_output_record(tmp_path):
@@ -167,9 +168,9 @@ def test_the_readme_names_every_field_of_every_output_record(tmp_path):
     for topic, _, value in edge.sent:
         fields[topic] |= set(value)
     sections = {
-        settings.predictions: _readme_section("**Prediction**", "**Statistics**"),
-        settings.stats: _readme_section("**Statistics**", "**Dead letter**"),
-        settings.dead_letter: _readme_section("**Dead letter**", "## Guarantees"),
+        settings.predictions: _readme_section("## Prediction", "## Statistics"),
+        settings.stats: _readme_section("## Statistics", "## Dead letter"),
+        settings.dead_letter: _readme_section("## Dead letter", None),
     }
     for topic, names in fields.items():
         assert names, f"nothing was sent to {topic}"
