@@ -436,7 +436,7 @@ def test_workers_have_a_bootstrap_and_an_absolute_checkpoint_dir(where, monkeypa
 
 def test_dockerfile_entrypoint_is_the_console_script_and_cmd_is_run():
     script, target = console_script()
-    assert target == "stream_perceptron.cli:main"
+    assert target == "stream_perceptron.extras:main"  # cli.main, once [worker] is installed
     assert exec_form(dockerfile_args("ENTRYPOINT")[-1]) == [script]
     cmd = exec_form(dockerfile_args("CMD")[-1])
     assert cmd == ["run"]
