@@ -1,9 +1,10 @@
 """What works without the extras (STYLE.md, point 15): the model and its river contract need
-numpy and river only, and a command whose extra is missing says in one line which to install.
+numpy and river only (river's ``check_estimator`` imports scikit-learn too, which river does not
+install), and a command whose extra is missing says in one line which to install.
 
 Each test runs a fresh interpreter whose imports of the extras' modules are refused by a
 ``sys.meta_path`` finder, as if only ``pip install stream-perceptron`` (or only its ``[worker]``
-extra) had been installed.
+extra) had been installed. tests/integration/test_install.py makes such an install for real.
 """
 
 from __future__ import annotations
