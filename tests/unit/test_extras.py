@@ -47,6 +47,7 @@ def blocker(refused: tuple[str, ...]) -> str:
         sys.meta_path.insert(0, Refuse())
         """)
 
+
 ROWS = 10_000  # past dense_pass.COMPILED_MIN_ROWS: numba's loop would decide this call
 
 # learn_many on dense rows: a digest of the weights, θ0 and every row's outputs
