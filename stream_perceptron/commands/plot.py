@@ -9,19 +9,18 @@ long history to draw.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+from stream_perceptron.commands.series import Group, Partition, number
+from stream_perceptron.errors import OutputError
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from stream_perceptron.commands.series import Group, Partition, number  # noqa: E402
-from stream_perceptron.errors import OutputError  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PLOTTED = ("seen", "labeled", "mistakes", "mistake_rate", "window_labeled", "window_mistakes",
            "window_mistake_rate", "ewma_mistake_rate", "margin_min", "ts")
@@ -208,8 +207,20 @@ def plot_partitions(
     return _finish(fig, ax, [ax], path, title=title, size=size)
 
 
+@functools.cache
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot, drawing to files only (Agg), imported at the first plot: ``watch``
+    imports this module, and runs without matplotlib (the ``[plot]`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _figure(size: tuple[int, int]) -> tuple[Figure, Any]:
-    fig, ax = plt.subplots(figsize=(size[0] / _DPI, size[1] / _DPI), dpi=_DPI, layout="constrained")
+    fig, ax = pyplot().subplots(figsize=(size[0] / _DPI, size[1] / _DPI), dpi=_DPI, layout="constrained")
     return fig, ax
 
 
@@ -241,7 +252,7 @@ def _finish(fig: Figure, ax: Any, axes: Sequence[Any], path: str | Path, *, titl
     except OSError as exc:
         raise OutputError(f"cannot write the plot to {out}: {exc}") from None
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     return out
 
 

@@ -6,14 +6,14 @@ each row, the scores and the norms follow from whole-array operations. So the lo
 what the decisions need, and the outputs are computed after it with whole-array operations.
 
 **The decisions.** A compiled loop (:mod:`.dense_kernel`; for calls of fewer than
-:data:`COMPILED_MIN_ROWS` rows, numpy over blocks of rows) takes each margin
-:math:`y(\theta \cdot x + \theta_0)` as the dot product of the signed row :math:`[y x, y]` with
-:math:`[\theta, \theta_0]`, in its own order (numpy: BLAS's). Rounding errors of a dot product
-are bounded (Higham's :math:`\gamma_d`), so where such a margin is farther from 0 than a tolerance of a few
-:math:`d\,\varepsilon\,R\,\lVert[\theta, \theta_0]\rVert` (R bounds the rows' norms; see
-:func:`tolerance_scale`), the fixed order's score has the same sign, and the row is decided. A row
-nearer to 0 (or not finite) is scored in the fixed order, as learn_one scores it. The update is
-learn_one's: θ += y x, θ0 += y.
+:data:`COMPILED_MIN_ROWS` rows, and wherever numba is not installed, numpy over blocks of rows)
+takes each margin :math:`y(\theta \cdot x + \theta_0)` as the dot product of the signed row
+:math:`[y x, y]` with :math:`[\theta, \theta_0]`, in its own order (numpy: BLAS's). Rounding
+errors of a dot product are bounded (Higham's :math:`\gamma_d`), so where such a margin is farther
+from 0 than a tolerance of a few :math:`d\,\varepsilon\,R\,\lVert[\theta, \theta_0]\rVert` (R bounds
+the rows' norms; see :func:`tolerance_scale`), the fixed order's score has the same sign, and the
+row is decided. A row nearer to 0 (or not finite) is scored in the fixed order, as learn_one
+scores it. The update is learn_one's: θ += y x, θ0 += y.
 
 **The outputs.** The weights after each mistake are the same additions in the same order
 (``np.cumsum`` adds row after row), and every row is then scored in the fixed order,
@@ -23,6 +23,8 @@ floats, whatever the blocks and chunks.
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 from typing import NamedTuple
 
@@ -30,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+
+_log = logging.getLogger(__name__)
 
 _FIRST_BLOCK = 16
 # numpy's decider: after a mistake, a block of at least this many rows. Its margins cost a fixed
@@ -110,14 +114,14 @@ def learn_dense(
     chunk's other temporaries are about as large). The outputs are written in place, chunk by
     chunk, into arrays as long as ``X``. ``compiled``: decide in the compiled loop; None: when
     ``X`` has at least :data:`COMPILED_MIN_ROWS` rows (else numpy's blocks of up to
-    ``max_block`` rows). Both decide the same rows."""
+    ``max_block`` rows); without numba, numpy's blocks in any case. Both decide the same rows."""
     n, d = X.shape
     scores, mistakes = np.empty(n), np.zeros(n, dtype=np.bool_)
     theta_norm, theta_norm_aug = np.empty(n), np.empty(n)
     chunk = max(_FIRST_BLOCK, chunk_bytes // (8 * (d + 1)))
     signed = np.empty((min(n, chunk), d + 1))  # the rows [y x, y] of every chunk, in turn
     total = 0
-    compiled = n >= COMPILED_MIN_ROWS if compiled is None else compiled
+    compiled = (n >= COMPILED_MIN_ROWS if compiled is None else compiled) and numba_installed()
     for start in range(0, n, chunk):
         part = slice(start, start + chunk)
         k, b = _chunk(X[part], signs[part], w, b, norms, fit_intercept, max_block, compiled, signed,
@@ -127,6 +131,20 @@ def learn_dense(
             sq = float((w * w).sum())
             norms = math.sqrt(sq), math.sqrt(sq + b * b)
     return DensePass(scores, mistakes, theta_norm, theta_norm_aug, b, total)
+
+
+@functools.cache
+def numba_installed() -> bool:
+    """Whether numba imports (the ``[fast]`` extra). Without it every call decides in numpy's
+    blocks: the same rows (:func:`_decide`), more slowly on long calls."""
+    try:
+        import numba  # noqa: F401
+    except ImportError as exc:
+        _log.info("learn_many decides in numpy: numba is not installed (%s); the same results, more"
+                  " slowly on calls of %d rows or more: pip install 'stream-perceptron[fast]'",
+                  exc, COMPILED_MIN_ROWS)
+        return False
+    return True
 
 
 class Outputs(NamedTuple):

@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "commands": {"errors", "settings", "throttle", "runtime", "model", "codec", "state", "sources",
                  "worker", "kafka.edge", "kafka.admin", "kafka.config"},
     "cli": {"*"},
+    "extras": {"cli"},  # the console script: cli once [worker] is installed
     "__init__": {"model"},
 }
 

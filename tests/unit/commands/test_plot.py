@@ -63,8 +63,8 @@ def test_the_legend_names_the_four_curves_and_covers_none_of_them(tmp_path, monk
     import stream_perceptron.commands.plot as plot
 
     closed = []
-    close = plot.plt.close
-    monkeypatch.setattr(plot.plt, "close", lambda fig: (closed.append(fig), close(fig)))
+    close = plot.pyplot().close
+    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: (closed.append(fig), close(fig)))
     plot_stats(ROWS, tmp_path / "history.png", size=size)
     (fig,) = closed
     (legend,) = fig.legends
@@ -131,8 +131,8 @@ def test_the_partitions_plot_draws_each_partition_and_the_group(tmp_path, monkey
     import stream_perceptron.commands.plot as plot
 
     closed = []
-    close = plot.plt.close
-    monkeypatch.setattr(plot.plt, "close", lambda fig: (closed.append(fig), close(fig)))
+    close = plot.pyplot().close
+    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: (closed.append(fig), close(fig)))
     histories = {("in", p): _partition_history(p, 10) for p in range(3)}
     curve = group_curve(histories)
     path = plot_partitions({str(p): rs for (_, p), rs in histories.items()}, curve,
