@@ -34,9 +34,9 @@ ALLOWED: dict[str, set[str]] = {
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors"},
     "worker": {"errors", "settings", "throttle", "runtime", "model", "codec", "state",
-               "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log"},
+               "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader"},
     "commands": {"errors", "settings", "throttle", "runtime", "model", "codec", "state", "sources",
-                 "worker", "kafka.edge", "kafka.admin", "kafka.config"},
+                 "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader"},
     "cli": {"*"},
     "__init__": {"model"},
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
+import itertools
 import logging
 import os
 import pty
@@ -577,6 +578,7 @@ def test_run_plot_skips_a_record_that_is_not_json_and_says_so(kafka_settings, ne
 def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings, new_topic, caplog,
                                                                   monkeypatch):
     import stream_perceptron.commands.read as reader
+    import stream_perceptron.kafka.reader as topic_reader
 
     kafka = kafka_settings()
     topic = new_topic()
@@ -584,9 +586,11 @@ def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings
     assert len(reader.read_topic(kafka, topic)) == 20_000  # all of it, no warning
     assert "stopped short" not in caplog.text
 
-    clock = iter(range(10**9))  # each look at the clock is a second later: the deadline comes first
-    fake_time = types.SimpleNamespace(monotonic=lambda: float(next(clock)), sleep=time.sleep)
-    monkeypatch.setattr(reader, "time", fake_time)  # the reader's clock only, not the client's
+    # the read starts at 0 s and every later look at the clock is at 100 s: the deadline passes
+    # after the first poll, which brings at most 5,000 records
+    clock = itertools.chain([0.0], itertools.repeat(100.0))
+    fake_time = types.SimpleNamespace(monotonic=lambda: next(clock), sleep=time.sleep)
+    monkeypatch.setattr(topic_reader, "time", fake_time)  # the reader's clock only, not the client's
     with caplog.at_level("WARNING", logger="stream_perceptron.commands.read"):
         part = reader.read_topic(kafka, topic, timeout_s=8, idle_s=100)
     assert len(part) < 20_000
