@@ -253,23 +253,20 @@ def produce(
 @exits()
 def broker(port: int, host: str) -> None:
     """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
-    import signal
-    import threading
-
     from stream_perceptron.commands.broker import EmbeddedBroker
+    from stream_perceptron.signals import stopping_on_signals
 
     setup_logging("INFO")
-    stopping = threading.Event()  # handlers first: a signal may come as soon as the port opens
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
-    embedded = EmbeddedBroker(port=port, host=host)
-    embedded.start()
-    click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
-    try:
-        while embedded.running and not stopping.wait(0.2):
-            pass
-    finally:
-        embedded.stop()
+    # handlers first: a signal may come as soon as the port opens
+    with stopping_on_signals() as stopping:
+        embedded = EmbeddedBroker(port=port, host=host)
+        embedded.start()
+        click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
+        try:
+            while embedded.running and not stopping.wait(0.2):
+                pass
+        finally:
+            embedded.stop()
     if not stopping.is_set():
         fail("the embedded broker exited on its own", 1)
 
@@ -430,17 +427,15 @@ def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, 
     """Print the newest mix of each input partition from the model topic, one JSON line each:
     topic, partition, epoch, offset, weights, intercept, partitions, mu (and with --score, each
     row's scores and predictions)."""
-    import threading
-
-    from stream_perceptron.commands.mixed import mixed_lines, parse_row, stopping_on_signals
+    from stream_perceptron.commands.mixed import mixed_lines, parse_row
+    from stream_perceptron.signals import stopping_on_signals
 
     try:
         parsed = [parse_row(r) for r in rows]
     except StreamPerceptronError as exc:  # an option to fix
         fail(str(exc))
     settings = cluster_settings_from(ctx, log_level="WARNING", **{"mix.topic": topic})
-    stop = threading.Event()
-    with stopping_on_signals(stop):
+    with stopping_on_signals() as stop:
         for out in mixed_lines(settings, rows=parsed, follow=follow, stop=stop):
             click.echo(orjson.dumps(out).decode())
 

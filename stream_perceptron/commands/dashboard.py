@@ -34,7 +34,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.series import (
     Drifts,
     Group,
@@ -50,6 +50,7 @@ from stream_perceptron.commands.series import (
 from stream_perceptron.errors import OutputError
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.signals import stopping_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -315,20 +316,18 @@ def run_dashboard(
     batches = follow_stats(kafka, topic, poll_timeout_ms=max(50, min(500, int(refresh_s * 500))),
                            on_skip=state.count_skipped)
     deadline = None if duration_s is None else time.monotonic() + duration_s
-    interrupted = threading.Event()
-    restore = stop_on_interrupt(interrupted)
     thread.start()
     try:
-        if on_ready is not None:
-            on_ready(server.url)
-        for batch in batches:
-            state.update(batch)
-            if interrupted.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                break
+        with stopping_on_signals() as interrupted:
+            if on_ready is not None:
+                on_ready(server.url)
+            for batch in batches:
+                state.update(batch)
+                if interrupted.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                    break
     except KeyboardInterrupt:  # a second Ctrl+C
         log.debug("dashboard interrupted")
     finally:
-        restore()
         batches.close()
         server.shutdown()
         server.server_close()

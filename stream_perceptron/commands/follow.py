@@ -3,7 +3,6 @@
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
   assigned by hand) and yields the decoded records (statistics records and drift events) in
   batches as they arrive, ``[]`` on an idle poll so a display can refresh.
-* :func:`stop_on_interrupt` makes Ctrl+C end a live loop after its current poll.
 
 (The reading is :class:`~stream_perceptron.kafka.reader.TopicReader`'s, which takes the end of a
 partition from fetch responses.)
@@ -12,8 +11,6 @@ partition from fetch responses.)
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -97,24 +94,3 @@ def _decode_stats(topic: str, record: Record, *, quiet: bool = False) -> dict[st
         return None
     stats: dict[str, Any] = value
     return stats
-
-
-def stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
-    """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
-    ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
-    the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
-    its locks held and hang the consumer's close, so the first one is never raised there. Off
-    the main thread (where handlers cannot be set) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handle(_signum: int, _frame: Any) -> None:
-        interrupted.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def restore() -> None:
-        signal.signal(signal.SIGINT, previous)
-
-    signal.signal(signal.SIGINT, handle)
-    return restore

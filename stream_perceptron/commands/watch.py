@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +38,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.plot import (
     PLOTTED,
     POINTS,
@@ -67,6 +66,7 @@ from stream_perceptron.commands.series import (
 from stream_perceptron.errors import NoStatsError
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.signals import stopping_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -466,10 +466,9 @@ def run_watch(
     batches = follow_stats(
         kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=dashboard.count_skipped
     )
-    interrupted = threading.Event()
-    restore = stop_on_interrupt(interrupted)
     try:
-        with Live(dashboard.render(), console=console, auto_refresh=False) as live:
+        with stopping_on_signals() as interrupted, \
+                Live(dashboard.render(), console=console, auto_refresh=False) as live:
             next_refresh = time.monotonic() + refresh_s
             for batch in batches:
                 dashboard.update(batch)
@@ -480,10 +479,9 @@ def run_watch(
                     next_refresh = now + refresh_s
                 if done:
                     break
-    except KeyboardInterrupt:  # a second Ctrl+C, or one before the handler was installed
+    except KeyboardInterrupt:  # a second Ctrl+C, or one before the handlers were set
         log.debug("watch interrupted")
     finally:
-        restore()
         batches.close()
     return 0
 
@@ -665,6 +663,5 @@ __all__ = [
     "run_watch",
     "connect_timeout_s",
     "sparkline",
-    "stop_on_interrupt",
     "worker_key",
 ]
