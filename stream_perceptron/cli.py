@@ -356,15 +356,21 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
 @click.option("--refresh", default=1.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between redraws.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after N seconds.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON lines instead: one per partition (and the group's, and each new drift"
+                   " alarm) every --refresh seconds.")
 @click.pass_context
 @exits()
-def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None) -> None:
-    """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
-    from stream_perceptron.commands.watch import run_watch
+def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None,
+          as_json: bool) -> None:
+    """The statistics topic live in the terminal: a table of the partitions and the group (Ctrl+C
+    stops it). Without a terminal, plain lines: one per partition every --refresh seconds."""
+    from stream_perceptron.commands.watch import WatchOutput, run_watch
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
+    output: WatchOutput = "json" if as_json else "table" if sys.stdout.isatty() else "plain"
     code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
-                     duration_s=duration)
+                     duration_s=duration, output=output)
     sys.exit(code)
 
 

@@ -5,10 +5,12 @@
 * :class:`~stream_perceptron.commands.stats_view.StatsView` (shared with the web dashboard) keeps
   what is shown of them: each series' newest record and windowed rates, the group's figures
   summed over the input partitions, the drift events, the pending labels.
-* Its terminal renderer: :class:`StatsTable`, a rich table (a row per partition, with its drift
+* Its terminal renderers: :class:`StatsTable`, a rich table (a row per partition, with its drift
   alarms and pending labels when the records carry them, then the group's, and the latest
-  alarms under it).
-* :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C, SIGTERM or a duration.
+  alarms under it), and, for a pipe or a file, :func:`plain_lines` (a line per series per
+  refresh) and :func:`json_lines`.
+* :func:`run_watch` is the live loop (``rich.live.Live``, or lines) until Ctrl+C, SIGTERM or a
+  duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
   :func:`~stream_perceptron.commands.plot.plot_partitions` (each partition's ``E_n`` and the
   group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`, with the
@@ -21,15 +23,18 @@ them as rich markup.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TextIO
 
 from rich import box
 from rich.console import Console, RenderableType
@@ -371,20 +376,74 @@ def _duration(seconds: float | None) -> str:
 # --------------------------------------------------------------------------- the commands
 
 
+WatchOutput = Literal["table", "plain", "json"]
+"""What ``watch`` draws: the live table (a terminal), plain lines, or JSON lines."""
+
+
+def plain_lines(frame: Frame, since: int = 0) -> list[str]:
+    """``frame`` as plain lines: one per series (its label, then each column's header and value
+    where it has one, then the client id of its newest record), the group's, and one per drift
+    event numbered after ``since``; each begins with the time.
+
+    >>> view = StatsView(clock=lambda: 0.0)
+    >>> view.update([{"topic": "in", "partition": 0, "seen": 10, "labeled": 10, "mistakes": 2,
+    ...               "mistake_rate": 0.2, "lag": {"in:0": 3}, "client_id": "w\x1b[2J1"}])
+    >>> partition, group = plain_lines(view.frame())
+    >>> print(partition[9:])  # doctest: +NORMALIZE_WHITESPACE
+    partition 0  labeled 10  mistakes 2  E_n 0.2000  window n/a  EWMA n/a  margin min n/a
+    R n/a  γ n/a  (R/γ)² n/a  ex/s n/a  lag 3  client_id w1
+    >>> print(group[9:])
+    group (1)  labeled 10  mistakes 2  E_n 0.2000  window n/a  ex/s n/a  lag 3
+    """
+    when = f"{datetime.fromtimestamp(frame.now):%H:%M:%S}"
+    columns = _frame_columns(frame)
+
+    def line(what: str, cells: Iterable[str | Text], client: str | None = None) -> str:
+        shown = [(c.header.replace("\n", " "), _text(cell).plain)
+                 for c, cell in zip(columns, cells, strict=True)]
+        if client is not None:
+            shown.append(("client_id", client))
+        return f"{when} {what}  " + "  ".join(f"{header} {value}" for header, value in shown if value)
+
+    lines = [line(f"worker {row.label}" if row.series.worker else f"partition {row.label}",
+                  [c.cell(row) for c in columns], row.latest.get("client_id")) for row in frame.rows]
+    group = frame.group
+    if group is not None:
+        lines.append(line(f"group ({group.partitions})", [c.group(group) for c in columns]))
+    named = {row.series: row.label for row in frame.rows}
+    lines += [f"{when} drift alarm {drift_text(e, named, frame.now)}"
+              for e in frame.drift_events if e.seq > since]
+    return lines
+
+
+def json_lines(view: StatsView, since: int = 0) -> list[str]:
+    """The view as JSON lines: one per series (``{"now", "series": …}``, as the web page is given
+    it), the group's (``{"now", "group": …}``), and one per drift event numbered after ``since``
+    (``{"now", "event": …}``)."""
+    snap = view.snapshot(since)
+    lines = [{"now": snap["now"], "series": series} for series in snap["series"]]
+    if snap["group"] is not None:
+        lines.append({"now": snap["now"], "group": snap["group"]})
+    lines += [{"now": snap["now"], "event": event} for event in snap["events"]]
+    return [json.dumps(line, allow_nan=False) for line in lines]  # non-ASCII escaped: nothing raw
+
+
 def run_watch(
     kafka: KafkaSettings, topic: str, *, refresh_s: float = 1.0, duration_s: float | None = None,
-    console: Console | None = None, from_beginning: bool = True,
+    console: Console | None = None, from_beginning: bool = True, output: WatchOutput = "table",
+    stream: TextIO | None = None,
 ) -> int:
     """Show the statistics of ``topic`` live until Ctrl+C, SIGTERM or ``duration_s``; returns 0.
 
-    The screen is redrawn every ``refresh_s`` seconds (the age of the records keeps counting
-    between records). The topic is read from its beginning unless ``from_beginning`` is False;
-    a topic that does not exist yet is waited for. Raises
+    ``output``: the live table (:class:`StatsTable` on ``console``, redrawn every ``refresh_s``
+    seconds: the age of the records keeps counting between records), or, every ``refresh_s``
+    seconds, :func:`plain_lines` or :func:`json_lines` written to ``stream`` (standard output by
+    default), for a pipe or a file. The topic is read from its beginning unless
+    ``from_beginning`` is False; a topic that does not exist yet is waited for. Raises
     :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
     """
     if refresh_s <= 0:
         raise ValueError("refresh_s must be positive")
-    console = console or Console()
     view = StatsView(history=_HISTORY)
     table = StatsTable(title=f"stream-perceptron watch · {topic}")
     deadline = None if duration_s is None else time.monotonic() + duration_s
@@ -392,16 +451,33 @@ def run_watch(
     batches = follow_stats(
         kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=view.count_skipped
     )
+    shown = 0  # the version of the view last written as lines
+
+    def draw(live: Live | None) -> None:
+        nonlocal shown
+        if live is not None:
+            live.update(table.render(view.frame()), refresh=True)
+            return
+        frame = view.frame()
+        lines = json_lines(view, shown) if output == "json" else plain_lines(frame, shown)
+        shown = frame.version
+        out = stream or sys.stdout
+        out.writelines(f"{line}\n" for line in lines)
+        out.flush()
+
     try:
-        with stopping_on_signals() as interrupted, \
-                Live(table.render(view.frame()), console=console, auto_refresh=False) as live:
+        with stopping_on_signals() as interrupted, contextlib.ExitStack() as stack:
+            live = None
+            if output == "table":
+                live = stack.enter_context(Live(table.render(view.frame()), console=console or Console(),
+                                                auto_refresh=False))
             next_refresh = time.monotonic() + refresh_s
             for batch in batches:
                 view.update(batch)
                 now = time.monotonic()
                 done = interrupted.is_set() or (deadline is not None and now >= deadline)
                 if now >= next_refresh or done:
-                    live.update(table.render(view.frame()), refresh=True)
+                    draw(live)
                     next_refresh = now + refresh_s
                 if done:
                     break
@@ -583,10 +659,13 @@ def _pick_worker(workers: Mapping[str, _History], topic: str, client_id: str | N
 __all__ = [
     "SPARK_CHARS",
     "StatsTable",
+    "WatchOutput",
     "connect_timeout_s",
     "drift_text",
     "follow_stats",
     "is_stats_record",
+    "json_lines",
+    "plain_lines",
     "run_plot",
     "run_watch",
     "sparkline",

@@ -3,6 +3,8 @@ input partition and the group's row, older workers' records, bounded history."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import re
 from typing import Any
@@ -10,8 +12,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from stream_perceptron.commands.stats_view import StatsView
-from stream_perceptron.commands.watch import SPARK_CHARS, StatsTable, is_stats_record, sparkline
+from stream_perceptron.commands.stats_view import StatsView, clean_text
+from stream_perceptron.commands.watch import (
+    SPARK_CHARS,
+    StatsTable,
+    is_stats_record,
+    json_lines,
+    plain_lines,
+    sparkline,
+)
 
 NOW = 1_700_000_000.0
 
@@ -298,3 +307,85 @@ def test_older_records_show_no_drift_or_label_columns():
     view.update([partition_record(0, 10_000, 170, 68)])
     text = screen(view, width=160)
     assert "drifts" not in text and "pending" not in text and "late labels" not in text
+
+
+# ------------------------------------------------------------------- what the topic says is text only
+
+# What anyone who writes to the statistics topic, or picks a client id, could put in a text: a
+# window title (OSC), a screen clear (CSI, 7-bit and 8-bit), rich markup.
+HOSTILE = "\x1b]0;pwned\x07[bold red]x[/]\x1b[2J\x9b2J\x9d0;pwned\x9c"
+SHOWN = "[bold red]x[/]"  # what is left of it: the markup as literal text
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # the colours and styles the renderer itself writes
+
+
+def hostile_view() -> StatsView:
+    """A view of records whose texts (topic, client_id, model_id, detector, stream) carry HOSTILE."""
+    view = StatsView(clock=lambda: NOW)
+    view.update([
+        partition_record(0, 1_000, 40, 30, client_id=f"w{HOSTILE}", topic=f"examples{HOSTILE}",
+                         model_id=f"{HOSTILE}abc", drifts=1),
+        stats_record(f"old{HOSTILE}", 500, 10, 0.02),
+        drift_event(0, 900, 1, topic=f"examples{HOSTILE}", detector=f"adwin{HOSTILE}",
+                    stream=f"mistakes{HOSTILE}", client_id=HOSTILE),
+    ])
+    return view
+
+
+def assert_text_only(out: str) -> None:
+    """``out`` holds no control character but the renderer's own colours, and no part of HOSTILE
+    but its markup, shown as text."""
+    bare = _SGR.sub("", out)
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", bare), repr(bare)
+    assert "pwned" not in out and "2J" not in out
+    assert SHOWN in bare
+
+
+def test_the_table_in_a_terminal_shows_the_topics_texts_as_text_only():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, color_system="truecolor", width=250)
+    console.print(StatsTable().render(hostile_view().frame()))
+    raw = out.getvalue()
+    assert _SGR.search(raw)  # a terminal: styled
+    assert_text_only(raw)
+    assert f"w{SHOWN} 0" in _SGR.sub("", raw)  # the worker holding partition 0, markup and all
+    assert f"adwin{SHOWN}, alarm 1" in _SGR.sub("", raw)
+    assert "\x1b[1;31mx" not in raw and "\x1b[31;1mx" not in raw  # the markup was not applied
+
+
+def test_plain_lines_show_the_topics_texts_as_text_only():
+    lines = plain_lines(hostile_view().frame())
+    assert_text_only("\n".join(lines))
+    assert [line[9:].split("  ")[0] for line in lines] == [
+        "partition 0", f"worker old{SHOWN}", "group (1)",
+        f"drift alarm examples{SHOWN}[0] at offset 900: mistakes{SHOWN} rate 0.0200 → 0.3100"
+        f" (adwin{SHOWN}, alarm 1, 0.0 s ago)"]  # the event's model is not the record's: no row of its own
+    assert lines[0].endswith(f"client_id w{SHOWN}")
+
+
+def test_json_lines_parse_and_carry_the_topics_texts_cleaned():
+    lines = json_lines(hostile_view())
+    assert all(line.isascii() for line in lines)  # whatever was missed, nothing raw reaches a terminal
+    parsed = [json.loads(line) for line in lines]
+    assert [next(k for k in p if k != "now") for p in parsed] == ["series", "series", "group", "event"]
+    series = parsed[0]["series"]
+    assert (series["label"], series["topic"], series["latest"]["client_id"]) == ("0", f"examples{SHOWN}",
+                                                                                  f"w{SHOWN}")
+    assert parsed[1]["series"]["id"] == f"old{SHOWN}"
+    assert parsed[3]["event"]["detector"] == f"adwin{SHOWN}"
+    assert parsed[2]["group"]["labeled"] == 1_000 and all(p["now"] == NOW for p in parsed)
+    assert_text_only("\n".join(json.dumps(p, ensure_ascii=False) for p in parsed))
+    assert json_lines(hostile_view(), since=3) == lines[:3]  # the event is numbered 3: not again
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("a\x1bP1$r\x1b\\b", "ab"),  # DCS, ended by ST
+    ("a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b", "alinkb"),  # a hyperlink
+    ("a\x1b(0b\x1bc", "ab"),  # a character set, a terminal reset
+    ("a\x9d0;t\x07b\x90q\x9cc", "abc"),  # 8-bit OSC and DCS
+    ("a\x1b]0;never ended", "a"),
+    ("r\u202egnp.exe\u2066x\u2069", "rgnp.exex"),  # bidirectional overrides and isolates
+    ("tab\there\r\nnext\x00\x7f", "tab here  next"),
+    ("plain ünïcode · γ ▁▂", "plain ünïcode · γ ▁▂"),
+])
+def test_clean_text_removes_escape_sequences_and_control_characters(text, shown):
+    assert clean_text(text) == shown
