@@ -174,7 +174,8 @@ class TopicReader:
         return parts
 
     def unassign(self) -> None:
-        """Assign nothing: nothing more is fetched until the next :meth:`assign`."""
+        """Assign nothing: nothing is fetched until the next :meth:`assign` (or the next read,
+        which assigns every partition from the reader's start)."""
         self._consumer.unsubscribe()
         self._tps, self._from_end, self._floor = [], set(), {}
 
@@ -230,7 +231,8 @@ class TopicReader:
 
         Ends with :class:`ReadShort` after ``timeout_s`` in all, after ``stall_s`` with nothing
         coming while a partition is known to hold more, or after ``idle_s`` with nothing coming
-        for partitions whose end is not known (a None bound: no such end).
+        for partitions whose end is not known. A None bound is no bound of that kind: give
+        ``timeout_s``, or both of the others.
         """
         if not self._ready():
             return
