@@ -271,23 +271,20 @@ def produce(
 @exits()
 def broker(port: int, host: str) -> None:
     """Run the embedded Kafka-protocol broker (tansu, memory only) until interrupted."""
-    import signal
-    import threading
-
     from stream_perceptron.commands.broker import EmbeddedBroker
+    from stream_perceptron.signals import stopping_on_signals
 
     setup_logging("INFO")
-    stopping = threading.Event()  # handlers first: a signal may come as soon as the port opens
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
-    embedded = EmbeddedBroker(port=port, host=host)
-    embedded.start()
-    click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
-    try:
-        while embedded.running and not stopping.wait(0.2):
-            pass
-    finally:
-        embedded.stop()
+    # handlers first: a signal may come as soon as the port opens
+    with stopping_on_signals() as stopping:
+        embedded = EmbeddedBroker(port=port, host=host)
+        embedded.start()
+        click.echo(f"embedded broker listening on {embedded.bootstrap} (Ctrl+C stops it; data is in memory)")
+        try:
+            while embedded.running and not stopping.wait(0.2):
+                pass
+        finally:
+            embedded.stop()
     if not stopping.is_set():
         fail("the embedded broker exited on its own", 1)
 
@@ -379,15 +376,21 @@ def health(ctx: click.Context, url: str | None, live: bool, timeout: float) -> N
 @click.option("--refresh", default=1.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between redraws.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after N seconds.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON lines instead: one per partition (and the group's, and each new drift"
+                   " alarm) every --refresh seconds.")
 @click.pass_context
 @exits()
-def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None) -> None:
-    """A live terminal dashboard of the statistics topic (Ctrl+C stops it)."""
-    from stream_perceptron.commands.watch import run_watch
+def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float | None,
+          as_json: bool) -> None:
+    """The statistics topic live in the terminal: a table of the partitions and the group (Ctrl+C
+    stops it). Without a terminal, plain lines: one per partition every --refresh seconds."""
+    from stream_perceptron.commands.watch import WatchOutput, run_watch
 
     settings = cluster_settings_from(ctx, log_level="WARNING")
+    output: WatchOutput = "json" if as_json else "table" if sys.stdout.isatty() else "plain"
     code = run_watch(settings.kafka, topic or settings.topics.stats, refresh_s=refresh,
-                     duration_s=duration)
+                     duration_s=duration, output=output)
     sys.exit(code)
 
 
@@ -451,17 +454,15 @@ def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, 
     """Print the newest mix of each input partition from the model topic, one JSON line each:
     topic, partition, epoch, offset, weights, intercept, partitions, mu (and with --score, each
     row's scores and predictions)."""
-    import threading
-
-    from stream_perceptron.commands.mixed import mixed_lines, parse_row, stopping_on_signals
+    from stream_perceptron.commands.mixed import mixed_lines, parse_row
+    from stream_perceptron.signals import stopping_on_signals
 
     try:
         parsed = [parse_row(r) for r in rows]
     except StreamPerceptronError as exc:  # an option to fix
         fail(str(exc))
     settings = cluster_settings_from(ctx, log_level="WARNING", **{"mix.topic": topic})
-    stop = threading.Event()
-    with stopping_on_signals(stop):
+    with stopping_on_signals() as stop:
         for out in mixed_lines(settings, rows=parsed, follow=follow, stop=stop):
             click.echo(orjson.dumps(out).decode())
 

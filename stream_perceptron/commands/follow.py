@@ -3,27 +3,21 @@
 * :func:`follow_stats` reads a statistics topic without a consumer group (every partition
   assigned by hand) and yields the decoded records (statistics records and drift events) in
   batches as they arrive, ``[]`` on an idle poll so a display can refresh.
-* :func:`stop_on_interrupt` makes Ctrl+C end a live loop after its current poll.
 
-(The end of a partition is taken from fetch responses, ``highwater``, never from
-``end_offsets``/``seek_to_end``, which some brokers get wrong.)
+(The reading is :class:`~stream_perceptron.kafka.reader.TopicReader`'s, which takes the end of a
+partition from fetch responses.)
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-import time
 from collections.abc import Callable, Generator
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-
 from stream_perceptron.codec.outputs import decode
 from stream_perceptron.commands.series import is_stats_or_drift
-from stream_perceptron.kafka.admin import consumer_config, reaching
 from stream_perceptron.kafka.config import check_reachable
+from stream_perceptron.kafka.reader import Record, TopicReader
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger("stream_perceptron.commands.watch")  # the name watch's lines always had
@@ -62,71 +56,31 @@ def follow_stats(
     """
     connect_s = connect_timeout_s(kafka)
     check_reachable(kafka, connect_s)
-    with reaching(kafka):
-        consumer = KafkaConsumer(**consumer_config(kafka), group_id=None, enable_auto_commit=False,
-                                 bootstrap_timeout_ms=int(connect_s * 1000))
+    reader = TopicReader(kafka, topic, start="beginning" if from_beginning else "end",
+                         connect_timeout_s=connect_s)
     try:
-        tps: list[TopicPartition] = []
-        # From the end: the first offset to yield per partition, once its high-water mark is known.
-        start: dict[TopicPartition, int] = {}
         skipped = 0  # only the first skipped record is logged as a warning
         while True:
-            if not tps:
-                tps = _assign(consumer, topic)
-                if not tps:
-                    time.sleep(max(poll_timeout_ms, 100) / 1000)
-                    yield []
-                    continue
-            got = consumer.poll(timeout_ms=poll_timeout_ms, max_records=_MAX_POLL_RECORDS)
-            if not from_beginning:
-                _seek_past_start(consumer, tps, start)
             batch: list[dict[str, Any]] = []
             skipped_before = skipped
-            for tp in sorted(got):
-                first = 0 if from_beginning else start.get(tp, 0)
-                for record in got[tp]:
-                    stats = _decode_stats(record, quiet=skipped > 0) if record.offset >= first else None
-                    if stats is not None:
-                        batch.append(stats)
-                    elif record.offset >= first:
-                        skipped += 1
+            for record in reader.poll(poll_timeout_ms / 1000, max_records=_MAX_POLL_RECORDS):
+                stats = _decode_stats(topic, record, quiet=skipped > 0)
+                if stats is not None:
+                    batch.append(stats)
+                else:
+                    skipped += 1
             if on_skip is not None and skipped > skipped_before:
                 on_skip(skipped - skipped_before)
             yield batch
     finally:
-        consumer.close()
+        reader.close()
 
 
-def _assign(consumer: Any, topic: str) -> list[TopicPartition]:
-    """Assign every partition of ``topic`` from its beginning; [] while the topic is missing."""
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        return []
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    log.debug("following %s, partitions %s", topic, sorted(parts))
-    return tps
-
-
-def _seek_past_start(consumer: Any, tps: list[TopicPartition], start: dict[TopicPartition, int]) -> None:
-    """Record each partition's first high-water mark and move its position there."""
-    for tp in tps:
-        if tp in start:
-            continue
-        hw = consumer.highwater(tp)
-        if hw is None:
-            continue
-        start[tp] = hw
-        if consumer.position(tp) < hw:
-            consumer.seek(tp, hw)
-
-
-def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
-    """The statistics record or drift event in a consumed record, or None (logged; at debug
+def _decode_stats(topic: str, record: Record, *, quiet: bool = False) -> dict[str, Any] | None:
+    """The statistics record or drift event in a record of ``topic``, or None (logged; at debug
     level if ``quiet``)."""
     level = logging.DEBUG if quiet else logging.WARNING
-    where = f"{record.topic}/{record.partition}@{record.offset}"
+    where = f"{topic}/{record.partition}@{record.offset}"
     more = "" if quiet else "; further ones are logged at debug level"
     if record.value is None:
         return None
@@ -140,24 +94,3 @@ def _decode_stats(record: Any, *, quiet: bool = False) -> dict[str, Any] | None:
         return None
     stats: dict[str, Any] = value
     return stats
-
-
-def stop_on_interrupt(interrupted: threading.Event) -> Callable[[], None]:
-    """Make Ctrl+C set ``interrupted`` (the loop then ends after its current poll, at most
-    ``poll_ms`` later); a second Ctrl+C raises KeyboardInterrupt. Returns the function that puts
-    the previous handler back. A KeyboardInterrupt raised inside the client's poll could leave
-    its locks held and hang the consumer's close, so the first one is never raised there. Off
-    the main thread (where handlers cannot be set) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handle(_signum: int, _frame: Any) -> None:
-        interrupted.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def restore() -> None:
-        signal.signal(signal.SIGINT, previous)
-
-    signal.signal(signal.SIGINT, handle)
-    return restore

@@ -8,7 +8,8 @@ topic to its end, as the worker's own reader does
 yields one line per input partition, its newest mix: ``{"topic", "partition", "epoch",
 "offset", "weights", "intercept", "partitions", "mu"}``, in (topic, partition) order. With
 ``follow`` it goes on reading and yields each new mix as a record brings it, until ``stop`` is
-set (:func:`stopping_on_signals`: SIGINT and SIGTERM). With ``rows`` (dense rows) each line also
+set (the command sets it on SIGINT and SIGTERM:
+:func:`~stream_perceptron.signals.stopping_on_signals`). With ``rows`` (dense rows) each line also
 carries ``"scores"``, θ·x + θ0 of each row, and ``"predictions"``, +1 where the score is > 0
 and −1 elsewhere.
 
@@ -19,10 +20,8 @@ Nothing logged here holds a secret: the clients get the security settings throug
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import signal
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -119,22 +118,3 @@ def _decoded(records: list[tuple[str | None, bytes | None]], topic: str) -> list
             decoded = None
         out.append(decoded)
     return out
-
-
-@contextlib.contextmanager
-def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Within it, SIGINT and SIGTERM set ``stop`` (the read ends after its current poll) instead
-    of raising inside the client, whose close could then hang on a lock it held. The previous
-    handlers are put back after it. Off the main thread (no handlers there) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signums = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.getsignal(s) for s in signums}
-    for s in signums:
-        signal.signal(s, lambda *_: stop.set())
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

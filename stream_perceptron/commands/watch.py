@@ -2,34 +2,39 @@
 
 * :func:`~stream_perceptron.commands.follow.follow_stats` (in ``follow``, shared with the web
   dashboard) yields the statistics records and drift events in batches as they arrive.
-* :class:`Dashboard` keeps the newest record of each series (an input partition's, or an older
-  worker's: :mod:`~stream_perceptron.commands.series`), the group's figures summed over the
-  input partitions, bounded histories of the windowed mistake rate, and the drift events
-  (:class:`~stream_perceptron.commands.series.Drifts`), and renders them as a rich table: a row
-  per partition (with its drift alarms and pending labels when the records carry them), then the
-  group's, and the latest alarms under it.
-* :func:`run_watch` is the live loop (``rich.live.Live``) until Ctrl+C or a duration.
+* :class:`~stream_perceptron.commands.stats_view.StatsView` (shared with the web dashboard) keeps
+  what is shown of them: each series' newest record and windowed rates, the group's figures
+  summed over the input partitions, the drift events, the pending labels.
+* Its terminal renderers: :class:`StatsTable`, a rich table (a row per partition, with its drift
+  alarms and pending labels when the records carry them, then the group's, and the latest
+  alarms under it), and, for a pipe or a file, :func:`plain_lines` (a line per series per
+  refresh) and :func:`json_lines`.
+* :func:`run_watch` is the live loop (``rich.live.Live``, or lines) until Ctrl+C, SIGTERM or a
+  duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
   :func:`~stream_perceptron.commands.plot.plot_partitions` (each partition's ``E_n`` and the
   group's) or, for one series, :func:`~stream_perceptron.commands.plot.plot_stats`, with the
   drift events marked.
 
 ``watch`` reads the topic from its beginning: the table shows each series' newest record and
-the sparklines have history at once. (The end of a partition is taken from fetch responses,
-``highwater``, never from ``end_offsets``/``seek_to_end``, which some brokers get wrong.)
+the sparklines have history at once. Whatever the topic's records say is shown as text only: the
+view cleans their texts of control characters and escape sequences, and the table never reads
+them as rich markup.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
-import threading
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TextIO
 
 from rich import box
 from rich.console import Console, RenderableType
@@ -39,7 +44,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from stream_perceptron.commands.follow import connect_timeout_s, follow_stats, stop_on_interrupt
+from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.plot import (
     PLOTTED,
     POINTS,
@@ -50,23 +55,20 @@ from stream_perceptron.commands.plot import (
 )
 from stream_perceptron.commands.read import iter_topic
 from stream_perceptron.commands.series import (
-    Drifts,
-    Group,
     GroupFigures,
     Partition,
     Series,
     is_drift_event,
     is_stats_record,
     labels,
-    newer,
     number,
-    partition_of,
-    total_lag,
     worker_key,
 )
+from stream_perceptron.commands.stats_view import DriftEvent, Frame, SeriesRow, StatsView
 from stream_perceptron.errors import NoStatsError
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
+from stream_perceptron.signals import stopping_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +81,11 @@ _SILENT_S = 60.0
 _DRIFTS_SHOWN = 5
 # The drift events ``plot`` marks per series, the latest.
 _DRIFTS_PLOTTED = 1_000
+# The windowed rates kept per series for its sparkline (averaged down to its width).
+_HISTORY = 120
 
 
-# --------------------------------------------------------------------------- the dashboard
+# --------------------------------------------------------------------------- the terminal renderers
 
 
 def sparkline(values: Sequence[float | None], width: int, *, lo: float | None = None,
@@ -139,42 +143,31 @@ def _buckets(points: list[float | None], width: int) -> list[float | None]:
     return out
 
 
-@dataclass
-class _SeriesView:
-    """What the dashboard keeps per series: its newest record and its windowed-rate history."""
-
-    latest: dict[str, Any]
-    received: float
-    history: deque[float | None]
-    records: int = 0
-
-
 @dataclass(frozen=True)
 class _Column:
-    """One column of the table: its header and how a series' cell is drawn from its newest record
-    and the group's from the group's figures ("" where the group has no such figure)."""
+    """One column of the table: its header and how a series' cell is drawn from its row and the
+    group's from the group's figures ("" where the group has no such figure)."""
 
     header: str
-    cell: Callable[[dict[str, Any]], str | Text]
+    cell: Callable[[SeriesRow], str | Text]
     group: Callable[[GroupFigures], str | Text] = lambda g: ""
 
 
-def _columns(drifts: Drifts | None = None, pending: bool = False, group_drifts: int = 0) -> list[_Column]:
+def _columns(drifts: bool = False, pending: bool = False, group_drifts: int = 0) -> list[_Column]:
     """The table's columns after the partition, left to right: with ``drifts``, the drift alarms
     (how many, the last one's input offset; the group's ``group_drifts``), and with ``pending``
     the predictions waiting for their labels (records of workers that have neither show no such
     column)."""
-    def field_(name: str, spec: str = ",") -> Callable[[dict[str, Any]], str]:
-        return lambda rec: _fmt(rec.get(name), spec)
+    def field_(name: str, spec: str = ",") -> Callable[[SeriesRow], str]:
+        return lambda row: _fmt(row.latest.get(name), spec)
 
     extra = []
-    if drifts is not None:
-        def count(rec: dict[str, Any]) -> Text:
-            n = drifts.count(Series.of(rec), rec)
-            return Text(_fmt(n), style="bold red" if n else "dim")
+    if drifts:
+        def count(row: SeriesRow) -> Text:
+            return Text(_fmt(row.drifts), style="bold red" if row.drifts else "dim")
 
         extra += [_Column("drifts", count, lambda g: _fmt(group_drifts)),
-                  _Column("last drift\noffset", lambda rec: _fmt(drifts.last_offset(Series.of(rec), rec)))]
+                  _Column("last drift\noffset", lambda row: _fmt(row.last_drift_offset))]
     if pending:
         extra.append(_Column("pending\nlabels", field_("pending_labels"), lambda g: _fmt(g.pending_labels)))
     return [
@@ -186,214 +179,151 @@ def _columns(drifts: Drifts | None = None, pending: bool = False, group_drifts: 
         _Column("margin\nmin", field_("margin_min", ".3g")),
         _Column("R", field_("R", ".4g")),
         _Column("γ", field_("gamma", ".3g")),
-        _Column("(R/γ)²", _bound),
+        _Column("(R/γ)²", lambda row: _bound(row.latest)),
         _Column("ex/s", field_("examples_per_s", ",.0f"), lambda g: _fmt(g.examples_per_s, ",.0f")),
-        _Column("lag", lambda rec: _fmt(total_lag(rec.get("lag"))), lambda g: _fmt(g.lag)),
+        _Column("lag", field_("lag", ",.0f"), lambda g: _fmt(g.lag, ",.0f")),
         *extra,
     ]
 
 
-class Dashboard:
-    """The newest statistics record of each series, the group's figures, and windowed-rate histories.
+def _frame_columns(frame: Frame) -> list[_Column]:
+    """The columns of ``frame``'s table (:func:`_columns`): the drift columns when an event was
+    seen or a record tells its alarms, the pending labels' when a record tells them."""
+    latest = [row.latest for row in frame.rows]
+    drifts = bool(frame.drift_events) or any(r.get("drifts") is not None for r in latest)
+    pending = any(r.get("pending_labels") is not None for r in latest)
+    return _columns(drifts, pending, frame.group_drifts)
 
-    A series is an input partition's (and its model's), or an older worker's whose records name no
-    partition (:class:`~stream_perceptron.commands.series.Series`); its row is labelled by
-    :func:`~stream_perceptron.commands.series.labels`. The group row sums the newest record of
-    each input partition (:class:`~stream_perceptron.commands.series.Group`): ``E_n`` over all
-    its labeled examples = Σ mistakes / Σ labeled. ``history`` bounds the rates kept per series
-    and for the group (a sparkline averages them down to ``spark_width`` characters; every row's
-    is drawn on one scale, from 0 to the greatest rate kept, named in the column's header);
-    ``clock`` gives wall time in seconds (for the age of a record).
+
+class StatsTable:
+    """The terminal renderer of a :class:`~stream_perceptron.commands.stats_view.StatsView`: a
+    panel holding a table, a row per series (an input partition's, with its drift alarms and
+    pending labels when the records carry them, or an older worker's), then the group's, and a
+    few lines under it (who holds which partition, the group's sums, the age of the records,
+    the latest drift alarms, the late labels, what was skipped).
+
+    Each row's sparkline draws its windowed mistake rates averaged down to ``spark_width``
+    characters, every row's on one scale, from 0 to the greatest rate kept (named in the
+    column's header). Every text from the topic goes in as :class:`rich.text.Text`, never read as
+    markup, and was cleaned of control characters as the view took it.
     """
 
-    def __init__(
-        self, history: int = 120, *, title: str = "stream-perceptron", spark_width: int = 8,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if history < 1:
-            raise ValueError("history must be at least 1")
-        self.history = history
+    def __init__(self, *, title: str = "stream-perceptron", spark_width: int = 8) -> None:
         self.title = title
         self.spark_width = spark_width
-        self._clock = clock
-        self._series: dict[Series, _SeriesView] = {}
-        self._group = Group()
-        self._group_history: deque[float | None] = deque(maxlen=history)
-        self._drifts = Drifts(latest=_DRIFTS_SHOWN)
-        self.records = 0
-        self.events = 0
-        self.skipped = 0
 
-    @property
-    def rows(self) -> list[str]:
-        """The label of each series seen so far, in the table's order (partitions first)."""
-        return list(labels(self._series).values())
-
-    def _view(self, row: str) -> _SeriesView:
-        for series, label in labels(self._series).items():
-            if label == row:
-                return self._series[series]
-        raise KeyError(row)
-
-    def latest(self, row: str) -> dict[str, Any]:
-        """The newest statistics record of the series labelled ``row``."""
-        return self._view(row).latest
-
-    def rate_history(self, row: str) -> list[float | None]:
-        """The windowed mistake rates of the series ``row`` kept for its sparkline, oldest first."""
-        return list(self._view(row).history)
-
-    def group(self) -> GroupFigures | None:
-        """The group's figures from the newest record of each input partition (None before one)."""
-        return self._group.figures()
-
-    def group_history(self) -> list[float | None]:
-        """The group's pooled windowed mistake rate after each partition's record, oldest first."""
-        return list(self._group_history)
-
-    def count_skipped(self, n: int) -> None:
-        """Count ``n`` records skipped before they reached :meth:`update` (not JSON, say)."""
-        self.skipped += n
-
-    def drifts(self) -> Drifts:
-        """The drift events taken so far."""
-        return self._drifts
-
-    def update(self, records: Iterable[dict[str, Any]]) -> None:
-        """Take statistics records and drift events in arrival order; others (not dicts, no
-        counters) are skipped. A drift event counts in its series' drifts (:class:`Drifts`).
-
-        The latest record of a series is the one with the greatest ``ts`` (arrival order when a
-        record has none); every record adds its ``window_mistake_rate`` to its series' history,
-        and every input partition's record the group's pooled windowed rate to the group's.
-        """
-        now = self._clock()
-        for rec in records:
-            if is_drift_event(rec):
-                self._drifts.add(rec)
-                self.events += 1
-                continue
-            if not is_stats_record(rec):
-                self.skipped += 1
-                continue
-            key = Series.of(rec)
-            view = self._series.get(key)
-            if view is None:
-                view = self._series[key] = _SeriesView(rec, now, deque(maxlen=self.history))
-            elif newer(rec, view.latest):
-                view.latest, view.received = rec, now
-            view.history.append(number(rec.get("window_mistake_rate")))
-            view.records += 1
-            self.records += 1
-            if partition_of(rec) is not None:
-                self._group.add(rec)
-                figures = self._group.figures()
-                self._group_history.append(None if figures is None else figures.window_mistake_rate)
-
-    def render(self) -> RenderableType:
-        """A panel holding the table (a row per series, then the group's) and a few lines under it."""
-        now = self._clock()
-        subtitle = f"{self.records} records · updated {datetime.fromtimestamp(now):%H:%M:%S}"
-        if not self._series:
+    def render(self, frame: Frame) -> RenderableType:
+        """A panel holding the table of ``frame`` and the lines under it."""
+        title = Text(self.title)
+        subtitle = Text(f"{frame.records} records · updated {datetime.fromtimestamp(frame.now):%H:%M:%S}")
+        if not frame.rows:
             body: RenderableType = Text("waiting for statistics records…", style="dim")
-            return Panel(body, title=self.title, subtitle=subtitle, expand=False)
-        named = labels(self._series)
-        older = any(s.worker for s in named)
+            return Panel(body, title=title, subtitle=subtitle, expand=False)
+        older = any(row.series.worker for row in frame.rows)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         table.add_column("partition / worker" if older else "partition", style="bold", no_wrap=True)
-        latest = [v.latest for v in self._series.values()]
-        drifts = self._drifts if self._drifts or any("drifts" in r for r in latest) else None
-        columns = _columns(drifts, pending=any("pending_labels" in r for r in latest),
-                           group_drifts=self._drifts.total(self._group.newest().values()))
+        columns = _frame_columns(frame)
         for column in columns:
             table.add_column(column.header, justify="right", overflow="fold", header_style="bold cyan")
-        top = self._spark_top()
+        top = _spark_top(frame)
         table.add_column(f"window rate\n0 – {_fmt(top, '.3f')}", no_wrap=True, header_style="bold cyan")
-        for series, label in named.items():
-            view = self._series[series]
-            table.add_row(label, *(c.cell(view.latest) for c in columns), self._spark(view.history, top),
-                          style="dim" if series.worker else "")
-        group = self._group.figures()
-        if group is not None:
+        for row in frame.rows:
+            table.add_row(Text(row.label), *(_text(c.cell(row)) for c in columns),
+                          self._spark(row.rates, top), style="dim" if row.series.worker else "")
+        if frame.group is not None:
             table.add_section()
-            table.add_row(f"group ({group.partitions})", *(c.group(group) for c in columns),
-                          self._spark(self._group_history, top), style="bold")
-        parts: list[RenderableType] = [table, *self._notes(named, group, now)]
-        return Panel(Stack(*parts), title=self.title, subtitle=subtitle, expand=False)
-
-    def _notes(self, named: Mapping[Series, str], group: GroupFigures | None, now: float) -> list[Text]:
-        """The lines under the table: the input topic and who holds what, what the group sums,
-        how old the records are (and which series fell silent), what was skipped."""
-        notes = []
-        topics = sorted({s.topic for s in named if not s.worker})
-        holders: dict[str, list[str]] = {}
-        for series, label in named.items():
-            if not series.worker:
-                client = str(self._series[series].latest.get("client_id") or "(no client_id)")
-                holders.setdefault(client, []).append(label)
-        if holders:
-            where = f"input topic {topics[0]}; " if len(topics) == 1 else ""
-            held = "; ".join(f"{client} {', '.join(rows)}" for client, rows in sorted(holders.items()))
-            notes.append(Text(f"{where}partitions by the worker of their newest record: {held}", style="dim"))
-        if group is not None:
-            notes.append(Text(f"group: the newest record of each partition summed: {_fmt(group.seen)} seen,"
-                              f" {_fmt(group.dead_letters)} dead letters; E_n = Σ mistakes / Σ labeled",
-                              style="dim"))
-            if any(s.worker for s in named):
-                notes.append(Text("the rows of older workers (no partition in their records) are not in"
-                                  " the group", style="dim"))
-        ages = {label: _age(self._series[s], now) for s, label in named.items()}
-        line = Text(f"newest record {_duration(min(ages.values()))} old", style="dim")
-        silent = [f"{label} ({_duration(age)})" for label, age in ages.items() if age > _SILENT_S]
-        if silent:
-            line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
-        notes.append(line)
-        notes += self._drift_lines(named, now)
-        notes += self._label_lines()
-        if self.skipped:
-            notes.append(Text(f"{self.skipped} records skipped (not JSON, or not statistics records)",
-                              style="dim"))
-        return notes
-
-    def _drift_lines(self, named: Mapping[Series, str], now: float) -> list[Text]:
-        """The latest drift events, newest first: where, when, the rates before and after."""
-        events = self._drifts.latest()
-        if not events:
-            return []
-        lines = [Text(f"drift alarms ({self.events} events; the latest {len(events)}, newest first):",
-                      style="bold red")]
-        for event in reversed(events):
-            series = Series.of(event)
-            label = named.get(series, f"{series.topic}[{series.partition}]")
-            ts = number(event.get("ts"))
-            age = "" if ts is None else f", {_duration(max(now - ts, 0.0))} ago"
-            lines.append(Text(
-                f"  {label} at offset {_fmt(event.get('offset'))}: {event.get('stream', 'mistakes')}"
-                f" rate {_fmt(event.get('rate_before'), '.4f')} → {_fmt(event.get('rate_after'), '.4f')}"
-                f" ({event.get('detector', '?')}, alarm {_fmt(event.get('drifts'))}{age})", style="red"))
-        return lines
-
-    def _label_lines(self) -> list[Text]:
-        """The late labels of the group: joins, expiries and the mean delay of the newest records."""
-        latest = [v.latest for s, v in self._series.items() if not s.worker]
-        if not any("label_joins" in r for r in latest):
-            return []
-        joins = sum(int(number(r.get("label_joins")) or 0) for r in latest)
-        expiries = sum(int(number(r.get("label_expiries")) or 0) for r in latest)
-        delays = [d for r in latest if (d := number(r.get("label_delay_s"))) is not None]
-        delay = f"{sum(delays) / len(delays):.3g} s" if delays else "n/a"
-        return [Text(f"late labels: {joins:,} joined, {expiries:,} expired; mean delay of the partitions'"
-                     f" windows {delay}", style="dim")]
-
-    def _spark_top(self) -> float | None:
-        """The greatest windowed rate kept, of any series or the group: the sparklines' common top."""
-        rates = [r for v in self._series.values() for r in v.history if r is not None]
-        rates += [r for r in self._group_history if r is not None]
-        return max(rates) if rates else None
+            table.add_row(Text(f"group ({frame.group.partitions})"),
+                          *(_text(c.group(frame.group)) for c in columns),
+                          self._spark(frame.group_history, top), style="bold")
+        return Panel(Stack(table, *_notes(frame)), title=title, subtitle=subtitle, expand=False)
 
     def _spark(self, history: Iterable[float | None], top: float | None) -> Text:
         """The sparkline of windowed rates, scaled from 0 to ``top`` (a flat 0 with no top)."""
         return Text(sparkline(list(history), self.spark_width, lo=0.0, hi=top or None), style="magenta")
+
+
+def _text(cell: str | Text) -> Text:
+    """A cell as rich text, never read as markup."""
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def _spark_top(frame: Frame) -> float | None:
+    """The greatest windowed rate kept, of any series or the group: the sparklines' common top."""
+    rates = [r for row in frame.rows for r in row.rates if r is not None]
+    rates += [r for r in frame.group_history if r is not None]
+    return max(rates) if rates else None
+
+
+def _notes(frame: Frame) -> list[Text]:
+    """The lines under the table: the input topic and who holds what, what the group sums, how
+    old the records are (and which series fell silent), the latest drift alarms, the late
+    labels, what was skipped."""
+    notes = []
+    partitions = [row for row in frame.rows if not row.series.worker]
+    topics = sorted({row.series.topic for row in partitions})
+    holders: dict[str, list[str]] = {}
+    for row in partitions:
+        holders.setdefault(row.latest.get("client_id") or "(no client_id)", []).append(row.label)
+    if holders:
+        where = f"input topic {topics[0]}; " if len(topics) == 1 else ""
+        held = "; ".join(f"{client} {', '.join(rows)}" for client, rows in sorted(holders.items()))
+        notes.append(Text(f"{where}partitions by the worker of their newest record: {held}", style="dim"))
+    if frame.group is not None:
+        notes.append(Text(f"group: the newest record of each partition summed: {_fmt(frame.group.seen)} seen,"
+                          f" {_fmt(frame.group.dead_letters)} dead letters; E_n = Σ mistakes / Σ labeled",
+                          style="dim"))
+        if len(partitions) < len(frame.rows):
+            notes.append(Text("the rows of older workers (no partition in their records) are not in"
+                              " the group", style="dim"))
+    ages = {row.label: _age(row, frame.now) for row in frame.rows}
+    line = Text(f"newest record {_duration(min(ages.values()))} old", style="dim")
+    silent = [f"{label} ({_duration(age)})" for label, age in ages.items() if age > _SILENT_S]
+    if silent:
+        line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
+    notes.append(line)
+    notes += _drift_lines(frame)
+    notes += _label_lines(frame)
+    if frame.skipped:
+        notes.append(Text(f"{frame.skipped} records skipped (not JSON, or not statistics records)",
+                          style="dim"))
+    return notes
+
+
+def _drift_lines(frame: Frame) -> list[Text]:
+    """The latest drift events, newest first: where, when, the rates before and after."""
+    events = frame.drift_events[-_DRIFTS_SHOWN:]
+    if not events:
+        return []
+    lines = [Text(f"drift alarms ({frame.events} events; the latest {len(events)}, newest first):",
+                  style="bold red")]
+    named = {row.series: row.label for row in frame.rows}
+    lines += [Text(f"  {drift_text(event, named, frame.now)}", style="red") for event in reversed(events)]
+    return lines
+
+
+def drift_text(event: DriftEvent, named: Mapping[Series, str], now: float) -> str:
+    """A drift event in a line: its series' label (``named``), where, the rates before and after,
+    the detector, the alarm's number and its age."""
+    fields, series = event.fields, event.series
+    label = named.get(series, f"{series.topic}[{series.partition}]")
+    ts = number(fields.get("ts"))
+    age = "" if ts is None else f", {_duration(max(now - ts, 0.0))} ago"
+    return (f"{label} at offset {_fmt(fields.get('offset'))}: {fields.get('stream') or 'mistakes'}"
+            f" rate {_fmt(fields.get('rate_before'), '.4f')} → {_fmt(fields.get('rate_after'), '.4f')}"
+            f" ({fields.get('detector') or '?'}, alarm {_fmt(fields.get('drifts'))}{age})")
+
+
+def _label_lines(frame: Frame) -> list[Text]:
+    """The late labels of the group: joins, expiries and the mean delay of the newest records."""
+    latest = [row.latest for row in frame.rows if not row.series.worker]
+    if not any(r.get("label_joins") is not None for r in latest):
+        return []
+    joins = sum(int(number(r.get("label_joins")) or 0) for r in latest)
+    expiries = sum(int(number(r.get("label_expiries")) or 0) for r in latest)
+    delays = [d for r in latest if (d := number(r.get("label_delay_s"))) is not None]
+    delay = f"{sum(delays) / len(delays):.3g} s" if delays else "n/a"
+    return [Text(f"late labels: {joins:,} joined, {expiries:,} expired; mean delay of the partitions'"
+                 f" windows {delay}", style="dim")]
 
 
 def _fmt(value: Any, spec: str = ",") -> str:
@@ -421,10 +351,10 @@ def _bound(rec: Mapping[str, Any]) -> Text:
     return Text(f"{bound:,.4g}", style="green" if within else "yellow")
 
 
-def _age(view: _SeriesView, now: float) -> float:
+def _age(row: SeriesRow, now: float) -> float:
     """Seconds since the series' newest record was published (its ``ts``; else since it was received)."""
-    ts = number(view.latest.get("ts"))
-    return max(now - (ts if ts is not None else view.received), 0.0)
+    ts = number(row.latest.get("ts"))
+    return max(now - (ts if ts is not None else row.received), 0.0)
 
 
 def _duration(seconds: float | None) -> str:
@@ -446,44 +376,114 @@ def _duration(seconds: float | None) -> str:
 # --------------------------------------------------------------------------- the commands
 
 
+WatchOutput = Literal["table", "plain", "json"]
+"""What ``watch`` draws: the live table (a terminal), plain lines, or JSON lines."""
+
+
+def plain_lines(frame: Frame, since: int = 0) -> list[str]:
+    """``frame`` as plain lines: one per series (its label, then each column's header and value
+    where it has one, then the client id of its newest record), the group's, and one per drift
+    event numbered after ``since``; each begins with the time.
+
+    >>> view = StatsView(clock=lambda: 0.0)
+    >>> view.update([{"topic": "in", "partition": 0, "seen": 10, "labeled": 10, "mistakes": 2,
+    ...               "mistake_rate": 0.2, "lag": {"in:0": 3}, "client_id": "w\x1b[2J1"}])
+    >>> partition, group = plain_lines(view.frame())
+    >>> print(partition[9:])  # doctest: +NORMALIZE_WHITESPACE
+    partition 0  labeled 10  mistakes 2  E_n 0.2000  window n/a  EWMA n/a  margin min n/a
+    R n/a  γ n/a  (R/γ)² n/a  ex/s n/a  lag 3  client_id w1
+    >>> print(group[9:])
+    group (1)  labeled 10  mistakes 2  E_n 0.2000  window n/a  ex/s n/a  lag 3
+    """
+    when = f"{datetime.fromtimestamp(frame.now):%H:%M:%S}"
+    columns = _frame_columns(frame)
+
+    def line(what: str, cells: Iterable[str | Text], client: str | None = None) -> str:
+        shown = [(c.header.replace("\n", " "), _text(cell).plain)
+                 for c, cell in zip(columns, cells, strict=True)]
+        if client is not None:
+            shown.append(("client_id", client))
+        return f"{when} {what}  " + "  ".join(f"{header} {value}" for header, value in shown if value)
+
+    lines = [line(f"worker {row.label}" if row.series.worker else f"partition {row.label}",
+                  [c.cell(row) for c in columns], row.latest.get("client_id")) for row in frame.rows]
+    group = frame.group
+    if group is not None:
+        lines.append(line(f"group ({group.partitions})", [c.group(group) for c in columns]))
+    named = {row.series: row.label for row in frame.rows}
+    lines += [f"{when} drift alarm {drift_text(e, named, frame.now)}"
+              for e in frame.drift_events if e.seq > since]
+    return lines
+
+
+def json_lines(view: StatsView, since: int = 0) -> list[str]:
+    """The view as JSON lines: one per series (``{"now", "series": …}``, as the web page is given
+    it), the group's (``{"now", "group": …}``), and one per drift event numbered after ``since``
+    (``{"now", "event": …}``)."""
+    snap = view.snapshot(since)
+    lines = [{"now": snap["now"], "series": series} for series in snap["series"]]
+    if snap["group"] is not None:
+        lines.append({"now": snap["now"], "group": snap["group"]})
+    lines += [{"now": snap["now"], "event": event} for event in snap["events"]]
+    return [json.dumps(line, allow_nan=False) for line in lines]  # non-ASCII escaped: nothing raw
+
+
 def run_watch(
     kafka: KafkaSettings, topic: str, *, refresh_s: float = 1.0, duration_s: float | None = None,
-    console: Console | None = None, from_beginning: bool = True,
+    console: Console | None = None, from_beginning: bool = True, output: WatchOutput = "table",
+    stream: TextIO | None = None,
 ) -> int:
-    """Show the statistics of ``topic`` live until Ctrl+C or ``duration_s``; returns 0.
+    """Show the statistics of ``topic`` live until Ctrl+C, SIGTERM or ``duration_s``; returns 0.
 
-    The screen is redrawn every ``refresh_s`` seconds (the age of the records keeps counting
-    between records). The topic is read from its beginning unless ``from_beginning`` is False;
-    a topic that does not exist yet is waited for. Raises
+    ``output``: the live table (:class:`StatsTable` on ``console``, redrawn every ``refresh_s``
+    seconds: the age of the records keeps counting between records), or, every ``refresh_s``
+    seconds, :func:`plain_lines` or :func:`json_lines` written to ``stream`` (standard output by
+    default), for a pipe or a file. The topic is read from its beginning unless
+    ``from_beginning`` is False; a topic that does not exist yet is waited for. Raises
     :class:`~stream_perceptron.errors.KafkaEdgeError` when Kafka cannot be reached.
     """
     if refresh_s <= 0:
         raise ValueError("refresh_s must be positive")
-    console = console or Console()
-    dashboard = Dashboard(title=f"stream-perceptron watch · {topic}")
+    view = StatsView(history=_HISTORY)
+    table = StatsTable(title=f"stream-perceptron watch · {topic}")
     deadline = None if duration_s is None else time.monotonic() + duration_s
     poll_ms = max(50, min(500, int(refresh_s * 1000)))
     batches = follow_stats(
-        kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=dashboard.count_skipped
+        kafka, topic, from_beginning=from_beginning, poll_timeout_ms=poll_ms, on_skip=view.count_skipped
     )
-    interrupted = threading.Event()
-    restore = stop_on_interrupt(interrupted)
+    shown = 0  # the version of the view last written as lines
+
+    def draw(live: Live | None) -> None:
+        nonlocal shown
+        if live is not None:
+            live.update(table.render(view.frame()), refresh=True)
+            return
+        frame = view.frame()
+        lines = json_lines(view, shown) if output == "json" else plain_lines(frame, shown)
+        shown = frame.version
+        out = stream or sys.stdout
+        out.writelines(f"{line}\n" for line in lines)
+        out.flush()
+
     try:
-        with Live(dashboard.render(), console=console, auto_refresh=False) as live:
+        with stopping_on_signals() as interrupted, contextlib.ExitStack() as stack:
+            live = None
+            if output == "table":
+                live = stack.enter_context(Live(table.render(view.frame()), console=console or Console(),
+                                                auto_refresh=False))
             next_refresh = time.monotonic() + refresh_s
             for batch in batches:
-                dashboard.update(batch)
+                view.update(batch)
                 now = time.monotonic()
                 done = interrupted.is_set() or (deadline is not None and now >= deadline)
                 if now >= next_refresh or done:
-                    live.update(dashboard.render(), refresh=True)
+                    draw(live)
                     next_refresh = now + refresh_s
                 if done:
                     break
-    except KeyboardInterrupt:  # a second Ctrl+C, or one before the handler was installed
+    except KeyboardInterrupt:  # a second Ctrl+C, or one before the handlers were set
         log.debug("watch interrupted")
     finally:
-        restore()
         batches.close()
     return 0
 
@@ -658,13 +658,16 @@ def _pick_worker(workers: Mapping[str, _History], topic: str, client_id: str | N
 
 __all__ = [
     "SPARK_CHARS",
-    "Dashboard",
+    "StatsTable",
+    "WatchOutput",
+    "connect_timeout_s",
+    "drift_text",
     "follow_stats",
     "is_stats_record",
+    "json_lines",
+    "plain_lines",
     "run_plot",
     "run_watch",
-    "connect_timeout_s",
     "sparkline",
-    "stop_on_interrupt",
     "worker_key",
 ]

@@ -7,5 +7,7 @@ no codec, and loads no numpy.
 * :mod:`.python_edge` (kafka-python, the default) with its :mod:`.fastpath`,
   :mod:`.producer_process` (its producer in a second process) and :mod:`.confluent_edge`
   (confluent-kafka);
-* :mod:`.factory`: :func:`~.factory.open_edge`, the one place a backend is chosen.
+* :mod:`.factory`: :func:`~.factory.open_edge`, the one place a backend is chosen;
+* :mod:`.reader`: a topic read without a consumer group, to its end or followed (the commands,
+  the state topic's scans).
 """

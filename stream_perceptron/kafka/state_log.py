@@ -7,12 +7,10 @@ matches that protocol by shape; this layer imports nothing of the state layer).
   partition ``p`` lives in state partition ``p % N``).
 * :meth:`KafkaStateLog.append` sends with ``acks=all`` (idempotent producer, kafka-python's
   default) to the partitions the records name and returns once every record is acknowledged.
-* :meth:`KafkaStateLog.scan` reads one partition with ``isolation_level=read_committed`` from
-  its beginning up to its end offset as asked when the scan starts (the last stable offset on
-  Apache Kafka). Some brokers (tansu) answer that request with the base offset of the last
-  batch + 1, short of the end; so, past it, the scan goes on to the high-water mark the fetch
-  responses give, stopping at the first poll that brings nothing more (an open transaction
-  holds the rest back).
+* :meth:`KafkaStateLog.scan` reads one partition's committed records from an offset up to its
+  end as the scan finds it, or to an exact stop, through a
+  :class:`~stream_perceptron.kafka.reader.TopicReader` (where a committed read ends, on brokers
+  that answer the asked end short of it too, is the reader's).
 
 Clients get the security settings (SASL, TLS) as every other client does
 (:func:`~stream_perceptron.kafka.admin.client_config`); nothing logged here holds a secret.
@@ -25,12 +23,13 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
 
 from stream_perceptron.errors import CheckpointError, KafkaEdgeError
-from stream_perceptron.kafka.admin import client_config, consumer_config, ensure_topics, reaching
+from stream_perceptron.kafka.admin import client_config, ensure_topics, reaching
 from stream_perceptron.kafka.config import check_reachable, describe
+from stream_perceptron.kafka.reader import ReadShort, TopicReader
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -60,9 +59,6 @@ class Logged(NamedTuple):
 COMPACTED = {"cleanup.policy": "compact"}
 SLACK_BYTES = 64 * 1024
 """Room in a request for a record's key and the batch's headers, above its value."""
-POLL_MS = 200
-SETTLE_MS = 1_000
-"""How long a poll past the asked end waits for records the end did not count."""
 
 
 class KafkaStateLog:
@@ -85,29 +81,22 @@ class KafkaStateLog:
         if partitions is not None:
             ensure_topics(kafka, {topic: partitions}, self._timeout_s, configs=COMPACTED)
         check_reachable(kafka, self._timeout_s)
-        with reaching(kafka):
-            self._consumer: Any = KafkaConsumer(
-                **consumer_config(kafka),
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-                allow_auto_create_topics=False,
-                fetch_max_wait_ms=kafka.fetch_max_wait_ms,
-                max_partition_fetch_bytes=max(kafka.fetch_max_bytes, self._max_request),
-            )
+        self._reader: TopicReader | None = TopicReader(
+            kafka, topic, committed=True, max_record_bytes=self._max_request,
+            fetch_max_wait_ms=kafka.fetch_max_wait_ms,
+        )
         try:
-            self._count = self._partition_count(wait=partitions is not None)
+            self._count = self._partition_count(self._reader, wait=partitions is not None)
         except BaseException:
-            self._consumer.close(autocommit=False)
+            self._reader.close()
             raise
         log.info("state topic %s: %d partitions", topic, self._count)
 
-    def _partition_count(self, *, wait: bool) -> int:
+    def _partition_count(self, reader: TopicReader, *, wait: bool) -> int:
         """The topic's partition count; ``wait``: for the metadata of a topic just created."""
         deadline = time.monotonic() + (self._timeout_s if wait else 0)
         with reaching(self._kafka):
-            while not (found := self._consumer.partitions_for_topic(self.name)):
+            while not (found := reader.partitions()):
                 if time.monotonic() >= deadline:
                     raise KafkaEdgeError(f"the state topic {self.name} does not exist (SP_CHECKPOINT__TOPIC)")
                 time.sleep(0.1)  # a topic just created: its metadata is on its way
@@ -146,58 +135,34 @@ class KafkaStateLog:
         return self._producer
 
     def scan(self, partition: int, start: int = 0, stop: int | None = None) -> Iterator[Logged]:
-        tp = TopicPartition(self.name, partition)
-        consumer = self._consumer
+        reader = self._reader
+        if reader is None:
+            raise KafkaEdgeError(f"the state topic {self.name} is closed")
         try:
-            consumer.assign([tp])
-            if start > 0:
-                consumer.seek(tp, start)
-            else:
-                consumer.seek_to_beginning(tp)
-            end = stop if stop is not None else consumer.end_offsets([tp])[tp]
-            yield from self._read(tp, end, exact=stop is not None)
+            reader.assign({partition: start}, [partition])
+            ends = None if stop is None else {partition: stop}
+            for r in reader.read_to_end(stall_s=self._stall_s, idle_s=self._stall_s, stop=ends):
+                yield Logged(r.offset, r.key_text(), r.value)
+        except ReadShort as short:
+            position, end = short.short.get(partition, (None, None))
+            raise KafkaEdgeError(
+                f"reading partition {partition} of the state topic {self.name} made no progress"
+                f" at offset {position} (of {end}) for {self._stall_s:g} s"
+            ) from None
         except KafkaError as exc:
             raise KafkaEdgeError(
                 f"cannot read partition {partition} of the state topic {self.name}: {describe(exc)}"
             ) from None
         finally:
-            consumer.unsubscribe()  # fetches nothing more between scans
-
-    def _read(self, tp: TopicPartition, end: int, *, exact: bool) -> Iterator[Logged]:
-        """Records of ``tp`` up to ``end`` (excluded) when ``exact``, else at least up to it and
-        on to the high-water mark while polls bring more."""
-        consumer = self._consumer
-        deadline = time.monotonic() + self._stall_s
-        settled = False
-        while True:
-            position = consumer.position(tp)
-            past = position >= end
-            if past:
-                highwater = consumer.highwater(tp)
-                if exact or settled or highwater is None or position >= highwater:
-                    return
-            if time.monotonic() > deadline:
-                raise KafkaEdgeError(
-                    f"reading partition {tp.partition} of the state topic {self.name} made no progress"
-                    f" at offset {position} (of {end}) for {self._stall_s:g} s"
-                )
-            batch = consumer.poll(timeout_ms=SETTLE_MS if past else POLL_MS).get(tp, [])
-            if batch:
-                deadline = time.monotonic() + self._stall_s
-            settled = past and not batch
-            for r in batch:
-                if exact and r.offset >= end:
-                    return
-                key = None if r.key is None else r.key.decode("utf-8", errors="replace")
-                yield Logged(r.offset, key, r.value)
+            reader.unassign()  # fetches nothing more between scans
 
     def close(self) -> None:
-        for name, client, closing in (("producer", self._producer, {"timeout": self._timeout_s}),
-                                      ("consumer", self._consumer, {"autocommit": False})):
+        producer, reader, self._producer, self._reader = self._producer, self._reader, None, None
+        for name, client, closing in (("producer", producer, {"timeout": self._timeout_s}),
+                                      ("consumer", reader, {})):
             if client is None:
                 continue
             try:
                 client.close(**closing)
             except KafkaError as exc:
                 log.warning("closing the state topic's %s: %s", name, describe(exc))
-        self._producer = self._consumer = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
+import itertools
+import json
 import logging
 import os
 import pty
@@ -309,6 +311,101 @@ def test_watch_reads_the_partitions_from_a_stats_topic_of_several_partitions(kaf
         assert row(frame, str(rec["partition"]))[:6] == partition_cells(rec), frame
 
 
+# What anyone who writes to the statistics topic, or picks a client id, could put in a text: a
+# window title (OSC), a screen clear (CSI, 7-bit and 8-bit), rich markup.
+HOSTILE = "\x1b]0;pwned\x07[bold red]x[/]\x1b[2J\x9b2J"
+SHOWN = "[bold red]x[/]"  # what is left of it: the markup, as text
+
+
+def publish_hostile(kafka: KafkaSettings, topic: str) -> list[dict[str, Any]]:
+    """Two partitions' records whose client_id and topic carry HOSTILE, and a drift event whose
+    detector does; returns the records."""
+    records = []
+    for p in range(2):
+        stats = WorkerStats(f"w{HOSTILE}", seed=p + 1, partition=p, model_id=f"{p}" * 32).many(2)
+        records += [{**r, "topic": f"examples{HOSTILE}"} for r in stats]
+    event = {"event": "drift", "topic": f"examples{HOSTILE}", "partition": 0, "offset": 1_200,
+             "detector": f"adwin{HOSTILE}", "stream": "mistakes", "rate_before": 0.02, "rate_after": 0.3,
+             "drifts": 1, "labeled": 1_200, "model_id": "0" * 32, "client_id": HOSTILE, "ts": time.time()}
+    send_all(kafka, topic, [encode(r) for r in [*records, event]], partition=0)
+    return records
+
+
+def assert_no_control_bytes(raw: bytes, *, allowed: re.Pattern[bytes] | None = None) -> None:
+    """``raw`` holds none of HOSTILE's sequences, and no control character at all but line ends
+    and what ``allowed`` matches (a terminal renderer's own sequences)."""
+    for sequence in (b"\x1b]", b"\x07", b"\x1b[2J", b"\xc2\x9b", b"pwned"):
+        assert sequence not in raw, (sequence, raw[-2000:])
+    bare = allowed.sub(b"", raw) if allowed is not None else raw
+    assert not re.search(rb"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]", bare), bare[-2000:]
+
+
+def test_watch_in_a_terminal_shows_what_the_topic_says_as_text_only(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    publish_hostile(kafka, topic)
+    child = PtyProcess(watch_argv(kafka, topic, duration_s=6.0), terminal_env())
+    try:
+        frame = child.read_until(lambda f: "drift alarms" in f and "group (2)" in f, timeout_s=30,
+                                 what="the hostile records' rows and their drift alarm")
+        assert child.finish(timeout_s=20) == 0
+    finally:
+        child.close()
+    # rich's own: styles, cursor moves and erases, the cursor hidden and shown again
+    assert_no_control_bytes(child.raw, allowed=re.compile(rb"\x1b\[[0-9;?]*[mAKlhG]|\r"))
+    assert f"w{SHOWN} 0, 1" in frame  # the worker holding both partitions, its markup as text
+    assert f"adwin{SHOWN}, alarm 1" in frame
+    assert f"input topic examples{SHOWN}" in frame
+
+
+def _watch_cli(kafka: KafkaSettings, topic: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``stream-perceptron watch`` with its output to a pipe (no terminal), for ``--duration 4``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SP_")}
+    env.update(SP_KAFKA__BOOTSTRAP_SERVERS=str(kafka.bootstrap_servers), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "stream_perceptron.cli", "watch", "--topic", topic,
+                           "--refresh", "0.5", "--duration", "4", *args],
+                          env=env, cwd=ROOT, capture_output=True, timeout=60)
+
+
+def test_watch_without_a_terminal_prints_a_plain_line_per_partition_per_refresh(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    records = publish_hostile(kafka, topic)
+    proc = _watch_cli(kafka, topic)
+    assert proc.returncode == 0, proc.stderr
+    assert_no_control_bytes(proc.stdout)
+    lines = proc.stdout.decode().splitlines()
+    kinds = [line[9:].split("  ")[0] for line in lines]
+    assert all(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines), lines
+    refreshes = kinds.count("group (2)")
+    assert refreshes >= 2 and kinds.count("partition 0") == kinds.count("partition 1") == refreshes, kinds
+    assert len(lines) == 3 * refreshes + 1  # and the drift alarm, once
+    newest = records[1]  # partition 0's newest
+    first = lines[kinds.index("partition 0")]
+    assert f"labeled {newest['labeled']:,}  mistakes {newest['mistakes']:,}" in first
+    assert first.endswith(f"client_id w{SHOWN}")
+    (alarm,) = [line for line in lines if "drift alarm" in line]
+    assert f"drift alarm 0 at offset 1,200: mistakes rate 0.0200 → 0.3000 (adwin{SHOWN}, alarm 1" in alarm
+
+
+def test_watch_json_prints_json_lines(kafka_settings, new_topic):
+    kafka = kafka_settings()
+    topic = new_topic()
+    records = publish_hostile(kafka, topic)
+    proc = _watch_cli(kafka, topic, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert_no_control_bytes(proc.stdout)
+    parsed = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    series = [p["series"] for p in parsed if "series" in p]
+    groups = [p["group"] for p in parsed if "group" in p]
+    events = [p["event"] for p in parsed if "event" in p]
+    assert len(groups) >= 2 and len(series) == 2 * len(groups) and len(parsed) == 3 * len(groups) + 1
+    assert {(s["label"], s["topic"], s["latest"]["client_id"]) for s in series} == {
+        ("0", f"examples{SHOWN}", f"w{SHOWN}"), ("1", f"examples{SHOWN}", f"w{SHOWN}")}
+    assert groups[-1]["labeled"] == records[1]["labeled"] + records[3]["labeled"]
+    assert [(e["offset"], e["detector"]) for e in events] == [(1_200, f"adwin{SHOWN}")]
+
+
 def test_run_watch_stops_after_its_duration(kafka_settings, new_topic):
     kafka = kafka_settings()
     topic = new_topic()
@@ -577,6 +674,7 @@ def test_run_plot_skips_a_record_that_is_not_json_and_says_so(kafka_settings, ne
 def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings, new_topic, caplog,
                                                                   monkeypatch):
     import stream_perceptron.commands.read as reader
+    import stream_perceptron.kafka.reader as topic_reader
 
     kafka = kafka_settings()
     topic = new_topic()
@@ -584,9 +682,11 @@ def test_read_topic_says_so_when_its_deadline_cuts_the_read_short(kafka_settings
     assert len(reader.read_topic(kafka, topic)) == 20_000  # all of it, no warning
     assert "stopped short" not in caplog.text
 
-    clock = iter(range(10**9))  # each look at the clock is a second later: the deadline comes first
-    fake_time = types.SimpleNamespace(monotonic=lambda: float(next(clock)), sleep=time.sleep)
-    monkeypatch.setattr(reader, "time", fake_time)  # the reader's clock only, not the client's
+    # the read starts at 0 s and every later look at the clock is at 100 s: the deadline passes
+    # after the first poll, which brings at most 5,000 records
+    clock = itertools.chain([0.0], itertools.repeat(100.0))
+    fake_time = types.SimpleNamespace(monotonic=lambda: next(clock), sleep=time.sleep)
+    monkeypatch.setattr(topic_reader, "time", fake_time)  # the reader's clock only, not the client's
     with caplog.at_level("WARNING", logger="stream_perceptron.commands.read"):
         part = reader.read_topic(kafka, topic, timeout_s=8, idle_s=100)
     assert len(part) < 20_000

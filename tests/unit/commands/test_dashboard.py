@@ -1,5 +1,6 @@
-"""The dashboard without a broker: the page's JSON from statistics records and drift events, only
-what came after a version, the fields allowed and no other, bounded history; and its HTTP server."""
+"""The dashboard without a broker: the page's JSON (the statistics view's snapshot) from statistics
+records and drift events, only what came after a version, the fields allowed and no other, bounded
+history; and its HTTP server."""
 
 from __future__ import annotations
 
@@ -13,18 +14,14 @@ from typing import Any
 
 import pytest
 
-from stream_perceptron.commands.dashboard import (
-    LATEST_FIELDS,
-    DashboardServer,
-    DashboardState,
-    page_file,
-)
+from stream_perceptron.commands.dashboard import DashboardServer, page_file
+from stream_perceptron.commands.stats_view import LATEST_FIELDS, StatsView
 from stream_perceptron.errors import OutputError
 from tests.unit.commands.test_watch_render import NOW, drift_event, partition_record, stats_record
 
 
 def test_each_partition_is_a_series_with_its_points_and_the_group_sums_the_newest():
-    state = DashboardState(clock=lambda: NOW)
+    state = StatsView(clock=lambda: NOW)
     state.update([
         partition_record(0, 1_000, 40, 30, ts=NOW - 3),
         partition_record(1, 900, 9, 9, ts=NOW - 2, gamma=0.03, bound=2000.0),
@@ -47,7 +44,7 @@ def test_each_partition_is_a_series_with_its_points_and_the_group_sums_the_newes
 
 
 def test_since_gives_only_what_came_after_and_the_state_now():
-    state = DashboardState()
+    state = StatsView()
     state.update([partition_record(0, 1_000, 40, 30, ts=NOW - 3)])
     version = state.snapshot()["version"]
     state.update([partition_record(0, 2_000, 60, 20, ts=NOW - 1), drift_event(0, 1_500, 1)])
@@ -61,7 +58,7 @@ def test_since_gives_only_what_came_after_and_the_state_now():
 
 
 def test_drift_events_count_in_their_series_and_the_group():
-    state = DashboardState()
+    state = StatsView()
     state.update([
         partition_record(0, 1_000, 40, 30, drifts=0, last_drift_offset=None),
         partition_record(1, 1_000, 40, 30, drifts=2, last_drift_offset=700),  # stated by its state
@@ -83,7 +80,7 @@ def test_only_the_fields_named_reach_the_page_and_every_number_is_finite():
     rec = partition_record(0, 1_000, 40, 30, password=secret, sasl_plain_password=secret,
                            margin_min=float("nan"), R=float("inf"), pending_labels=5, client_id="w" * 100)
     event = drift_event(0, 10, 1, note=secret, rate_before=True)
-    state = DashboardState()
+    state = StatsView()
     state.update([rec, event])
     text = json.dumps(state.snapshot(), allow_nan=False)  # raises on NaN or Infinity
     assert secret not in text
@@ -96,7 +93,7 @@ def test_only_the_fields_named_reach_the_page_and_every_number_is_finite():
 
 
 def test_older_records_without_the_new_fields_show_none_of_them():
-    state = DashboardState()
+    state = StatsView()
     state.update([partition_record(0, 1_000, 40, 30)])
     latest = state.snapshot()["series"][0]["latest"]
     assert latest["pending_labels"] is None and latest["drifts"] is None and latest["label_delay_s"] is None
@@ -104,7 +101,7 @@ def test_older_records_without_the_new_fields_show_none_of_them():
 
 
 def test_an_older_workers_records_are_a_series_of_their_own_outside_the_group():
-    state = DashboardState()
+    state = StatsView()
     state.update([stats_record("w1", 500, 10, 0.02), {"x": [1.0], "y": 1}, "not a record"])
     snap = state.snapshot()
     assert [(s["id"], s["label"], s["partition"]) for s in snap["series"]] == [("w1", "w1", None)]
@@ -112,11 +109,11 @@ def test_an_older_workers_records_are_a_series_of_their_own_outside_the_group():
 
 
 def test_each_series_keeps_its_last_history_points():
-    state = DashboardState(history=3)
+    state = StatsView(history=3)
     state.update([partition_record(0, 100 * i, i, i) for i in range(1, 8)])
     assert [p["labeled"] for p in state.snapshot()["points"]] == [500, 600, 700]
     with pytest.raises(ValueError, match="history"):
-        DashboardState(history=0)
+        StatsView(history=0)
 
 
 def test_the_page_fetches_nothing_from_elsewhere():
@@ -130,8 +127,8 @@ def test_the_page_fetches_nothing_from_elsewhere():
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[str, DashboardState]]:
-    state = DashboardState()
+def served() -> Iterator[tuple[str, StatsView]]:
+    state = StatsView()
     server = DashboardServer("127.0.0.1", 0, state, refresh_s=0.5)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -175,4 +172,4 @@ def test_an_address_in_use_is_one_clear_error(served):
     url, _ = served
     port = int(url.rsplit(":", 1)[1].strip("/"))
     with pytest.raises(OutputError, match=rf"cannot serve the dashboard on 127\.0\.0\.1:{port}"):
-        DashboardServer("127.0.0.1", port, DashboardState())
+        DashboardServer("127.0.0.1", port, StatsView())

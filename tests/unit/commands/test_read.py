@@ -10,9 +10,10 @@ from collections import namedtuple
 import pytest
 
 import stream_perceptron.commands.read as reader
+import stream_perceptron.kafka.reader as topic_reader
 from stream_perceptron.settings import KafkaSettings
 
-_Record = namedtuple("_Record", "offset key value")
+_Record = namedtuple("_Record", "offset key value timestamp", defaults=(-1,))
 
 
 class _SlowFetch:
@@ -53,7 +54,7 @@ class _SlowFetch:
 
 
 def test_a_partition_known_to_hold_more_is_read_past_the_idle_time(monkeypatch, caplog):
-    monkeypatch.setattr(reader, "KafkaConsumer", type("Slow", (_SlowFetch,), {"after_s": 1.0}))
+    monkeypatch.setattr(topic_reader, "KafkaConsumer", type("Slow", (_SlowFetch,), {"after_s": 1.0}))
     caplog.set_level(logging.WARNING)
     got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", idle_s=0.3)
     assert [offset for _, offset, _, _ in got] == list(range(10))
@@ -62,7 +63,7 @@ def test_a_partition_known_to_hold_more_is_read_past_the_idle_time(monkeypatch, 
 
 
 def test_a_read_that_runs_out_of_time_says_so(monkeypatch, caplog):
-    monkeypatch.setattr(reader, "KafkaConsumer", type("Slower", (_SlowFetch,), {"after_s": 60.0}))
+    monkeypatch.setattr(topic_reader, "KafkaConsumer", type("Slower", (_SlowFetch,), {"after_s": 60.0}))
     caplog.set_level(logging.WARNING)
     got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", timeout_s=1.0,
                             idle_s=0.3)
@@ -86,7 +87,7 @@ class _OneSilentPartition(_SlowFetch):
 
 
 def test_a_partition_whose_end_stays_unknown_ends_the_read_with_a_warning(monkeypatch, caplog):
-    monkeypatch.setattr(reader, "KafkaConsumer", _OneSilentPartition)
+    monkeypatch.setattr(topic_reader, "KafkaConsumer", _OneSilentPartition)
     caplog.set_level(logging.WARNING)
     got = reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "t", idle_s=0.3)
     assert len(got) == 10
@@ -101,7 +102,7 @@ def test_a_port_that_does_not_answer_as_kafka_is_one_error_naming_it(monkeypatch
     def no_kafka(**config):
         raise KafkaTimeoutError("Unable to bootstrap from ['127.0.0.1:8080']")
 
-    monkeypatch.setattr(reader, "KafkaConsumer", no_kafka)
+    monkeypatch.setattr(topic_reader, "KafkaConsumer", no_kafka)
     with pytest.raises(KafkaEdgeError, match=r"^cannot reach Kafka at 127\.0\.0\.1:8080: KafkaTimeoutError"):
         reader.read_topic(KafkaSettings(bootstrap_servers="127.0.0.1:8080"), "t")
 

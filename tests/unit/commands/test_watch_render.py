@@ -1,8 +1,10 @@
-"""The watch dashboard without a broker: sparklines, a row per input partition and the group's row,
-older workers' records, bounded history."""
+"""watch's table without a broker (the statistics view drawn by StatsTable): sparklines, a row per
+input partition and the group's row, older workers' records, bounded history."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import re
 from typing import Any
@@ -10,8 +12,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from stream_perceptron.commands.series import Series
-from stream_perceptron.commands.watch import SPARK_CHARS, Dashboard, is_stats_record, sparkline
+from stream_perceptron.commands.stats_view import StatsView, clean_text
+from stream_perceptron.commands.watch import (
+    SPARK_CHARS,
+    StatsTable,
+    is_stats_record,
+    json_lines,
+    plain_lines,
+    sparkline,
+)
 
 NOW = 1_700_000_000.0
 
@@ -45,10 +54,15 @@ def partition_record(partition: int, seen: int, mistakes: int, window_mistakes: 
     return rec
 
 
-def screen(dashboard: Dashboard, width: int = 120) -> str:
+def screen(view: StatsView, width: int = 120) -> str:
     console = Console(record=True, width=width, color_system=None)
-    console.print(dashboard.render())
+    console.print(StatsTable().render(view.frame()))
     return console.export_text()
+
+
+def rows(view: StatsView) -> list[str]:
+    """The label of each series seen so far, in the table's order (partitions first)."""
+    return [row.label for row in view.frame().rows]
 
 
 # ------------------------------------------------------------------- sparkline
@@ -98,7 +112,7 @@ def test_sparkline_clamps_to_the_given_scale():
     assert sparkline([-1.0, 0.5, 2.0], 3, lo=0.0, hi=1.0) == "▁▅█"
 
 
-# ------------------------------------------------------------------- the dashboard
+# ------------------------------------------------------------------- the table
 
 
 def cells(text: str, label: str) -> list[str]:
@@ -110,25 +124,25 @@ def cells(text: str, label: str) -> list[str]:
     raise AssertionError(f"no row {label!r} in:\n{text}")
 
 
-def test_empty_dashboard_says_it_is_waiting():
-    text = screen(Dashboard(clock=lambda: NOW))
+def test_an_empty_table_says_it_is_waiting():
+    text = screen(StatsView(clock=lambda: NOW))
     assert "waiting for statistics records" in text
 
 
 def test_a_row_per_partition_and_the_group_row_sums_them():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([
+    view = StatsView(clock=lambda: NOW)
+    view.update([
         partition_record(0, 10_000, 170, 68, ts=NOW - 5),
         partition_record(1, 9_000, 14, 0, ts=NOW - 2, gamma=0.0322085, bound=1927.89),
         partition_record(2, 1_000, 300, 100, ts=NOW - 3, client_id="w2"),
         partition_record(0, 12_000, 180, 20, ts=NOW - 1),  # partition 0's newer record
     ])
-    assert dash.rows == ["0", "1", "2"]
-    group = dash.group()
+    assert rows(view) == ["0", "1", "2"]
+    group = view.frame().group
     assert group is not None
     assert (group.partitions, group.seen, group.labeled, group.mistakes) == (3, 22_000, 22_000, 494)
     assert group.mistake_rate == 494 / 22_000
-    text = screen(dash)
+    text = screen(view)
     # labeled, mistakes, E_n, window, EWMA, margin, R, γ, bound, ex/s, lag
     assert cells(text, "0")[1:12] == ["12,000", "180", "0.0150", "0.0200", "0.0123", "-0.0042", "1.732",
                                       "n/a", "n/a", "1,000", "10"]
@@ -143,107 +157,107 @@ def test_a_row_per_partition_and_the_group_row_sums_them():
 
 
 def test_the_latest_record_wins_by_timestamp_not_arrival():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([partition_record(0, 2000, 20, 10, ts=NOW - 1),
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 2000, 20, 10, ts=NOW - 1),
                  partition_record(0, 1000, 10, 20, ts=NOW - 9)])
-    assert dash.latest("0")["seen"] == 2000
-    assert dash.rate_history("0") == [0.01, 0.02]  # the history keeps arrival order
-    group = dash.group()
+    assert view.row("0").latest["seen"] == 2000
+    assert view.row("0").rates == [0.01, 0.02]  # the history keeps arrival order
+    group = view.frame().group
     assert group is not None and group.seen == 2000  # the older record did not replace it
 
 
 def test_a_partition_with_two_models_has_two_rows_and_counts_once_in_the_group():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([
+    view = StatsView(clock=lambda: NOW)
+    view.update([
         partition_record(0, 9000, 90, 10, ts=NOW - 3, model_id="a" * 32),
         partition_record(1, 1000, 10, 10, ts=NOW - 3),
         partition_record(0, 500, 50, 10, ts=NOW - 1, model_id="b" * 32),  # its state began again
     ])
-    assert dash.rows == ["0 · aaaaaaaa", "0 · bbbbbbbb", "1"]
-    group = dash.group()
+    assert rows(view) == ["0 · aaaaaaaa", "0 · bbbbbbbb", "1"]
+    group = view.frame().group
     assert group is not None and (group.partitions, group.seen, group.mistakes) == (2, 1500, 60)
-    assert cells(screen(dash, width=160), "group (2)")[1:3] == ["1,500", "60"]
+    assert cells(screen(view, width=160), "group (2)")[1:3] == ["1,500", "60"]
 
 
 def test_records_of_older_workers_are_rows_of_their_own_outside_the_group():
     a, b = "3f2a9c1d" + "a" * 24, "77e0b512" + "b" * 24
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([
+    view = StatsView(clock=lambda: NOW)
+    view.update([
         stats_record("stream-perceptron", 1000, 40, 0.04, ts=NOW - 3, model_id=a),
         stats_record("stream-perceptron", 9000, 90, 0.01, ts=NOW - 2, model_id=b),
         stats_record("stream-perceptron", 2000, 50, 0.03, ts=NOW - 1, model_id=a),  # a restarted
     ])
-    assert dash.rows == ["stream-perceptron · 3f2a9c1d", "stream-perceptron · 77e0b512"]
-    assert dash.latest("stream-perceptron · 3f2a9c1d")["seen"] == 2000
-    assert dash.rate_history("stream-perceptron · 3f2a9c1d") == [0.04, 0.03]  # one series
-    assert dash.group() is None
-    text = screen(dash, width=160)
+    assert rows(view) == ["stream-perceptron · 3f2a9c1d", "stream-perceptron · 77e0b512"]
+    assert view.row("stream-perceptron · 3f2a9c1d").latest["seen"] == 2000
+    assert view.row("stream-perceptron · 3f2a9c1d").rates == [0.04, 0.03]  # one series
+    assert view.frame().group is None
+    text = screen(view, width=160)
     assert cells(text, "stream-perceptron · 3f2a9c1d")[1:4] == ["2,000", "50", "0.0250"]
     assert cells(text, "stream-perceptron · 77e0b512")[1:4] == ["9,000", "90", "0.0100"]
     assert "group" not in text
 
-    dash.update([partition_record(0, 100, 5, 5)])  # the workers were upgraded
-    group = dash.group()
+    view.update([partition_record(0, 100, 5, 5)])  # the workers were upgraded
+    group = view.frame().group
     assert group is not None and (group.partitions, group.seen) == (1, 100)
-    text = screen(dash, width=160)
+    text = screen(view, width=160)
     assert cells(text, "group (1)")[1:3] == ["100", "5"]
     assert "the rows of older workers (no partition in their records) are not in the group" in text
 
 
 def test_a_partition_silent_for_over_a_minute_is_named():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([partition_record(0, 1000, 10, 1, ts=NOW - 2),
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 1000, 10, 1, ts=NOW - 2),
                  partition_record(1, 1000, 10, 1, ts=NOW - 125)])
-    text = screen(dash, width=160)
+    text = screen(view, width=160)
     assert "newest record 2.0 s old; nothing for over 60 s from: 1 (2 min 5 s)" in text
 
 
 def test_history_is_bounded_and_the_sparklines_show_it():
-    dash = Dashboard(history=10, clock=lambda: NOW)
+    view = StatsView(history=10, clock=lambda: NOW)
     rates = [i / 100 for i in range(25)]
-    dash.update(partition_record(0, 1000 * (i + 1), i, round(r * 1000), ts=NOW - 25 + i)
+    view.update(partition_record(0, 1000 * (i + 1), i, round(r * 1000), ts=NOW - 25 + i)
                 for i, r in enumerate(rates))
-    assert dash.rate_history("0") == rates[-10:]
-    assert dash.group_history() == rates[-10:]  # one partition: the group's window is its window
-    assert dash.records == 25
-    text = screen(dash)
-    line = sparkline(rates[-10:], dash.spark_width, lo=0.0, hi=0.24)  # one scale, up to the top kept
+    assert view.row("0").rates == rates[-10:]
+    assert view.frame().group_history == rates[-10:]  # one partition: the group's window is its window
+    assert view.records == 25
+    text = screen(view)
+    line = sparkline(rates[-10:], StatsTable().spark_width, lo=0.0, hi=0.24)  # one scale, up to the top kept
     assert cells(text, "0")[-1] == cells(text, "group (1)")[-1] == line.strip()
     assert "0 – 0.240" in text  # the scale, in the header
 
 
 def test_the_sparklines_share_one_scale():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([partition_record(0, 1000, 10, 100, ts=NOW - 2),
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 1000, 10, 100, ts=NOW - 2),
                  partition_record(1, 1000, 10, 50, ts=NOW - 2),
                  partition_record(0, 2000, 20, 100, ts=NOW - 1),
                  partition_record(1, 2000, 20, 50, ts=NOW - 1)])
-    text = screen(dash)
+    text = screen(view)
     assert cells(text, "0")[-1] == "██" and cells(text, "1")[-1] == "▅▅"  # 0.05 is half of 0.1
     assert "0 – 0.100" in text
 
 
 def test_records_that_are_not_statistics_are_skipped():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([{"x": [1.0], "y": 1}, stats_record("w", 10, 1, None)])  # type: ignore[list-item]
-    assert dash.rows == ["w"] and dash.skipped == 1
-    assert dash.rate_history("w") == [None]
-    assert "1 records skipped" in screen(dash)
+    view = StatsView(clock=lambda: NOW)
+    view.update([{"x": [1.0], "y": 1}, stats_record("w", 10, 1, None)])  # type: ignore[list-item]
+    assert rows(view) == ["w"] and view.skipped == 1
+    assert view.row("w").rates == [None]
+    assert "1 records skipped" in screen(view)
     assert is_stats_record({"seen": 1, "mistakes": 0}) and not is_stats_record([1, 2])
 
 
 def test_a_record_without_client_id_or_ts_still_renders():
-    dash = Dashboard(clock=lambda: NOW)
+    view = StatsView(clock=lambda: NOW)
     rec = stats_record("x", 100, 5, 0.05)
     del rec["client_id"], rec["ts"], rec["offsets"]
-    dash.update([rec])
-    text = screen(dash)
+    view.update([rec])
+    text = screen(view)
     assert "(no client_id)" in text and "0.0500" in text
 
 
 def test_history_must_be_positive():
     with pytest.raises(ValueError):
-        Dashboard(history=0)
+        StatsView(history=0)
 
 
 def drift_event(partition: int, offset: int, drifts: int, *, ts: float = NOW, **extra: Any) -> dict[str, Any]:
@@ -255,8 +269,8 @@ def drift_event(partition: int, offset: int, drifts: int, *, ts: float = NOW, **
 
 
 def test_drift_events_and_pending_labels_get_columns_and_the_latest_events_are_listed():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([
+    view = StatsView(clock=lambda: NOW)
+    view.update([
         partition_record(0, 10_000, 170, 68, ts=NOW - 5, drifts=0, last_drift_offset=None,
                          pending_labels=40, label_joins=900, label_expiries=3, label_delay_s=2.5),
         partition_record(1, 9_000, 14, 0, ts=NOW - 4, drifts=0, last_drift_offset=None,
@@ -264,9 +278,9 @@ def test_drift_events_and_pending_labels_get_columns_and_the_latest_events_are_l
         drift_event(0, 10_412, 1, ts=NOW - 3),
         drift_event(0, 11_007, 2, ts=NOW - 2, rate_after=0.45),
     ])
-    assert dash.rows == ["0", "1"]  # an event is not a row of its own
-    assert dash.records == 2 and dash.events == 2 and dash.skipped == 0
-    text = screen(dash, width=160)
+    assert rows(view) == ["0", "1"]  # an event is not a row of its own
+    assert view.records == 2 and view.events == 2 and view.skipped == 0
+    text = screen(view, width=160)
     # after lag: the alarms (the events seen count before the next record states them), the
     # last one's offset, the pending labels
     assert cells(text, "0")[11:15] == ["10", "2", "11,007", "40"]
@@ -281,19 +295,97 @@ def test_drift_events_and_pending_labels_get_columns_and_the_latest_events_are_l
 
 
 def test_a_newer_record_states_the_alarms_of_its_partition_state():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([partition_record(0, 10_000, 170, 68, drifts=5, last_drift_offset=9_000),
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 10_000, 170, 68, drifts=5, last_drift_offset=9_000),
                  drift_event(0, 8_000, 4, ts=NOW - 9)])  # an older event read after
-    assert dash.drifts().count(dash_series(dash, "0"), dash.latest("0")) == 5
-    assert dash.drifts().last_offset(dash_series(dash, "0"), dash.latest("0")) == 9_000
+    assert view.row("0").drifts == 5
+    assert view.row("0").last_drift_offset == 9_000
 
 
 def test_older_records_show_no_drift_or_label_columns():
-    dash = Dashboard(clock=lambda: NOW)
-    dash.update([partition_record(0, 10_000, 170, 68)])
-    text = screen(dash, width=160)
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 10_000, 170, 68)])
+    text = screen(view, width=160)
     assert "drifts" not in text and "pending" not in text and "late labels" not in text
 
 
-def dash_series(dash: Dashboard, row: str) -> Series:
-    return Series.of(dash.latest(row))
+# ------------------------------------------------------------------- what the topic says is text only
+
+# What anyone who writes to the statistics topic, or picks a client id, could put in a text: a
+# window title (OSC), a screen clear (CSI, 7-bit and 8-bit), rich markup.
+HOSTILE = "\x1b]0;pwned\x07[bold red]x[/]\x1b[2J\x9b2J\x9d0;pwned\x9c"
+SHOWN = "[bold red]x[/]"  # what is left of it: the markup as literal text
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # the colours and styles the renderer itself writes
+
+
+def hostile_view() -> StatsView:
+    """A view of records whose texts (topic, client_id, model_id, detector, stream) carry HOSTILE."""
+    view = StatsView(clock=lambda: NOW)
+    view.update([
+        partition_record(0, 1_000, 40, 30, client_id=f"w{HOSTILE}", topic=f"examples{HOSTILE}",
+                         model_id=f"{HOSTILE}abc", drifts=1),
+        stats_record(f"old{HOSTILE}", 500, 10, 0.02),
+        drift_event(0, 900, 1, topic=f"examples{HOSTILE}", detector=f"adwin{HOSTILE}",
+                    stream=f"mistakes{HOSTILE}", client_id=HOSTILE),
+    ])
+    return view
+
+
+def assert_text_only(out: str) -> None:
+    """``out`` holds no control character but the renderer's own colours, and no part of HOSTILE
+    but its markup, shown as text."""
+    bare = _SGR.sub("", out)
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", bare), repr(bare)
+    assert "pwned" not in out and "2J" not in out
+    assert SHOWN in bare
+
+
+def test_the_table_in_a_terminal_shows_the_topics_texts_as_text_only():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, color_system="truecolor", width=250)
+    console.print(StatsTable().render(hostile_view().frame()))
+    raw = out.getvalue()
+    assert _SGR.search(raw)  # a terminal: styled
+    assert_text_only(raw)
+    assert f"w{SHOWN} 0" in _SGR.sub("", raw)  # the worker holding partition 0, markup and all
+    assert f"adwin{SHOWN}, alarm 1" in _SGR.sub("", raw)
+    assert "\x1b[1;31mx" not in raw and "\x1b[31;1mx" not in raw  # the markup was not applied
+
+
+def test_plain_lines_show_the_topics_texts_as_text_only():
+    lines = plain_lines(hostile_view().frame())
+    assert_text_only("\n".join(lines))
+    assert [line[9:].split("  ")[0] for line in lines] == [
+        "partition 0", f"worker old{SHOWN}", "group (1)",
+        f"drift alarm examples{SHOWN}[0] at offset 900: mistakes{SHOWN} rate 0.0200 → 0.3100"
+        f" (adwin{SHOWN}, alarm 1, 0.0 s ago)"]  # the event's model is not the record's: no row of its own
+    assert lines[0].endswith(f"client_id w{SHOWN}")
+
+
+def test_json_lines_parse_and_carry_the_topics_texts_cleaned():
+    lines = json_lines(hostile_view())
+    assert all(line.isascii() for line in lines)  # whatever was missed, nothing raw reaches a terminal
+    parsed = [json.loads(line) for line in lines]
+    assert [next(k for k in p if k != "now") for p in parsed] == ["series", "series", "group", "event"]
+    series = parsed[0]["series"]
+    assert (series["label"], series["topic"], series["latest"]["client_id"]) == ("0", f"examples{SHOWN}",
+                                                                                  f"w{SHOWN}")
+    assert parsed[1]["series"]["id"] == f"old{SHOWN}"
+    assert parsed[3]["event"]["detector"] == f"adwin{SHOWN}"
+    assert parsed[2]["group"]["labeled"] == 1_000 and all(p["now"] == NOW for p in parsed)
+    assert_text_only("\n".join(json.dumps(p, ensure_ascii=False) for p in parsed))
+    assert json_lines(hostile_view(), since=3) == lines[:3]  # the event is numbered 3: not again
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("a\x1bP1$r\x1b\\b", "ab"),  # DCS, ended by ST
+    ("a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b", "alinkb"),  # a hyperlink
+    ("a\x1b(0b\x1bc", "ab"),  # a character set, a terminal reset
+    ("a\x9d0;t\x07b\x90q\x9cc", "abc"),  # 8-bit OSC and DCS
+    ("a\x1b]0;never ended", "a"),
+    ("r\u202egnp.exe\u2066x\u2069", "rgnp.exex"),  # bidirectional overrides and isolates
+    ("tab\there\r\nnext\x00\x7f", "tab here  next"),
+    ("plain ünïcode · γ ▁▂", "plain ünïcode · γ ▁▂"),
+])
+def test_clean_text_removes_escape_sequences_and_control_characters(text, shown):
+    assert clean_text(text) == shown
