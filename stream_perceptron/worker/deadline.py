@@ -115,6 +115,11 @@ class Shutdown:
         """The shutdown's checkpoint failed: the revocation the clients' close runs then does not
         try again."""
 
+    @property
+    def event(self) -> threading.Event:
+        """Set once a stop is asked (for a signal handler to set)."""
+        return self._asked
+
     def ask(self) -> None:
         """Ask the loop to finish its batch, checkpoint and return."""
         self._asked.set()

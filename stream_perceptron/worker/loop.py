@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from stream_perceptron.errors import (
@@ -45,6 +45,7 @@ from stream_perceptron.kafka.factory import open_edge
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
+from stream_perceptron.signals import stopping_on_signals
 from stream_perceptron.state.checkpoint import Offsets
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
 from stream_perceptron.throttle import Throttle
@@ -216,19 +217,19 @@ class Worker:
 
     def _run(self, until: Callable[[Worker], bool] | None) -> int:
         self.restore()
-        self._install_signals()
-        self._serve()
-        try:
-            if not self._start_edge():
-                return 0
-            tune_gc()
+        with self._signals():
+            self._serve()
             try:
-                self._loop(until)
+                if not self._start_edge():
+                    return 0
+                tune_gc()
+                try:
+                    self._loop(until)
+                finally:
+                    code = self._shut_down()
+                return code
             finally:
-                code = self._shut_down()
-            return code
-        finally:
-            self.observer.stop()
+                self.observer.stop()
 
     def _serve(self) -> None:
         """Serve /metrics, /healthz and /readyz, when enabled."""
@@ -363,27 +364,27 @@ class Worker:
         finally:  # whatever logging does, the exit comes
             self.exit_process(1)
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
+    def _signals(self) -> AbstractContextManager[threading.Event]:
+        """While it lasts, SIGTERM and SIGINT ask for the shutdown (its deadline counts from the
+        signal); a second SIGINT exits at once, without a final checkpoint.
 
-        def handle(signum: int, frame: FrameType | None) -> None:
-            # The handler runs between two bytecodes of the main thread, which may be inside a
-            # log write of its own: logging here would re-enter that stream ("reentrant call").
-            # A thread logs instead, once the main thread lets go of the handler's lock.
-            if self.shutdown.asked and signum == signal.SIGINT:
-                thread = _log_aside(logging.WARNING,
-                                    "second interrupt: exiting at once, without a final checkpoint")
-                if thread is not None:
-                    thread.join(0.5)  # lost if the main thread holds the lock: exit regardless
-                os._exit(130)
-            self.shutdown.ask()
+        The handler runs between two bytecodes of the main thread, which may be inside a log
+        write of its own: logging there would re-enter that stream ("reentrant call"). A thread
+        logs instead, once the main thread lets go of the handler's lock."""
+
+        def stopping(signum: int) -> None:
             name = signal.Signals(signum).name
             self.shutdown.deadline.arm(name)  # the grace period counts from here too
             _log_aside(logging.INFO, "%s: finishing the batch, then checkpointing", name)
 
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        def again(signum: int) -> None:
+            thread = _log_aside(logging.WARNING,
+                                "second interrupt: exiting at once, without a final checkpoint")
+            if thread is not None:
+                thread.join(0.5)  # lost if the main thread holds the lock: exit regardless
+            os._exit(130)
+
+        return stopping_on_signals(self.shutdown.event, on_stop=stopping, again=again)
 
     # ------------------------------------------------------------------ rebalances
     def _on_assigned(self, partitions: list[Partition]) -> None:

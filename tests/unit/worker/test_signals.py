@@ -39,12 +39,9 @@ def _worker_and_handler(tmp_path) -> tuple[Worker, Callable[[int, FrameType | No
     worker = Worker(Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)}))
     assert worker.shutdown.deadline.seconds == math.inf
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        worker._install_signals()
+    with worker._signals():
         handle = signal.getsignal(signal.SIGTERM)
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
+    assert {s: signal.getsignal(s) for s in before} == before  # put back after the run
     assert callable(handle)
     return worker, handle
 
