@@ -42,7 +42,7 @@ EXIT_CODES: ExitCodes = {
 }
 """The exit code of an error that ends a command: the entry of its class, else of the nearest
 class it derives from (its MRO). Every command but ``run`` uses this table: what stops them (a
-source, a cluster, a file) is 1, a refused login included, as it always was."""
+source, a cluster, a file) is 1, a refused login included."""
 
 RUN_EXIT_CODES: ExitCodes = {
     **EXIT_CODES,

@@ -221,7 +221,7 @@ class CheckpointSettings(_Section):
 
     # Where each input partition's state is kept: "directory" (files under ``dir``; several workers
     # may share it) or "kafka" (the compacted topic ``topic``, so workers need no volume). The
-    # seed, a `fit` checkpoint starting the partitions that have no state, is read from ``dir``
+    # initial model, a `fit` state starting the partitions that have no state, is read from ``dir``
     # with either store.
     store: Literal["directory", "kafka"] = Field(
         "directory",
@@ -280,7 +280,7 @@ class ModelSettings(_Section):
         "the worker (one line, exit 2)",
     )
     fit_intercept: bool = Field(True, description="`false`: perceptron through the origin")
-    # serve the averaged weights (the seeds' update still drives learning and E_n)
+    # serve the averaged weights (Rosenblatt's update still drives learning and E_n)
     average: bool = Field(
         False,
         description="`true`: serve the averaged perceptron (predictions and scores from θ̄, the mean of θ "

@@ -6,7 +6,7 @@ Each partition's state is shown with the keys a version-1 checkpoint always had 
 its ``next_offset``; ``partitions`` maps ``"topic:partition"`` to it. With one partition its keys
 are at the top level as well, so what read a version-1 checkpoint still reads it. A directory
 holding only top-level checkpoints (a `fit` checkpoint, a version-1 worker's) shows its newest
-as it always did. A state in the Kafka store has ``path`` null and says where it is under
+as a version-1 build did. A state in the Kafka store has ``path`` null and says where it is under
 ``state_record``. A state of a worker mixing partitions (``SP_MIX__EVERY_EXAMPLES``) shows its
 latest adoption under ``mixed``: the mixed ``weights`` and ``intercept``, its ``version`` (the
 partition's mixing points so far), the input ``offset`` it was adopted at, the ``partitions``,
@@ -84,15 +84,16 @@ def show_directory(directory: Path) -> dict[str, Any]:
         ckpt = store.load(topic, partition)
         if ckpt is not None:
             states[(topic, partition)] = _partition(ckpt)
-    seed = CheckpointStore(directory).load()
+    initial = CheckpointStore(directory).load()
     if not states:
-        if seed is None:
+        if initial is None:
             raise CheckpointError(f"no valid checkpoint in {directory}")
-        return shown(seed)
+        return shown(initial)
     out = partitions_shown(states)
-    if seed is not None:
-        out["seed"] = {"path": str(seed.path), "seq": seed.seq, "created": seed.created,
-                       "model_id": seed.model_id}
+    if initial is not None:
+        described = {"path": str(initial.path), "seq": initial.seq, "created": initial.created,
+                     "model_id": initial.model_id}
+        out["initial_model"] = out["seed"] = described  # "seed": the field's old name, kept
     return out
 
 

@@ -1,4 +1,4 @@
-"""``stream-perceptron fit``: the seeds' offline perceptron over a dataset, with its report."""
+"""``stream-perceptron fit``: the offline perceptron over a dataset, with its report."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, new_
 
 @dataclass(frozen=True)
 class FitReport:
-    """What a fit found: per-pass mistakes and the seeds' quantities for the final model.
+    """What a fit found: per-pass mistakes and the perceptron's quantities for the final model.
 
-    ``gamma`` is the margin of the dataset under the final augmented model [θ, θ0] (seed 000 §2),
+    ``gamma`` is the margin of the dataset under the final augmented model [θ, θ0] (the margin of a dataset),
     ``R`` the largest ‖[x, 1]‖ (‖x‖ without intercept). When ``gamma`` > 0 the final model is a
     separator with that margin, so the convergence theorem bounds the total mistakes by (R/γ)².
     """
@@ -156,13 +156,13 @@ def fit_source(
         per_pass.append(int(result.mistakes.sum()))
         if per_pass[-1] == 0:
             break
-    functional = y * model.score_many(X, served=False)  # the learning θ's, as the seeds' γ and E_n
+    functional = y * model.score_many(X, served=False)  # the learning θ's, as γ and E_n are defined
     norm_aug = model.norms()[1]
     gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
     r = float(row_norms(X, model.fit_intercept).max())
     gamma = gamma_all if gamma_all > 0 else None
     model_state, stats_state = learner.state()
-    # A worker reads the seed only when it starts: a `fit` beside a running one changes nothing
+    # A worker reads the initial model only when it starts: a `fit` beside a running one changes nothing
     # until its next start, and each partition with a state of its own keeps it.
     if replace:
         replaced = store.set_aside()

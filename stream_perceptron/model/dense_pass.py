@@ -108,7 +108,7 @@ def learn_dense(
     X: FloatArray, signs: npt.NDArray[np.int8], w: FloatArray, b: float, norms: tuple[float, float],
     fit_intercept: bool, max_block: int, chunk_bytes: int = _CHUNK_BYTES, compiled: bool | None = None,
 ) -> DensePass:
-    """The seeds' perceptron over the rows of ``X`` in order (``signs`` −1/+1, 0 unlabeled),
+    """Rosenblatt's perceptron over the rows of ``X`` in order (``signs`` −1/+1, 0 unlabeled),
     from θ = ``w`` (updated in place) and θ0 = ``b``; ``norms`` are ‖θ‖ and ‖[θ, θ0]‖ before
     the first row. The rows are taken in chunks whose signed rows take about ``chunk_bytes`` (the
     chunk's other temporaries are about as large). The outputs are written in place, chunk by

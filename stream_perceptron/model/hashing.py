@@ -14,7 +14,7 @@ apart, and each update for one moves the other's score. With :math:`m` distinct 
 record's few features this is noise in the score, not a failure, but keep :math:`2^b` well above
 the number of names that matter (``hash_bits=20``: 1,048,576 columns, 8 MiB of weights).
 The perceptron itself is unchanged: it learns on the hashed vectors :math:`\phi(x)`, and the
-seeds' statements (the update, :math:`E_n`, :math:`R`, γ and the bound) hold for
+perceptron's statements (the update, :math:`E_n`, :math:`R`, γ and the bound) hold for
 :math:`\phi(x)`, which is what the statistics measure.
 """
 

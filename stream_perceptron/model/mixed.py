@@ -9,7 +9,7 @@ o on, p predicts with it until its next mixing point. So a reader that keeps, pe
 partition), the last log entry of the newest record holds what each partition serves right
 after its latest mixing point, and can score with it elsewhere.
 
-**Scoring** is the seeds' rule with the mixed weights: the score of a dense row x is
+**Scoring** is the perceptron's rule with the mixed weights: the score of a dense row x is
 
 .. math:: s(x) = \theta\cdot x + \theta_0 ,
 
@@ -17,7 +17,7 @@ computed as ``(x * θ).sum() + θ0`` in float64, the operations of
 :meth:`Perceptron.score_one <stream_perceptron.model.perceptron.Perceptron.score_one>` on a dense
 row, so a perceptron holding the mix scores the same float, bit for bit. The prediction is the
 positive class (+1) when :math:`s(x) > 0`, else −1: a point on the boundary is on the negative
-side, as the worker predicts (seed 004_4cd744fb4b17611c.txt counts y·s ≤ 0 as an error).
+side, as the worker predicts (y·s ≤ 0 counts as an error, the boundary included).
 
 >>> record = {"topic": "in", "partition": 1, "state": {}, "ts": 0.0, "log": [
 ...     {"offset": 20, "epoch": 1, "mix": {"weights": [1.0, -2.0], "intercept": 0.5,

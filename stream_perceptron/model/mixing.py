@@ -1,7 +1,7 @@
 r"""Iterative parameter mixing: one perceptron learned across partitions (pure: no I/O).
 
 McDonald, Hall and Mann (2010), *Distributed Training Strategies for the Structured Perceptron*.
-Each of :math:`S` shards (here: input partitions) runs the seeds' update from the current mixed
+Each of :math:`S` shards (here: input partitions) runs Rosenblatt's update from the current mixed
 weights: on a labeled :math:`(x, y)`, if :math:`y(\theta\cdot x + \theta_0) \le 0` (a point on
 the boundary is a mistake) then :math:`\theta \mathrel{+}= y x`, :math:`\theta_0 \mathrel{+}= y`.
 After its epoch :math:`n`, shard :math:`i` has made :math:`k_{i,n}` mistakes and holds
@@ -371,7 +371,7 @@ def simulate_stream(
 
     Example t (every one labeled) goes to partition ``assign[t]`` (round-robin, t mod P, when
     None; pass the key's partition for keyed routing) and is learned by that partition's
-    perceptron with the seeds' update. Each time a partition has learned ``every`` examples it
+    perceptron with Rosenblatt's update. Each time a partition has learned ``every`` examples it
     publishes :class:`Published` (θ, θ0, its k since its last adoption, its epoch, its count)
     and adopts the :func:`mix` of the newest published state of every partition that has
     published (itself included); a partition that is idle keeps its last published state in

@@ -4,7 +4,7 @@ An *event* (an input record with ``id`` and ``x`` and no ``y``) is predicted lik
 record, and its features are kept here under its id, with the prediction and score it was given,
 its offset and its Kafka timestamp (:class:`PendingEvent`). A later *label record* ``{"id", "y"}``
 takes the entry back (:meth:`PendingLabels.take`), and the worker learns the kept features then,
-with the seeds' update, at that point of the stream.
+with the perceptron's update, at that point of the stream.
 
 The features are kept as the record gave them (a list of floats, or names → floats in the
 record's order), not as column indices. Feature names are indexed for good and hashing is a fixed

@@ -1,18 +1,19 @@
-r"""Rosenblatt's perceptron, exactly as the seed texts state it.
+r"""Rosenblatt's perceptron, exactly as the textbooks state it (docs/glossary.md cites them).
 
 The model is a hyperplane :math:`\theta \cdot x + \theta_0 = 0`. For a labeled example
 :math:`(x, y)` with :math:`y \in \{-1, +1\}`:
 
 * it is a **mistake** when :math:`y(\theta \cdot x + \theta_0) \le 0`; a point on the boundary
-  counts as a mistake (``004_4cd744fb4b17611c.txt``), so the first example seen from zero
-  weights always updates;
+  counts as a mistake (as the training error of MIT 6.036's notes, "Perceptron", counts it), so
+  the first example seen from zero weights always updates;
 * on a mistake, and only then, :math:`\theta \leftarrow \theta + y x` and
-  :math:`\theta_0 \leftarrow \theta_0 + y` (``000_94d1bb8421093806.txt``).
+  :math:`\theta_0 \leftarrow \theta_0 + y` (Rosenblatt 1958).
 
-With ``fit_intercept=False`` this is perceptron-through-origin (``001_31591b1a87099423.txt``):
-:math:`\theta_0` stays 0. The offset form equals the through-origin form on augmented vectors
-:math:`[x, 1]` with weights :math:`[\theta, \theta_0]` (seed 001's reduction, seed 003), which
-is why the statistics measure :math:`R` and :math:`\gamma` on the augmented vectors.
+With ``fit_intercept=False`` this is the perceptron through the origin (Tao, "Perceptron",
+lecture notes, CUHK): :math:`\theta_0` stays 0. The offset form equals the through-origin form
+on augmented vectors :math:`[x, 1]` with weights :math:`[\theta, \theta_0]` (Tao's reduction;
+Duda, Hart & Stork, *Pattern Classification*, §5.5), which is why the statistics measure
+:math:`R` and :math:`\gamma` on the augmented vectors.
 
 Scores are computed row by row with one fixed summation order, the same in
 :meth:`Perceptron.learn_one` and :meth:`Perceptron.learn_many` whatever the block size, so a
@@ -71,7 +72,7 @@ class BatchResult(NamedTuple):
     """What :meth:`Perceptron.learn_many` reports for each row, all taken *before* that row's update.
 
     ``labels`` are the labels' signs, −1/+1, or 0 for an unlabeled row (scored, never learned).
-    ``scores`` are θ·x+θ0 of the learning weights and ``mistakes`` their seeds' mistakes, which
+    ``scores`` are θ·x+θ0 of the learning weights and ``mistakes`` their mistakes (y·score ≤ 0), which
     drive the update. ``served_scores`` are the scores of the model served (the averaged weights
     with ``average=True``, else ``scores`` itself); ``predictions`` are their signs, −1/+1, and
     ``served_mistakes`` the served model's own errors (``y·served ≤ 0`` on labeled rows).
@@ -89,7 +90,7 @@ class BatchResult(NamedTuple):
 
 
 class Perceptron(base.Classifier):
-    r"""Mistake-driven linear classifier: the seeds' perceptron, online.
+    r"""Mistake-driven linear classifier: Rosenblatt's perceptron, online.
 
     Parameters
     ----------
@@ -106,7 +107,7 @@ class Perceptron(base.Classifier):
         memory, not the model, so a checkpoint does not record it.
     average
         Serve the averaged weights (Freund & Schapire 1999; Collins 2002). The model still learns
-        with the seeds' update on θ; :meth:`predict_one`, :meth:`score_one` and
+        with Rosenblatt's update on θ; :meth:`predict_one`, :meth:`score_one` and
         :meth:`predict_proba_one` answer with :math:`\bar\theta = \frac1T\sum_{t=1}^{T}\theta_t`,
         the mean of the weights after each of the T labeled examples learned (θ before the first).
     hash_bits
@@ -128,7 +129,7 @@ class Perceptron(base.Classifier):
     everywhere). :meth:`predict_one` answers in the label space taught: bools give bools, ±1 gives
     ±1, 0/1 gives 0/1, class names give those names. It predicts the positive label when the
     score is > 0, else the negative one; a point on the boundary (score 0) is still counted a
-    mistake for either label, as the seeds do.
+    mistake for either label, as the perceptron's texts do.
 
     **Probabilities.** :meth:`predict_proba_one` gives the positive class
     :math:`\sigma(s) = 1/(1 + e^{-s})` of the served score :math:`s`, as river's Perceptron does.
@@ -148,7 +149,7 @@ class Perceptron(base.Classifier):
 
     Examples
     --------
-    The worked example of ``001_31591b1a87099423.txt``: four points, through the origin.
+    The worked example of Tao's "Perceptron" (lecture notes, CUHK): four points, through the origin.
 
     >>> from stream_perceptron import Perceptron
     >>> model = Perceptron(fit_intercept=False)
@@ -511,7 +512,7 @@ class Perceptron(base.Classifier):
 
     def score_many(self, X: Sequence[Features] | Rows, *, served: bool = True) -> FloatArray:
         """:meth:`score_one` of each row (same summation order, so the same floats); with
-        ``served=False``, θ·x+θ0 of the learning weights even when averaging (the seeds'
+        ``served=False``, θ·x+θ0 of the learning weights even when averaging (the
         quantities: margins, training error)."""
         m = self._matrix(X)
         width = m.n_cols if isinstance(m, SparseRows) else m.shape[1]
@@ -530,7 +531,7 @@ class Perceptron(base.Classifier):
         return labels
 
     def norms(self) -> tuple[float, float]:
-        """‖θ‖ and ‖[θ, θ0]‖ (the augmented weights of seed 001's reduction)."""
+        """‖θ‖ and ‖[θ, θ0]‖ (the augmented weights of the reduction through the origin)."""
         sq = self._sq if self._sq is not None else self._full_sq()
         return math.sqrt(sq), math.sqrt(sq + self._b * self._b)
 
@@ -541,7 +542,7 @@ class Perceptron(base.Classifier):
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: Features, y: Any) -> bool:  # type: ignore[override]  # returns the flag
-        """One step of the seeds' update; True when (x, y) was a mistake and θ, θ0 moved."""
+        """One step of Rosenblatt's update; True when (x, y) was a mistake and θ, θ0 moved."""
         label = self._labels.sign(y)
         if isinstance(x, Mapping):  # the sparse path of learn_many, so the same floats
             rows, rejected = self._vectorize_named_many([x])
@@ -664,7 +665,7 @@ class Perceptron(base.Classifier):
         served[i:stop] = np.where(t > 0, scores[i:stop] - c / np.maximum(t, 1), scores[i:stop])
 
     def _update(self, m: Rows, r: int, y: float, step: int) -> None:
-        """The seeds' update for row ``r`` of ``m`` with sign ``y``: θ += y·x, θ0 += y; averaging,
+        """Rosenblatt's update for row ``r`` of ``m`` with sign ``y``: θ += y·x, θ0 += y; averaging,
         u += (step·y)·x and u0 += step·y, ``step`` being the labeled examples before the row."""
         w, add = self._w, self._add
         assert w is not None
@@ -703,10 +704,12 @@ class Perceptron(base.Classifier):
     def fit(
         self, X: Sequence[Features] | Rows, y: Iterable[Any], epochs: int = 1
     ) -> list[int]:
-        """Up to ``epochs`` passes over (X, y) in order (seeds 000/004, T = ``epochs``).
+        """Up to ``epochs`` passes over (X, y) in order (the perceptron with offset over T
+        passes, T = ``epochs``).
 
-        Stops after the first pass with no mistake, as seed 002's Batch Perceptron does (such a
-        pass separates the data, and further passes would change nothing). Returns the mistakes
+        Stops after the first pass with no mistake, as the Batch Perceptron of Shalev-Shwartz &
+        Ben-David (*Understanding Machine Learning*, §9.1.2) does (such a pass separates the
+        data, and further passes would change nothing). Returns the mistakes
         of each pass made. Every row needs a label (0 is the negative class).
         """
         m = self._matrix(X)

@@ -1,24 +1,26 @@
-r"""The seeds' quantities, measured live over a stream, in memory independent of its length.
+r"""The perceptron's quantities (training error, margins, R, the mistake bound), measured live
+over a stream, in memory independent of its length.
 
 For each labeled example :math:`(x, y)`, scored by the model *before* its update:
 
 * the **functional margin** :math:`y(\theta \cdot x + \theta_0)`; it is :math:`\le 0` exactly when
-  the example is a mistake (``004_4cd744fb4b17611c.txt``);
+  the example is a mistake (MIT 6.036's notes, "Perceptron");
 * the **geometric margin** :math:`y(\theta \cdot x + \theta_0) / \lVert\theta\rVert`, the signed
-  distance to the hyperplane (``000_94d1bb8421093806.txt`` §2); undefined (NaN, published as
+  distance to the hyperplane (the geometric margin; Novikoff 1962); undefined (NaN, published as
   null) while :math:`\theta = 0`;
 * the **augmented margin** :math:`y(\theta \cdot x + \theta_0) / \lVert[\theta, \theta_0]\rVert`,
-  the margin of the through-origin model on :math:`[x, 1]` (seed 001's reduction).
+  the margin of the through-origin model on :math:`[x, 1]` (the reduction to a plane through
+  the origin; Tao, "Perceptron").
 
 Over the stream: ``seen``, ``labeled``, ``mistakes`` and the cumulative mistake rate
-:math:`E_n = \text{mistakes} / \text{labeled}` (seed 004's training error, measured online);
+:math:`E_n = \text{mistakes} / \text{labeled}` (the training error of MIT 6.036's notes, measured online);
 the served model's own online error rate beside it (``served_mistake_rate``: an averaged
 model's errors :math:`y\,\bar s \le 0`, or :math:`E_n` itself when the model serves θ);
 an exponentially weighted rate :math:`e \leftarrow (1-\alpha)e + \alpha[\text{mistake}]`;
 ``R_all``, the largest norm seen.
 
 Over the window of the last ``W`` labeled examples: the mistake rate and count; the min and mean
-geometric margin (the margin of a dataset, seed 000 §2, as a stream sees it); :math:`R = \max
+geometric margin (the margin of a dataset, as a stream sees it); :math:`R = \max
 \lVert x \rVert` (of :math:`[x, 1]` with an intercept); and, when the window's minimum augmented
 margin :math:`\gamma` is positive, the mistake bound :math:`(R/\gamma)^2`
 (``000``, ``001``, ``003``). The model that attains :math:`\gamma` separates the window, so the best
@@ -66,7 +68,8 @@ def margins(
 
 
 def row_norms(X: FloatArray | SparseRows, fit_intercept: bool) -> FloatArray:
-    """‖x‖ of each row, or ‖[x, 1]‖ with an intercept (seed 001's augmented vectors)."""
+    """‖x‖ of each row, or ‖[x, 1]‖ with an intercept (the augmented vectors of the reduction
+    through the origin)."""
     if isinstance(X, SparseRows):
         sq = X.squared_norms()
     else:
@@ -137,7 +140,7 @@ class RunningStats:
 
         ``x_norms`` are the rows' norms as :func:`row_norms` gives them; ``theta_norm`` is ‖θ‖
         after the batch. ``served_mistakes`` are the served model's errors (an averaged model's;
-        by default the seeds' ``mistakes``).
+        by default the learning θ's ``mistakes``).
         """
         self.seen += len(labels)
         self.theta_norm = theta_norm

@@ -2,7 +2,7 @@
 
 Layout under ``SP_CHECKPOINT__DIR`` (format of each file in ``docs/state-format.md``)::
 
-    ckpt-<seq>.json                           the seed: a `fit` checkpoint, or a version-1 worker's
+    ckpt-<seq>.json                           the initial model: a `fit` state, or a version-1 worker's
     partitions/<topic>/<partition>/
         ckpt-<seq>.json                       the partition's states, newest last (keep the last K)
         claim                                 the fencing epoch: one decimal integer
@@ -71,9 +71,10 @@ class DirectoryStore:
             store = self._stores[key] = CheckpointStore(self.partition_dir(topic, partition), self.keep)
         return store
 
-    def seed(self) -> Checkpoint | None:
-        """The newest valid checkpoint at the top of the directory (a `fit` checkpoint, or a
-        version-1 worker's), which starts each partition that has no state yet; None if none."""
+    def initial(self) -> Checkpoint | None:
+        """The initial model: the newest valid state at the top of the directory (a `fit`
+        state, or a version-1 worker's), which starts each partition that has no state yet;
+        None if none."""
         return CheckpointStore(self.directory, self.keep).load()
 
     def preflight(self, config: dict[str, Any]) -> None:

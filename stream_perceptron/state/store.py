@@ -5,7 +5,7 @@ whose ``offsets`` is ``{topic: {partition: next_offset}}`` and nothing else. A s
 states; the worker uses it like this:
 
 1. on assignment, ``epoch = store.claim(topic, partition)`` and then ``store.load(topic,
-   partition)`` (None: the partition has no state yet; the seed, if any, starts it);
+   partition)`` (None: the partition has no state yet; the initial model, if any, starts it);
 2. at each checkpoint, ``store.save(state, epoch)`` for every partition whose state moved;
 3. a save by a worker that lost the partition since its claim raises
    :class:`~stream_perceptron.errors.FencedError` or, where the store cannot refuse it, is never

@@ -56,7 +56,7 @@ class PartitionState:
     model_id: str = field(default_factory=new_model_id)
     next_offset: int | None = None
     """The next offset to process (past the last processed, or the restored state's); None
-    while nothing was processed and no state or seed named one."""
+    while nothing was processed and no state or initial model named one."""
     start: int | None = None
     """Where the partition started on assignment (the state's offset, else the group's commit)."""
     committed: int | None = None
@@ -73,7 +73,7 @@ class PartitionState:
     saved_at: str | None = None
     """Where the last stored state went (the restored one's, at first)."""
     origin: str = "zero weights"
-    """What the partition's model started from on assignment: "its stored state", "the seed" or
+    """What the partition's model started from on assignment: "its stored state", "the initial model" or
     "zero weights"."""
     width_from: str | None = None
     refusals_told: set[str] = field(default_factory=set)
@@ -96,7 +96,7 @@ class PartitionState:
 
     def adopt(self, ckpt: Checkpoint, settings: Settings, *, own: bool) -> None:
         """Take ``ckpt``'s model and statistics: the partition's own stored state (``own``), or
-        the seed (a `fit` checkpoint, or a version-1 worker's), whose offset for this partition,
+        the initial model (a `fit` state, or a version-1 worker's), whose offset for this partition,
         if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
         checkpoint of another configuration, or one this worker cannot restore."""
         model = self.learner.model
@@ -120,10 +120,10 @@ class PartitionState:
         if offset is not None:
             self.next_offset = offset
         if ckpt.model_id is not None and (own or offset is not None):
-            self.model_id = ckpt.model_id  # the same model goes on; a `fit` seed begins a new one
+            self.model_id = ckpt.model_id  # the same model goes on; a `fit` initial model begins a new one
         if own:  # a file of the directory store, or a record of the state topic
             self.saved_at = str(ckpt.path) if ckpt.path is not None else "its stored state"
-        self.origin = "its stored state" if own else "the seed"
+        self.origin = "its stored state" if own else "the initial model"
         if settings.model.n_features is None and model.dim:
             where = ckpt.path or "the stored state"
             self.width_from = (

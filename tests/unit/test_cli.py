@@ -174,7 +174,8 @@ def test_checkpoint_show_prints_each_partition_of_a_directory(tmp_path):
         assert (part["seen"], part["labeled"]) == (state.stats["seen"], state.stats["labeled"])
         assert part["next_offset"] == next(iter(next(iter(state.offsets.values())).values()))
         assert part["model_id"] == state.model_id and part["path"].endswith("ckpt-000000000001.json")
-    assert shown["seed"]["path"] == str(tmp_path / "ckpt-000000000001.json")
+    assert shown["initial_model"]["path"] == str(tmp_path / "ckpt-000000000001.json")
+    assert shown["seed"] == shown["initial_model"]  # the old name, kept
     assert "weights" not in shown  # three partitions: no top-level model
 
 
@@ -187,7 +188,7 @@ def test_checkpoint_show_of_one_partition_keeps_the_top_level_keys(tmp_path):
     assert {"path", "seq", "created", "model_id", "config", "fingerprint", "weights", "intercept",
             "mistakes", "seen", "labeled", "offsets", "stats", "next_offset"} <= set(part)
     assert shown["offsets"] == {"in": {"3": 100}} and shown["next_offset"] == 100
-    assert "seed" not in shown
+    assert "seed" not in shown and "initial_model" not in shown
 
 
 def test_checkpoint_show_of_a_partition_whose_files_are_all_damaged_is_one_line(tmp_path):

@@ -12,10 +12,8 @@ thread receives responses beside it:
 
 A response that arrives between steps 1 and 2 is buffered, so step 2 sends no fetch for its
 partition and forgets its request: step 3 finds nothing in flight and says idle, while records
-wait in the buffer. The consumer then sleeps 100 ms on them. Under a steady input it happens
-now and then: at 63,532 records/s the producer-process worker stalled so three to seven times
-in a 20 s run, each time holding about 6,000 records back by 100 ms, and those stalls set its
-p99 latency at half load (``docs/performance.md``, "Decisions").
+wait in the buffer. The consumer then sleeps 100 ms on them, holding thousands of records back
+under a steady input; such stalls set the p99 latency (``docs/performance.md``, "Decisions").
 With partitions on several brokers, a fetch still in flight to another broker makes step 3
 wait for it (up to ``fetch_max_wait_ms``) instead of sleeping: that case is not changed here.
 

@@ -73,11 +73,11 @@ def test_a_partition_whose_files_are_all_damaged_is_refused(tmp_path):
 
 
 def test_the_seed_is_the_newest_checkpoint_at_the_top(tmp_path):
-    assert DirectoryStore(tmp_path).seed() is None
+    assert DirectoryStore(tmp_path).initial() is None
     CheckpointStore(tmp_path).save(_state("in", 0, 3))
     store = DirectoryStore(tmp_path)
     store.save(_state("in", 0, 9), store.claim("in", 0))
-    assert store.seed().offsets == {"in": {0: 3}}  # the partitions' own files are not the seed
+    assert store.initial().offsets == {"in": {0: 3}}  # the partitions' own files are not the initial model
 
 
 def test_a_directory_that_cannot_be_made_is_one_error_naming_the_setting(tmp_path):
