@@ -161,7 +161,8 @@ def main(ctx: click.Context, config: str | None) -> None:
 
 @main.command()
 @click.argument("source")
-@click.option("--epochs", "-T", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--passes", "--epochs", "-T", "passes", default=1, show_default=True,
+              type=click.IntRange(min=1), help="The most passes over SOURCE (--epochs: its old name).")
 @click.option("--fit-intercept/--no-fit-intercept", default=None, help="Default: the setting.")
 @click.option("--limit", type=click.IntRange(min=1), help="Use the first N examples only.")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default="fit-checkpoints",
@@ -177,7 +178,7 @@ def main(ctx: click.Context, config: str | None) -> None:
 def fit(
     ctx: click.Context,
     source: str,
-    epochs: int,
+    passes: int,
     fit_intercept: bool | None,
     limit: int | None,
     checkpoint_dir: str | None,
@@ -186,7 +187,7 @@ def fit(
 ) -> None:
     """Train offline on SOURCE: a CSV/JSONL file, river:Phishing|Bananas|Shuttle, or a generator.
 
-    Makes up to --epochs passes, stopping after a pass with no mistake; prints each pass's
+    Makes up to --passes passes, stopping after a pass with no mistake; prints each pass's
     mistakes, R, γ and the bound (R/γ)², and writes a checkpoint into a directory that holds
     none (or, with --replace, moves the ones there aside first).
     """
@@ -195,7 +196,7 @@ def fit(
     settings = settings_from(
         ctx, **{"model.fit_intercept": fit_intercept, "checkpoint.dir": checkpoint_dir}
     )
-    report = fit_source(settings, source, epochs=epochs, limit=limit, label=label, replace=replace)
+    report = fit_source(settings, source, passes=passes, limit=limit, label=label, replace=replace)
     for line in report.lines():
         click.echo(line)
 

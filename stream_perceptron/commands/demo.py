@@ -89,7 +89,7 @@ def run_demo(
             snap = w.learner.stats
             rate = snap.mistakes / snap.labeled if snap.labeled else 0.0
             progress.update(learn, completed=snap.seen,
-                            info=f"mistake rate {rate:.4f}  updates {w.learner.model.mistakes}")
+                            info=f"mistake rate {rate:.4f}  updates {w.learner.model.updates}")
             return w.counters.records >= sent and w.caught_up()
 
         if worker.run(until=until) != 0:  # its last checkpoint failed: the log above says why

@@ -121,10 +121,10 @@ def _refuse_a_model_there(store: CheckpointStore) -> None:
 
 
 def fit_source(
-    settings: Settings, spec: str, *, epochs: int, limit: int | None = None, label: str = "y",
+    settings: Settings, spec: str, *, passes: int, limit: int | None = None, label: str = "y",
     replace: bool = False,
 ) -> FitReport:
-    """Fit a fresh model on ``spec`` for up to ``epochs`` passes and checkpoint it.
+    """Fit a fresh model on ``spec`` for up to ``passes`` passes and checkpoint it.
 
     A checkpoint directory that already holds checkpoints is refused
     (:class:`CheckpointExistsError`, before the source is read) unless ``replace``: its files
@@ -151,7 +151,7 @@ def fit_source(
     y = np.frombuffer(ys, dtype=np.int8)
     learner = Learner(model, RunningStats(settings.stats.window, settings.stats.ewma_alpha))
     per_pass: list[int] = []
-    for _ in range(epochs):
+    for _ in range(passes):
         result = learner.step(X, y).result
         per_pass.append(int(result.mistakes.sum()))
         if per_pass[-1] == 0:

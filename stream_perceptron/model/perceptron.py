@@ -154,9 +154,9 @@ class Perceptron(base.Classifier):
     >>> from stream_perceptron import Perceptron
     >>> model = Perceptron(fit_intercept=False)
     >>> points = [([1, 0], 1), ([0, -1], -1), ([0, 1], 1), ([-1, 0], -1)]
-    >>> model.fit([p for p, _ in points], [y for _, y in points], epochs=10)
+    >>> model.fit([p for p, _ in points], [y for _, y in points], passes=10)
     [2, 0]
-    >>> model.weights.tolist(), model.mistakes
+    >>> model.weights.tolist(), model.updates
     ([1.0, 1.0], 2)
 
     Named features map to stable indices, and labels come back as taught:
@@ -199,7 +199,7 @@ class Perceptron(base.Classifier):
         self.classes = classes
         self._w: FloatArray | None = None
         self._b = 0.0
-        self._mistakes = 0
+        self._updates = 0
         # ‖θ‖², kept up to date by sparse updates (a mistake then costs the row's features, not
         # the model's width); None: the full sum over θ, as after a dense update
         self._sq: float | None = None
@@ -249,9 +249,15 @@ class Perceptron(base.Classifier):
         return self._b
 
     @property
+    def updates(self) -> int:
+        """Updates of θ so far: one per labeled example learned with y(θ·x+θ0) ≤ 0, counted from
+        the state this model began at (an initial model's updates included)."""
+        return self._updates
+
+    @property
     def mistakes(self) -> int:
-        """Updates made so far: the number of labeled examples with y(θ·x+θ0) ≤ 0."""
-        return self._mistakes
+        """The old name of :attr:`updates`, kept."""
+        return self._updates
 
     @property
     def averaged_weights(self) -> FloatArray:
@@ -558,7 +564,7 @@ class Perceptron(base.Classifier):
             self._sq = None
             if self.fit_intercept:
                 self._b += label
-            self._mistakes += 1
+            self._updates += 1
             return True
         return False
 
@@ -649,7 +655,7 @@ class Perceptron(base.Classifier):
         if out.n_mistakes:
             self._b = out.intercept
             self._sq = None  # dense updates: the full sum, when asked
-            self._mistakes += out.n_mistakes
+            self._updates += out.n_mistakes
         predictions: npt.NDArray[np.int8] = np.where(out.scores > 0, 1, -1).astype(np.int8)
         # the served model is θ: its errors are the mistakes (y·score ≤ 0 on labeled rows)
         return BatchResult(out.scores, predictions, out.mistakes, signs, out.theta_norm,
@@ -692,7 +698,7 @@ class Perceptron(base.Classifier):
             self._b += y
             if self.average:
                 self._ub += step * y
-        self._mistakes += 1
+        self._updates += 1
 
     def _add(self, a: FloatArray, columns: npt.NDArray[np.intp], values: FloatArray) -> None:
         """a[columns] += values; hashed columns may repeat within a row, and each then adds."""
@@ -702,10 +708,11 @@ class Perceptron(base.Classifier):
             a[columns] += values  # distinct columns: one add each
 
     def fit(
-        self, X: Sequence[Features] | Rows, y: Iterable[Any], epochs: int = 1
+        self, X: Sequence[Features] | Rows, y: Iterable[Any], passes: int = 1, *,
+        epochs: int | None = None,
     ) -> list[int]:
-        """Up to ``epochs`` passes over (X, y) in order (the perceptron with offset over T
-        passes, T = ``epochs``).
+        """Up to ``passes`` passes over (X, y) in order (the perceptron with offset over T
+        passes, T = ``passes``; ``epochs`` is its old name, kept).
 
         Stops after the first pass with no mistake, as the Batch Perceptron of Shalev-Shwartz &
         Ben-David (*Understanding Machine Learning*, §9.1.2) does (such a pass separates the
@@ -717,7 +724,7 @@ class Perceptron(base.Classifier):
         if (signs == 0).any():
             raise ValueError(f"fit needs a label for every row; row {int((signs == 0).argmax())} has none")
         per_pass: list[int] = []
-        for _ in range(epochs):
+        for _ in range(passes if epochs is None else epochs):
             per_pass.append(int(self.learn_many(m, signs).mistakes.sum()))
             if per_pass[-1] == 0:
                 break
@@ -769,7 +776,7 @@ class Perceptron(base.Classifier):
         state: dict[str, Any] = {
             "weights": self.weights.tolist(),
             "intercept": self._b,
-            "mistakes": self._mistakes,
+            "mistakes": self._updates,
             "features": self.feature_names,
         }
         if self._sq is not None:
@@ -800,7 +807,7 @@ class Perceptron(base.Classifier):
         self._b = float(state["intercept"])
         sq = state.get("theta_sq")  # absent: the full sum (as in files written before it)
         self._sq = None if sq is None else float(sq)
-        self._mistakes = int(state["mistakes"])
+        self._updates = int(state["mistakes"])
         self._index = {name: i for i, name in enumerate(state.get("features") or [])}
         self._labels.set_state(state.get("classes"))
         avg = state.get("average")

@@ -178,7 +178,7 @@ class Partitions:
             log.info(
                 "restored %s: model %s (%d features), %d updates, %d examples seen, next offset %s",
                 stored.path or st.saved_at, st.model_id, st.learner.model.dim or 0,
-                st.learner.model.mistakes, st.learner.stats.seen, st.next_offset,
+                st.learner.model.updates, st.learner.stats.seen, st.next_offset,
             )
         elif self.initial is not None:
             st.adopt(self.initial, settings, own=False)

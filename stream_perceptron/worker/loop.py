@@ -336,7 +336,7 @@ class Worker:
             "stopped: %d records, %d predictions, %d dead letters, %d checkpoints (%d failed),"
             " %d partitions held at the shutdown: %d updates, mistake rate %s",
             c.records, c.predictions, c.dead_letters, c.checkpoints, c.checkpoint_failures,
-            len(held), sum(st.learner.model.mistakes for st in held),
+            len(held), sum(st.learner.model.updates for st in held),
             f"{mistakes / labeled:.6g}" if labeled else None,
         )
         return code

@@ -120,7 +120,7 @@ class Mixer:
         if not self.on:
             return
         if st.mix is None:
-            st.mix = MixLog(mistakes_at=st.learner.model.mistakes)
+            st.mix = MixLog(mistakes_at=st.learner.model.updates)
         self._follow()
         record = self._newest.get(st.topic, {}).get(st.partition)
         after = -1 if st.next_offset is None else st.next_offset
@@ -161,16 +161,16 @@ class Mixer:
         logged = ml.replay.pop(offset, None)
         if logged is not None and int(logged["epoch"]) == ml.epoch + 1:
             mixed = Mix.from_record(logged["mix"])
-            ml.adopted(offset, mixed, model.mistakes)
+            ml.adopted(offset, mixed, model.updates)
             adopt(model, mixed)
             return
-        k = model.mistakes - ml.mistakes_at
+        k = model.updates - ml.mistakes_at
         own = Published(st.partition, model.weights.copy(), model.intercept, k, ml.epoch + 1, offset)
         self._follow()
         states = {p: Published.from_record(r["state"]) for p, r in self._newest.get(st.topic, {}).items()}
         states[st.partition] = own
         mixed = mix(states.values(), self._mix.weights)
-        entry = ml.adopted(offset, mixed, model.mistakes)
+        entry = ml.adopted(offset, mixed, model.updates)
         floor = -1 if st.committed is None else st.committed
         st.mix_log = [e for e in st.mix_log if int(e["offset"]) > floor] + [entry]
         record = {"topic": st.topic, "partition": st.partition, "state": own.record(),

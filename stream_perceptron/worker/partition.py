@@ -145,7 +145,7 @@ class PartitionState:
         self.stats_seen, self.stats_time = seen, now
         return {
             **snap,
-            "updates": learner.model.mistakes,
+            "updates": learner.model.updates,
             "intercept": learner.model.intercept,
             "examples_per_s": rate,
             "dead_letters": self.dead_letters,

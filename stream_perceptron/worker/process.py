@@ -173,7 +173,7 @@ class BatchProcessor:
         features as decoded), the unlabeled rows with an id wait for their late labels."""
         y = np.array(ys, dtype=np.int8)
         model = st.learner.model
-        before = model.mistakes
+        before = model.updates
         step = st.learner.step(X, y, labeled=y != 0)  # the decoder's 0: no label
         result = step.result
         if raw is not None:

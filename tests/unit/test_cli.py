@@ -19,7 +19,7 @@ def run(*args, env=None):
 
 
 def test_fit_phishing_reports_passes_and_writes_a_checkpoint(tmp_path):
-    res = run("fit", "river:Phishing", "--epochs", "2", "--checkpoint-dir", str(tmp_path))
+    res = run("fit", "river:Phishing", "--passes", "2", "--checkpoint-dir", str(tmp_path))
     assert res.exit_code == 0, res.output
     assert "pass 1: 217 mistakes" in res.output  # the same count river and scikit-learn make
     assert "R = " in res.output and "checkpoint: " in res.output
@@ -33,7 +33,7 @@ def test_fit_phishing_reports_passes_and_writes_a_checkpoint(tmp_path):
 
 def test_fit_separable_converges_within_the_bound(tmp_path):
     res = run("fit", "separable:d=5,gamma=0.1,n=2000,seed=1", "--no-fit-intercept",
-              "--epochs", "100", "--checkpoint-dir", str(tmp_path))
+              "--passes", "100", "--checkpoint-dir", str(tmp_path))
     assert res.exit_code == 0, res.output
     line = next(s for s in res.output.splitlines() if s.startswith("gamma = "))
     bound = float(line.split("bound (R/gamma)^2 = ")[1].split(";")[0])

@@ -50,7 +50,7 @@ def test_the_fit_is_the_same_whatever_the_blocks(tmp_path, monkeypatch):
     def fit(block_rows: int, where: str) -> offline.FitReport:
         monkeypatch.setattr(offline, "_BLOCK_ROWS", block_rows)
         settings = Settings(checkpoint={"dir": str(tmp_path / where)}, observe={"enabled": False})
-        return offline.fit_source(settings, spec, epochs=3)
+        return offline.fit_source(settings, spec, passes=3)
 
     one, many = fit(10_000, "one"), fit(7, "many")
     assert one.weights == many.weights and one.intercept == many.intercept
@@ -68,7 +68,7 @@ def test_an_averaged_fit_is_a_checkpoint_the_averaged_worker_restores(tmp_path):
     spec = "separable:d=5,gamma=0.05,n=1000,seed=2,noise=0.1"
     settings = Settings(checkpoint={"dir": str(tmp_path)}, observe={"enabled": False},
                         model={"average": True})
-    offline.fit_source(settings, spec, epochs=2)
+    offline.fit_source(settings, spec, passes=2)
     ckpt = CheckpointStore(tmp_path).load()
     assert ckpt is not None and ckpt.config["average"] is True
     assert ckpt.model["average"]["steps"] > 1000  # two passes of labeled examples

@@ -137,8 +137,8 @@ def test_fit_stops_after_a_clean_pass_and_returns_per_pass_mistakes():
     X = np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 1.0], [-1.0, 0.0]])
     y = [1, -1, 1, -1]
     model = Perceptron(fit_intercept=False)
-    assert model.fit(X, y, epochs=10) == [2, 0]
-    assert Perceptron(fit_intercept=False).fit(X, y, epochs=1) == [2]
+    assert model.fit(X, y, passes=10) == [2, 0]
+    assert Perceptron(fit_intercept=False).fit(X, y, epochs=1) == [2]  # epochs: the old name of passes
 
 
 def test_learn_many_takes_unlabeled_rows_from_a_mask_or_none_never_from_zero():
@@ -349,7 +349,7 @@ def test_mistakes_until_a_clean_pass_never_exceed_the_bound(d, gamma, seed):
     y = np.where(X @ u > 0, 1, -1).astype(np.int8)
     R = float(np.linalg.norm(X, axis=1).max())
     model = Perceptron(fit_intercept=False)
-    per_pass = model.fit(X, y, epochs=10_000)
+    per_pass = model.fit(X, y, passes=10_000)
     assert per_pass[-1] == 0  # converged: a clean pass
     assert sum(per_pass) <= (R / gamma) ** 2
     assert (y * (X @ model.weights) > 0).all()

@@ -65,7 +65,7 @@ def test_bound_appears_on_a_separated_window():
     X = X[np.abs(X @ [0.6, 0.8]) > 0.2]
     y = np.where(X @ [0.6, 0.8] > 0, 1, -1).astype(np.int8)
     learner = Learner(Perceptron(fit_intercept=False), RunningStats(window=200))
-    learner.model.fit(X, y, epochs=50)  # converge first
+    learner.model.fit(X, y, passes=50)  # converge first
     learner.step(X, y)  # then a clean pass, measured
     s = learner.stats.snapshot()
     assert s["window_mistakes"] == 0
@@ -82,7 +82,7 @@ def test_gamma_and_bound_on_a_separated_window_with_an_intercept_equal_the_seeds
     X, score = X[np.abs(score) > 0.15], score[np.abs(score) > 0.15]
     y = np.where(score > 0, 1, -1).astype(np.int8)
     learner = Learner(Perceptron(), RunningStats(window=300))
-    assert learner.model.fit(X, y, epochs=200)[-1] == 0  # converged: the last pass was clean
+    assert learner.model.fit(X, y, passes=200)[-1] == 0  # converged: the last pass was clean
     learner.step(X, y)  # a clean pass, measured: the model does not move during it
     s = learner.stats.snapshot()
     assert s["window_mistakes"] == 0  # the premise, not a branch

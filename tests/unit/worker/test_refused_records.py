@@ -35,7 +35,7 @@ def _dead_letters(edge: MemoryEdge, settings: Settings) -> dict[int, str]:
 def _fit(ck, d: int, n_features: int | None):
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(ck)},
                         model={"n_features": n_features})
-    return fit_source(settings, f"separable:d={d},n=200,seed=1", epochs=1).checkpoint
+    return fit_source(settings, f"separable:d={d},n=200,seed=1", passes=1).checkpoint
 
 
 _IN0 = {"topic": "in", "partition": "0"}  # the labels of in[0]'s series
