@@ -13,6 +13,7 @@ import difflib
 import ipaddress
 import os
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,7 @@ from pydantic_settings import (
 
 from stream_perceptron.codec.limits import OUTPUT_RECORD_BYTES, Limits, check_output_bounds
 from stream_perceptron.errors import SettingsError
+from stream_perceptron.features.spec import FeatureSpec, SpecError
 
 ENV_PREFIX = "SP_"
 ENV_NESTED = "__"
@@ -528,6 +530,70 @@ class ObserveSettings(_Section):
     )
 
 
+class InputSettings(_Section):
+    """What the input topic's records are."""
+
+    format: Literal["envelope", "json", "avro"] = Field(
+        "envelope",
+        description="`envelope`: `{\"x\", \"y\", \"id\"}` records; `json`: any JSON object, through the "
+        "feature spec (`SP_FEATURES__*`); `avro`: the Confluent wire format (a schema id, then "
+        "Avro), its writer's schema from the schema registry (`SP_REGISTRY__*`), through the "
+        "feature spec",
+    )
+
+
+class FeatureSettings(_Section):
+    """The feature spec: how an event becomes an example (docs/events.md). In the config file's
+    ``[features]`` table, or in the TOML file ``spec`` names (whose keys are the table's)."""
+
+    spec: FilePath | None = Field(
+        None,
+        description="a TOML file holding the feature spec (its top-level keys are the `[features]` "
+        "table's); the spec's own keys, when also set, are refused",
+    )
+    label: str | None = Field(None, description="the label's path (absent or null: unlabeled)")
+    positive: list[bool | int | str] | None = Field(None, description="the positive class's values")
+    negative: list[bool | int | str] | None = Field(
+        None, description="the negative class's values (unset: every value not positive)")
+    id: str | None = Field(None, description="the id's path, which a late label record names")
+    echo: list[str] | None = Field(None, description="paths copied into each prediction record")
+    numeric: dict[str, dict[str, Any]] | list[str] | None = Field(
+        None, description="numeric features: path → options (`transform`, `clip`, `standardize`, "
+        "`missing`), or a list of paths")
+    categorical: dict[str, dict[str, Any]] | list[str] | None = Field(
+        None, description="categorical features: path → options (`missing`), or a list of paths")
+    text: dict[str, dict[str, Any]] | list[str] | None = Field(
+        None, description="text features: path → options (`max_tokens`, `missing`), or a list of paths")
+
+    def table(self) -> dict[str, Any] | None:
+        """The spec as a table (from ``spec``'s file, or the inline keys); None when none is set."""
+        inline = {k: v for k, v in self.model_dump(exclude={"spec"}).items() if v is not None}
+        if self.spec is None:
+            return inline or None
+        if inline:
+            raise ValueError(f"SP_FEATURES__SPEC names a file and {', '.join(sorted(inline))} are set too:"
+                             " keep the spec in one place")
+        try:
+            with open(self.spec, "rb") as fh:
+                table = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"SP_FEATURES__SPEC: cannot read {self.spec}: {exc}") from None
+        return dict(table.get("features", table))
+
+    def feature_spec(self) -> FeatureSpec | None:
+        """The parsed spec; None when none is set."""
+        table = self.table()
+        return None if table is None else FeatureSpec.parse(table)
+
+    @model_validator(mode="after")
+    def _a_spec_that_parses(self) -> FeatureSettings:
+        try:
+            self.feature_spec()
+        except SpecError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
 class Settings(BaseSettings):
     """All settings of a worker. Environment: ``SP_<SECTION>__<NAME>``, e.g. ``SP_KAFKA__GROUP_ID``."""
 
@@ -550,6 +616,8 @@ class Settings(BaseSettings):
     labels: LabelSettings = LabelSettings()
     mix: MixSettings = MixSettings()
     observe: ObserveSettings = ObserveSettings()
+    input: InputSettings = InputSettings()
+    features: FeatureSettings = FeatureSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="the lowest level of the lines written",
@@ -562,6 +630,17 @@ class Settings(BaseSettings):
         description="the progress line and an interval checkpoint's line are written at INFO at most once "
         "per this many seconds each, the others at DEBUG; `0` writes every one at INFO",
     )
+
+    @model_validator(mode="after")
+    def _a_spec_for_events(self) -> Settings:
+        spec = self.features.table() is not None
+        if self.input.format != "envelope" and not spec:
+            raise ValueError(f"SP_INPUT__FORMAT={self.input.format} needs a feature spec: the config"
+                             " file's [features] table, or SP_FEATURES__SPEC")
+        if self.input.format == "envelope" and spec:
+            raise ValueError("a feature spec (SP_FEATURES__*) reads events: set SP_INPUT__FORMAT=json"
+                             " or avro")
+        return self
 
     @model_validator(mode="after")
     def _mixing_outside_transactions(self) -> Settings:

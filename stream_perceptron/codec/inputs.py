@@ -203,6 +203,8 @@ class Decoded:
     rows: list[int] = field(default_factory=list)
     rejected: dict[int, str] = field(default_factory=dict)
     labels: dict[int, LabelRecord] = field(default_factory=dict)
+    echo: list[dict[str, Any] | None] | None = None
+    """Each accepted record's echo fields (a feature spec's ``echo``), aligned with ``rows``."""
 
 
 # Ids outside int64 are left to the reference decoder (orjson keeps uint64, reads larger as floats).

@@ -96,6 +96,18 @@ class _NamedPrediction(_Prediction, gc=False):
     class_: str | None = msgspec.field(default=None, name="class")
 
 
+class _EchoedPrediction(_Prediction, gc=False):
+    """:class:`_Prediction` and the event's echo fields, last (a feature spec's ``echo``)."""
+
+    echo: dict[str, Any] | None = None
+
+
+class _NamedEchoedPrediction(_NamedPrediction, gc=False):
+    """:class:`_NamedPrediction` and the event's echo fields, last."""
+
+    echo: dict[str, Any] | None = None
+
+
 Classes = tuple[str | None, str | None]
 """The configured names of the negative and the positive class
 (``SP_LIMITS__NEGATIVE_CLASS``, ``SP_LIMITS__POSITIVE_CLASS``)."""
@@ -131,10 +143,11 @@ def encode_predictions(
     margins: Sequence[float],
     updates: Sequence[int],
     classes: Classes | None = None,
+    echo: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[bytes]:
     """The encoded :func:`prediction_record` of each row of a batch from one partition, byte for
     byte what ``encode_prediction(prediction_record(...))`` gives, without the per-record calls
-    or dicts.
+    or dicts. ``echo``: each row's echo fields (a feature spec's), written last.
 
     >>> encode_predictions(topic="in", partition=0, offsets=[4], keys=[b"k"], ids=[None],
     ...                    predictions=[1], scores=[0.5], labels=[0], mistakes=[False],
@@ -154,6 +167,15 @@ def encode_predictions(
         def row(*fields: Any) -> _Prediction:
             # fields[5] is the prediction; mypy reads no positional fields into a Struct subclass
             return _NamedPrediction(*fields, names[fields[5] > 0])  # type: ignore[call-arg]
+
+    if echo is not None:
+        echoes = iter(echo)
+        if classes is None:
+            def row(*fields: Any) -> _Prediction:
+                return _EchoedPrediction(*fields, next(echoes))  # type: ignore[call-arg]
+        else:
+            def row(*fields: Any) -> _Prediction:
+                return _NamedEchoedPrediction(*fields, names[fields[5] > 0], next(echoes))  # type: ignore[call-arg]
 
     return [
         encode_one(

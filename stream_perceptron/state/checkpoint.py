@@ -85,8 +85,9 @@ class Checkpoint:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
 
         ``n_features`` None on either side adopts the other's (the worker takes the checkpoint's
-        when its own setting is unset); ``fit_intercept``, ``average``, ``hash_bits`` and
-        ``hash_sign`` must be equal (an absent one is its default).
+        when its own setting is unset); ``fit_intercept``, ``average``, ``hash_bits``,
+        ``hash_sign`` and ``features`` (the feature spec's fingerprint) must be equal (an absent
+        one is its default).
         """
         saved = self.config
         problems = []
@@ -98,7 +99,8 @@ class Checkpoint:
         # absent from a checkpoint of a default model (and from every one written before them)
         for key, default, setting in (("average", False, "SP_MODEL__AVERAGE"),
                                       ("hash_bits", None, "SP_MODEL__HASH_BITS"),
-                                      ("hash_sign", False, "SP_MODEL__HASH_SIGN")):
+                                      ("hash_sign", False, "SP_MODEL__HASH_SIGN"),
+                                      ("features", None, "the feature spec, SP_FEATURES__*")):
             there, here = saved.get(key, default), config.get(key, default)
             if there != here:
                 problems.append(f"{key}={there} there, {here} here ({setting})")

@@ -43,6 +43,8 @@ class Partitions:
         self._observer = observer
         self._started = started
         self._exactly_once = settings.output.guarantee == "exactly-once"
+        spec = settings.features.feature_spec()
+        self._spec = None if spec is None else spec.fingerprint()
         self.assigned: dict[Partition, PartitionState] = {}
         """The assigned partitions' states."""
         self.released: dict[Partition, PartitionState] = {}
@@ -78,7 +80,7 @@ class Partitions:
         """Before connecting: check the states the store can read now against this model's
         configuration, and read the initial model, if any, checking it fits (raises
         :class:`CheckpointError` clearly otherwise)."""
-        self._store.preflight(new_learner(self._settings).model.config())
+        self._store.preflight(self._new("preflight", -1, 0).config())
         ck = self._settings.checkpoint
         found = CheckpointStore(ck.dir, ck.keep)
         initial = found.load()
@@ -92,8 +94,7 @@ class Partitions:
                 )
             return
         # the configuration, and that a state can be built from it (raises CheckpointError)
-        PartitionState("initial", -1, new_learner(self._settings), 0).adopt(
-            initial, self._settings, own=False)
+        self._new("initial", -1, 0).adopt(initial, self._settings, own=False)
         self.initial = initial
         log.info(
             "initial model %s: model %s (%d features), %d updates, offsets %s; it starts each"
@@ -168,8 +169,7 @@ class Partitions:
         self.released.pop(key, None)
         self.assigned.pop(key, None)
         settings = self._settings
-        st = PartitionState(topic, part, new_learner(settings), self._store.claim(topic, part),
-                            pending=new_pending(settings))
+        st = self._new(topic, part, self._store.claim(topic, part))
         if settings.model.n_features is not None:
             st.width_from = "SP_MODEL__N_FEATURES"
         stored = self._store.load(topic, part)
@@ -191,6 +191,11 @@ class Partitions:
             self._observer.stats(st.statistics(client_id=settings.kafka.client_id,
                                                started=self._started, lag=None))
         return st
+
+    def _new(self, topic: str, part: int, epoch: int) -> PartitionState:
+        """A fresh state of ``topic[part]`` (zero weights) under the claim ``epoch``."""
+        return PartitionState(topic, part, new_learner(self._settings), epoch,
+                              pending=new_pending(self._settings), spec=self._spec)
 
     def state(self, topic: str, part: int) -> PartitionState:
         """The state of ``topic[part]``, opened now if the partition arrived without an

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stream_perceptron.errors import CheckpointError
+from stream_perceptron.features.standardize import Standardizer
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.mixing import MixLog
@@ -85,6 +86,10 @@ class PartitionState:
     """Examples seen at its last statistics record (for the record's ``examples_per_s``)."""
     stats_time: float = field(default_factory=time.monotonic)
     """When its last statistics record was made (monotonic)."""
+    spec: str | None = None
+    """The fingerprint of the feature spec its events go through (None: envelope records)."""
+    standardizer: Standardizer = field(default_factory=Standardizer)
+    """The running means and variances of its standardized features (a feature spec's)."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -94,13 +99,21 @@ class PartitionState:
     def name(self) -> str:
         return f"{self.topic}[{self.partition}]"
 
+    def config(self) -> dict[str, Any]:
+        """The configuration its stored state must match: the model's, and the feature spec's
+        fingerprint when its events go through one."""
+        config = self.learner.model.config()
+        if self.spec is not None:
+            config["features"] = self.spec
+        return config
+
     def adopt(self, ckpt: Checkpoint, settings: Settings, *, own: bool) -> None:
         """Take ``ckpt``'s model and statistics: the partition's own stored state (``own``), or
         the initial model (a `fit` state, or a version-1 worker's), whose offset for this partition,
         if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
         checkpoint of another configuration, or one this worker cannot restore."""
         model = self.learner.model
-        ckpt.check_config(model.config())
+        ckpt.check_config(self.config())
         try:
             if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
                 model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
@@ -110,6 +123,8 @@ class PartitionState:
                 self.pending.set_state(ckpt.stats["labels"])
             if own and isinstance(ckpt.stats.get("mix"), dict):
                 self.mix = MixLog.from_state(ckpt.stats["mix"])
+            if own and isinstance(ckpt.stats.get("features"), dict):
+                self.standardizer = Standardizer.from_state(ckpt.stats["features"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # the checksum holds, so the file is intact: written by something else, not damaged
             raise CheckpointError(
@@ -191,5 +206,7 @@ class PartitionState:
             stats_state["labels"] = self.pending.get_state()
         if self.mix is not None:
             stats_state["mix"] = self.mix.get_state()
-        return Checkpoint(model_state, self.learner.model.config(), stats_state,
+        if len(self.standardizer):
+            stats_state["features"] = self.standardizer.get_state()
+        return Checkpoint(model_state, self.config(), stats_state,
                           {self.topic: {self.partition: self.next_offset}}, model_id=self.model_id)

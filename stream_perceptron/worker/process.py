@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_perceptron.codec.events import EventDecoder
 from stream_perceptron.codec.inputs import BatchDecoder, Decoded
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import configured_classes, encode_predictions
@@ -52,6 +53,8 @@ class Run:
     ids: list[Any] = field(default_factory=list)
     raw: list[Any] | None = None
     """Each row's features as decoded (kept for late labels; None when they are off)."""
+    echo: list[Any] | None = None
+    """Each row's echo fields (a feature spec's ``echo``; None without)."""
 
 
 class BatchProcessor:
@@ -63,6 +66,8 @@ class BatchProcessor:
                  observer: Observer | NullObserver, counters: Counters) -> None:
         limits: Limits = settings.limits.codec_limits()
         self._decoder = BatchDecoder(limits)
+        spec = settings.features.feature_spec()
+        self._events = None if spec is None else EventDecoder(spec, limits)
         self._classes = configured_classes(limits)  # names in each prediction's "class"
         out = settings.output.predictions
         self._publish = (out in ("all", "unlabeled"), out == "all")  # (unlabeled, labeled)
@@ -85,7 +90,8 @@ class BatchProcessor:
         if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
             return
         dead_before = self._counters.dead_letters
-        decoded = self._decoder.decode_many(batch.values, batch.keys)
+        decoded = (self._decoder.decode_many(batch.values, batch.keys) if self._events is None
+                   else self._events.decode_many(batch.values, batch.keys, st.standardizer))
         for i, reason in decoded.rejected.items():
             self._dead_letters.send(st, batch, i, reason)
         clock = stream_clock(batch) if st.pending.max_entries else []
@@ -104,7 +110,8 @@ class BatchProcessor:
                     a, b = seg.start, seg.stop
                     n_labeled, n_mistakes = self._learn(
                         st, batch, clock, take_rows(run.X, a, b), run.positions[a:b], run.ys[a:b],
-                        run.ids[a:b], None if run.raw is None else run.raw[a:b])
+                        run.ids[a:b], None if run.raw is None else run.raw[a:b],
+                        None if run.echo is None else run.echo[a:b])
                     self._mixer.learned(st, n_labeled)
                 elif isinstance(seg, Join):
                     n_labeled, n_mistakes = self._joiner.join(st, batch, clock, seg.position,
@@ -135,9 +142,11 @@ class BatchProcessor:
             k, reason = next(iter(rejected.items()))
             self._tell_refusal(st, batch, decoded.rows[start + k], reason)
         kept = [k for k in range(start, end) if k - start not in rejected]
+        echo = decoded.echo
         return Run(X, [decoded.rows[k] for k in kept], [decoded.ys[k] for k in kept],
                    [decoded.ids[k] for k in kept],
-                   [xs[k] for k in kept] if st.pending.max_entries else None)
+                   [xs[k] for k in kept] if st.pending.max_entries else None,
+                   None if echo is None else [echo[k] for k in kept])
 
     def _tell_refusal(self, st: PartitionState, batch: Batch, i: int, reason: str) -> None:
         """Say at WARNING, once per kind and partition, that the model refused the ``i``-th record
@@ -167,10 +176,11 @@ class BatchProcessor:
             )
 
     def _learn(self, st: PartitionState, batch: Batch, clock: Sequence[int], X: Rows, rows: list[int],
-               ys: list[int], ids: list[Any], raw: Any) -> tuple[int, int]:
+               ys: list[int], ids: list[Any], raw: Any, echo: list[Any] | None) -> tuple[int, int]:
         """Learn the learnable rows at batch positions ``rows`` with ``st``'s learner and publish
-        their predictions; returns (labeled, mistakes) among them. With ``raw`` (the rows'
-        features as decoded), the unlabeled rows with an id wait for their late labels."""
+        their predictions (with ``echo``, each row's echo fields); returns (labeled, mistakes)
+        among them. With ``raw`` (the rows' features as decoded), the unlabeled rows with an id
+        wait for their late labels."""
         y = np.array(ys, dtype=np.int8)
         model = st.learner.model
         before = model.updates
@@ -196,12 +206,13 @@ class BatchProcessor:
             scores, preds = [scores[k] for k in keep], [preds[k] for k in keep]
             flags, margins = [flags[k] for k in keep], [margins[k] for k in keep]
             updates = [updates[k] for k in keep]
+            echo = None if echo is None else [echo[k] for k in keep]
         offsets, batch_keys = batch.offsets, batch.keys
         keys = [batch_keys[r] for r in rows]
         values = encode_predictions(
             topic=batch.topic, partition=batch.partition, offsets=[offsets[r] for r in rows],
             keys=keys, ids=ids, predictions=preds, scores=scores, labels=ys, mistakes=flags,
-            margins=margins, updates=updates, classes=self._classes,
+            margins=margins, updates=updates, classes=self._classes, echo=echo,
         )
         self._outputs.send_many(self._topic, keys, values)
         self._counters.predictions += len(values)

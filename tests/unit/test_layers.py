@@ -30,15 +30,16 @@ ALLOWED: dict[str, set[str]] = {
     "logs": {"throttle"},
     "contract": {"errors"},
     "model": {"errors", "contract"},
-    "codec": {"errors", "contract"},
-    "settings": {"errors", "codec.limits"},
+    "features": {"errors", "contract"},
+    "codec": {"errors", "contract", "features"},
+    "settings": {"errors", "codec.limits", "features"},
     "state": {"errors"},
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors", "contract"},
-    "worker": {"errors", "settings", "throttle", "runtime", "signals", "model", "codec", "state",
-               "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader"},
-    "commands": {"errors", "settings", "throttle", "runtime", "signals", "model", "codec", "state",
-                 "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader"},
+    "worker": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
+               "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader"},
+    "commands": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
+                 "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader"},
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed
     "__init__": {"model"},
@@ -47,7 +48,7 @@ ALLOWED: dict[str, set[str]] = {
 # Neither a Kafka client, nor files, the network, processes or the clock, in the pure layers.
 IMPURE = {"kafka", "confluent_kafka", "os", "io", "pathlib", "shutil", "tempfile", "socket", "ssl",
           "http", "urllib", "subprocess", "multiprocessing", "signal", "fcntl", "time", "datetime"}
-PURE = ("model", "codec", "contract")
+PURE = ("model", "codec", "contract", "features", "worker.plan")
 # The input contract, shared by model/, codec/ and sources/, imports no library but these (and the
 # standard library's modules).
 LIBRARIES = {"contract": {"numpy", "orjson"}}
