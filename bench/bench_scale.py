@@ -59,7 +59,7 @@ from bench.bench_ab import _git, worktree
 from bench.worker.contenders import BACKENDS, CF, KP, ROOT, backend_env, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.measures import rate_from_timestamps
+from bench.worker.measures import CLK_TCK, rate_from_timestamps
 from bench.worker.mixing import mix_env, mix_values, mixing_points
 from bench.worker.processes import Ctx, RssSampler, broker_at, log_tail, popen_logged, worker_env
 from bench.worker.topics import LoadProducer, read_back
@@ -243,14 +243,24 @@ def sampled_past(sampler: RssSampler, t: float, timeout_s: float = 2.0) -> None:
 
 
 def cpu_seconds(samplers: Sequence[RssSampler], t0: float, t1: float) -> float | None:
-    """CPU seconds the sampled processes used together between wall times ``t0`` and ``t1``."""
+    """CPU seconds the sampled processes used together between wall times ``t0`` and ``t1``;
+    None when not measured: the samples do not cover the window, or the total is under one tick
+    of the kernel's CPU counters (``1 / CLK_TCK`` s), which cannot be told from nothing (a run of
+    a few hundred records).
+
+    >>> busy, idle = RssSampler(0), RssSampler(0)
+    >>> busy.samples = [(0.0, 1, 1, 0.0), (1.0, 1, 1, 0.5)]
+    >>> idle.samples = [(0.0, 1, 1, 0.0), (1.0, 1, 1, 0.0)]
+    >>> cpu_seconds([busy, idle], 0.0, 1.0), cpu_seconds([idle], 0.0, 1.0), cpu_seconds([busy], 0.0, 2.0)
+    (0.5, None, None)
+    """
     total = 0.0
     for s in samplers:
         cores = s.cores_between(t0, t1)
         if cores is None:
             return None
         total += cores * (t1 - t0)
-    return total
+    return total if total >= 1 / CLK_TCK else None
 
 
 def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: int, partitions: int,
@@ -444,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(format_table(cheaders, crows))
         report["base"] = {"ref": args.compare, "commit": base_commit}
         report["compare"] = [dict(zip(cheaders, row, strict=True)) for row in crows]
+    if any(r["rate"] is None or r["cpu_us_per_record"] is None for r in runs):
+        print("n/a: not measured (a run too short for its timestamps or for the CPU counters' "
+              f"1/{CLK_TCK} s)")
     if args.json:
         write_json(args.json, report)
     return report

@@ -71,7 +71,9 @@ def test_a_tiny_run_measures_every_store_and_worker_count(capsys: pytest.Capture
     assert sorted((r["store"], r["workers"]) for r in runs) == [
         ("directory", 1), ("directory", 2), ("kafka", 1), ("kafka", 2)]
     for run in runs:  # a run that missed a prediction or a clean exit raised instead
-        assert run["records"] == 400 and run["rate"] > 0 and run["cpu_us_per_record"] > 0
+        assert run["records"] == 400
+        # 400 records take a few ms of CPU: under the counters' tick, a figure is not measured
+        assert all(run[k] is None or run[k] > 0 for k in ("rate", "cpu_us_per_record"))
     assert [(row["store"], row["workers"]) for row in report["scale"]] == [
         ("directory", "1"), ("directory", "2"), ("kafka", "1"), ("kafka", "2")]
     assert "CPU us/record" in capsys.readouterr().out
@@ -88,7 +90,8 @@ def test_a_tiny_run_with_mixing_makes_mixing_points_and_one_without_makes_none()
     # one per 20 records of each of the 8 partitions: at most 400 / 20, and with 50 records a
     # partition on average, some
     assert points[0] == 0 and 0 < points[20] <= 20
-    assert [(row["mix E"], row["CPU x off"]) for row in report["scale"]][0] == ("0", "1.00x")
+    off = report["scale"][0]
+    assert off["mix E"] == "0" and off["CPU x off"] in ("1.00x", "n/a")  # n/a: CPU not measured
 
 
 @pytest.mark.integration
@@ -100,4 +103,6 @@ def test_a_tiny_comparison_runs_one_worker_on_each_side() -> None:
     assert sorted((r["side"], r["store"], r["workers"]) for r in report["runs"]) == [
         ("base", "kafka", 1), ("head", "kafka", 1)]
     (row,) = report["compare"]
-    assert row["store (head)"] == "kafka" and float(row["head / base"]) > 0
+    # either side's CPU may be under the counters' tick in 400 records: then not measured
+    assert row["store (head)"] == "kafka"
+    assert row["head / base"] == "n/a" or float(row["head / base"]) > 0
