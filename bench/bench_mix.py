@@ -10,14 +10,14 @@ Run from the repository root::
 Three streams, each split into a training stream (spread round-robin over 8 partitions) and a
 held-out tail: a separable one (``separable:d=20,gamma=0.05``), the same with 10% of the labels
 flipped (the held-out labels too), and river's Phishing (bool labels as ±1; 1,000 to train,
-250 held out). For each, :func:`stream_perceptron.model.mixing.simulate_stream` runs
+250 held out). For each, :func:`bench.ipm.simulate_stream` runs
 
 * ``single``: one partition, one model (the reference);
 * ``unmixed``: 8 partition models that never mix;
 * ``uniform@E`` / ``mistakes@E``: 8 partitions, each mixing every E of its examples, μ uniform or
   ∝ mistakes;
 
-and :func:`~stream_perceptron.model.mixing.ipm` gives synchronous IPM (``ipm uniform``,
+and :func:`bench.ipm.ipm` gives synchronous IPM (``ipm uniform``,
 ``ipm mistakes``: each pass is one epoch of every shard, then one mix).
 
 Figures per run: the mistakes of the first pass over the training stream (the stream seen once,
@@ -48,8 +48,9 @@ from typing import Any
 import numpy as np
 from river import datasets
 
+from bench.ipm import ipm, simulate_stream
 from bench.worker.formatting import format_table, write_json
-from stream_perceptron.model.mixing import WEIGHTINGS, Weighting, ipm, simulate_stream
+from stream_perceptron.model.mixing import WEIGHTINGS, Weighting
 from stream_perceptron.sources import open_source
 
 PARTITIONS = 8
