@@ -313,9 +313,6 @@ def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, ke
             ]
         )
     parts.append(table(["category", "worker us/record", "pipe us/record"], rows))
-    if ps.get("inside_producer_send"):
-        inside = ", ".join(f"{e['callee']} {e['share_of_send']:.0%}" for e in ps["inside_producer_send"][:5])
-        parts += ["", f"inside KafkaProducer.send (worker): {inside}"]
     if markdown:  # a table needs a blank line before it
         parts = [part for item in parts for part in (item, "") if item] or parts
     return "\n".join(parts).rstrip("\n")

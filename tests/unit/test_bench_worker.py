@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -160,44 +161,67 @@ def test_rotated_gives_every_contender_every_position() -> None:
     assert contenders.rotated([], 3) == []
 
 
+def test_every_function_and_module_the_profile_names_resolves_to_what_py_spy_and_cprofile_print() -> None:
+    stages, library, leaves = profile.rules()
+    for category, where in [*stages, *library, *((None, w) for w in leaves)]:
+        if where.qualname is None:  # a module prefix
+            assert importlib.util.find_spec(where.module) is not None, (category, where)
+            continue
+        # the function named by the module and qualified name a frame prints is the one the rule was made of
+        obj = importlib.import_module(where.module)
+        for part in where.qualname.split("."):
+            obj = getattr(obj, part)
+        code = obj.__code__
+        assert (code.co_filename, code.co_firstlineno, code.co_name) == where.code, (category, where)
+        assert obj.__module__ == where.module
+
+
+def test_a_function_the_profile_names_that_is_gone_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream_perceptron.worker.loop import Worker
+
+    monkeypatch.delattr(Worker, "_start_edge")
+    with pytest.raises(AttributeError, match="_start_edge"):
+        profile.rules.__wrapped__()
+
+
 def test_stack_categories() -> None:
     main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker/loop.py:172)"]
     process = [*main, "Worker.process (stream_perceptron/worker/loop.py:294)"]
-    publish = [*process, "Worker._learn_and_publish (stream_perceptron/worker/loop.py:328)"]
     send = [
-        *publish,
-        "KafkaEdge.send (stream_perceptron/kafka/python_edge.py:536)",
-        "KafkaEdge._retrying (stream_perceptron/kafka/python_edge.py:593)",
+        *process,
+        "KafkaEdge.send_many (stream_perceptron/kafka/python_edge.py:364)",
         "KafkaProducer.send (kafka/producer/kafka.py:963)",
     ]
-    stats = [
-        *main,
-        "Worker.publish_stats (stream_perceptron/worker/progress.py:360)",
-        "encode (stream_perceptron/codec/outputs.py:210)",
-    ]
-    assert profile.categorize_stack(send).startswith("edge send")
+    assert profile.categorize_stack(send) == profile.SEND
     assert profile.library_category(send) == "kafka-python KafkaProducer.send"
-    encode = [*publish, "encode (stream_perceptron/codec/outputs.py:210)"]
-    assert profile.categorize_stack(encode).startswith("encode")
-    assert profile.categorize_stack(stats) == "statistics records"  # not prediction encoding
+    encode = [*process, "encode_predictions (stream_perceptron/codec/outputs.py:120)"]
+    assert profile.categorize_stack(encode).startswith("encode predictions")
+    stats = [*main, "Worker.publish_stats (stream_perceptron/worker/progress.py:101)",
+             "encode (stream_perceptron/codec/outputs.py:325)"]
+    assert profile.categorize_stack(stats) == "encode other records (statistics, dead letters)"
     learn = [
         *process,
-        "Learner.step (stream_perceptron/model/learner.py:40)",
-        "Perceptron.learn_many (stream_perceptron/model/perceptron.py:300)",
+        "Learner.step (stream_perceptron/model/learner.py:69)",
+        "Perceptron.learn_many (stream_perceptron/model/perceptron.py:545)",
     ]
     assert profile.categorize_stack(learn) == "learn_many"
-    assert profile.library_category(publish) == "own code (everything else)"
-    start_up = ["<module> (x.py:1)", "import_module (y.py:2)"]
-    assert profile.library_category(start_up) == "start-up, imports, other"
+    update = [*learn[:-1], "RunningStats.update_many (stream_perceptron/model/stats.py:125)"]
+    assert profile.categorize_stack(update).startswith("statistics update")
+    assert profile.categorize_stack(process).startswith("the worker's own Python")
+    assert profile.library_category(process) == profile.OWN
+    store = [*main, "Worker.checkpoint (stream_perceptron/worker/checkpointing.py:55)",
+             "DirectoryStore.save (stream_perceptron/state/directory.py:138)"]
+    assert profile.categorize_stack(store) == "state store (checkpoints)"
+    start_up = ["<module> (x.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)"]
+    assert profile.library_category(start_up) == profile.categorize_stack(start_up) == profile.START_UP
     connecting = [
         *main,
-        "Worker._start_edge (stream_perceptron/worker/loop.py:230)",
-        "Worker._check_topics (stream_perceptron/worker/loop.py:250)",
-        "missing_topics (stream_perceptron/kafka/python_edge.py:212)",
+        "Worker._start_edge (stream_perceptron/worker/loop.py:288)",
+        "Worker._check_topics (stream_perceptron/worker/loop.py:323)",
         "Condition.wait (threading.py:327)",
     ]
-    assert profile.categorize_stack(connecting) == "start-up, imports, other"  # not the run loop
-    assert profile.library_category(connecting) == "start-up, imports, other"
+    assert profile.categorize_stack(connecting) == profile.START_UP  # not the run loop
+    assert profile.library_category(connecting) == profile.START_UP
 
 
 def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path) -> None:
@@ -213,7 +237,7 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
         [
             main,
             "Worker.process (stream_perceptron/worker/loop.py:294)",
-            "KafkaEdge.send (stream_perceptron/kafka/python_edge.py:536)",
+            "EdgeBase.send (stream_perceptron/kafka/edge.py:353)",
             "KafkaProducer.send (kafka/producer/kafka.py:963)",
             "KafkaProducer._partition (kafka/producer/kafka.py:1)",
         ]
@@ -236,7 +260,6 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
     send_row = by["edge send (client send + loop)"]
     assert send_row["seconds"] == pytest.approx(1.0) and send_row["us_per_record"] == pytest.approx(1000.0)
     assert by["background threads: idle (select, wait)"]["share_of_processing"] is None
-    assert s["inside_producer_send"][0]["callee"] == "KafkaProducer._partition"
     # the join comes out of the one poll category that waits, in each table
     lib = {r["category"]: r for r in s["library"]}
     assert lib["kafka-python KafkaConsumer.poll (incl. waiting)"]["samples"] == 100
@@ -307,32 +330,39 @@ def test_a_producer_process_profile_is_split_by_process(tmp_path: Path) -> None:
         "kafka-python KafkaProducer.send": 30,
         "own code (everything else)": 5,
     }
-    assert {r["category"] for r in kid["categories"]} == {
-        "edge send (client send + loop)",
-        "producer process: reading the pipe, its loop",
-    }
+    child_loop = "producer process: reading the pipe, its loop"
+    assert {r["category"] for r in kid["categories"]} == {profile.SEND, child_loop}
     entry = {"backend": contenders.KPP, "pyspy_gil_child": {**kid, "run": {"rate": 1.0}}}
     assert "the producer process (the child)" in report.profile_text(entry, 100, key="pyspy_gil_child")
 
 
-def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes(tmp_path: Path) -> None:
+def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes() -> None:
+    pytest.importorskip("confluent_kafka")
+    import inspect
+
+    from bench.pipe import confluent_pipe
+    from stream_perceptron.kafka.confluent_edge import ConfluentEdge
+
+    def line_of(function, text: str) -> int:  # the first line of function's source holding text
+        lines, start = inspect.getsourcelines(function)
+        return start + next(i for i, line in enumerate(lines) if text in line)
+
     main = ["_run_module_as_main (<frozen runpy>:198)", "Worker.run (stream_perceptron/worker/loop.py:204)"]
     edge = "stream_perceptron/kafka/confluent_edge.py"
     consume = [*main, f"ConfluentEdge.poll ({edge}:1)", f"ConfluentEdge._consume ({edge}:2)"]
     around = [*main, f"ConfluentEdge.poll ({edge}:3)"]
     assert profile.library_category(consume) == profile.CF_CONSUME
-    assert profile.categorize_stack(consume).startswith("edge poll")
+    assert profile.categorize_stack(consume) == profile.POLL
     assert profile.library_category(around).startswith("ConfluentEdge.poll: Python around")
-    # the pipe: one function, its leaf line names the call (read from the source file)
-    src = tmp_path / "pipe.py"
-    src.write_text("first = consume_first(poll_s)\nproduce(t, value=v, key=k)\nserve(0)\nx = 1\n")
+    # the pipe: one function, its leaf line names the call (read from bench/pipe.py)
     top = ["<module> (x.py:1)", "main (bench/pipe.py:1)"]
-    cat = [profile.library_category([*top, f"confluent_pipe ({src}:{n})"]) for n in (1, 2, 3, 4)]
-    assert cat == [profile.CF_CONSUME, profile.CF_PRODUCE, profile.CF_SERVE, "own code (everything else)"]
+    cat = [profile.library_category([*top, f"confluent_pipe (bench/pipe.py:{line_of(confluent_pipe, text)})"])
+           for text in ("consume_first(", "produce(", "serve(0)", "batches_of(")]
+    assert cat == [profile.CF_CONSUME, profile.CF_PRODUCE, profile.CF_SERVE, profile.OWN]
     # the edge's send_many: produce, serving reports, or the loop around them
-    loop = tmp_path / "send_many.py"
-    loop.write_text("produce(topic, value=value, key=key)\nproducer.poll(0)\nfor k in keys:\n")
-    sends = [profile.library_category([*main, f"ConfluentEdge.send_many ({loop}:{n})"]) for n in (1, 2, 3)]
+    send_many = ConfluentEdge.send_many
+    sends = [profile.library_category([*main, f"ConfluentEdge.send_many ({edge}:{line_of(send_many, t)})"])
+             for t in ("produce(topic", "poll(0)", "for key, value")]
     assert sends[:2] == [profile.CF_PRODUCE, profile.CF_SERVE]
     assert sends[2].startswith("ConfluentEdge.send_many: Python around produce")
 
