@@ -4,8 +4,8 @@ Theorem 3) and a simulator of mixing on a stream without a barrier, as the worke
 Research code for ``bench.bench_mix`` (docs/mixing.md, "The evaluation"); the worker's mixing is
 :mod:`stream_perceptron.model.mixing`, whose :func:`~stream_perceptron.model.mixing.mix` and
 :func:`~stream_perceptron.model.mixing.adopt` both use. On data separable with margin γ and
-radius R, synchronous IPM keeps Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ ≤ (R/γ)² (that module's docstring); the streaming
-mode mixes stale states, which the theorem does not cover, so its figure is reported, not bounded.
+radius R, synchronous IPM keeps Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ ≤ (R/γ)² (that module's docstring); the
+streaming mode mixes stale states, which the theorem does not cover, so its figure is reported, not bounded.
 """
 
 from __future__ import annotations

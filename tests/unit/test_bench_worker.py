@@ -140,7 +140,7 @@ def test_format_table_aligns_columns() -> None:
 
 
 def test_markdown_table_and_number_formats() -> None:
-    md = formatting.markdown_table(["a", "b", "c"], [["x", 1, None]], align="lrl")
+    md = formatting.format_table(["a", "b", "c"], [["x", 1, None]], align="lrl", markdown=True)
     assert md.splitlines() == ["| a | b | c |", "|---|---:|---|", "| x | 1 |  |"]
     assert formatting.fmt_rate(1234567.4) == "1,234,567"
     assert formatting.fmt_ratio(9.0, 10.0) == "0.90x"
