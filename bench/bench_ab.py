@@ -7,21 +7,14 @@ Run from the repository root::
         --latency-rate 32000 --repeats 5 --json bench/results/ab.json
 
 A change to the worker is worth keeping when it measures better than the code before it, and on a
-shared machine only a side-by-side run shows that. This checks ``--base`` out into a temporary git
-worktree ("base") and runs it against this checkout as it is on disk ("head"), uncommitted changes
-included. Both sides use this virtual environment; each process starts in its side's directory, and
-``python -m`` puts that directory first on ``sys.path``, so each runs its own ``stream_perceptron``
-and ``bench`` code.
-
-Sections (``--only``), per backend and repeat, the two sides in rotated order:
-
-* ``throughput``: each side's bare pipe (``bench.pipe``) and worker (predictions on) on the same
-  pre-produced input topic of ``--records`` records (20 features), rate from the output topic's
-  CreateTime, first to last record, as ``bench.bench_worker`` measures it;
-* ``latency``: each side's worker at ``--latency-rate`` input records/s for ``--latency-seconds``,
-  p50 and p99 from input to prediction CreateTime (``bench.worker.latency``).
-
-The table gives medians over the repeats, every repeat's value, and head / base.
+shared machine only a side-by-side run shows that. ``--base`` is checked out into a temporary git
+worktree ("base") and run against this checkout as it is on disk ("head"). Both sides use this
+virtual environment; each process starts in its side's directory, which ``python -m`` puts first
+on ``sys.path``, so each runs its own ``stream_perceptron`` and ``bench``. Per backend and repeat,
+the two sides in rotated order: ``throughput``, each side's bare pipe and worker (predictions on)
+on one pre-produced input topic, rates from the output's CreateTime as ``bench.bench_worker``
+measures them; ``latency``, each side's worker at ``--latency-rate`` records/s, p50 and p99 from
+input to prediction CreateTime. The table gives medians, every repeat's value, and head / base.
 """
 
 from __future__ import annotations
@@ -76,26 +69,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 @contextmanager
 def worktree(ref: str) -> Iterator[tuple[Path, str]]:
     """``ref`` checked out (detached) in a temporary git worktree: its path and commit."""
-    commit = _git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
     with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
         path = Path(tmp) / "base"
-        _git("worktree", "add", "--detach", str(path), commit)
+        git("worktree", "add", "--detach", str(path), commit)
         try:
             yield path, commit
         finally:
-            _git("worktree", "remove", "--force", str(path))
+            git("worktree", "remove", "--force", str(path))
 
 
-def _git(*args: str) -> str:
+def git(*args: str) -> str:
     done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout
-
-
-def throughput_round(ctx: Ctx, backend: str, in_topic: str, n: int, tag: str) -> dict[str, float]:
-    """One side's pipe, then its worker, on ``in_topic``: their rates."""
-    return {kind: r["rate"] for kind, r in pipe_then_worker(ctx, backend, in_topic, n, tag).items()}
 
 
 def latency_round(
@@ -158,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             with ctx.scope():
                 in_topic, _ = ctx.new_input("input", values)
                 for backend, side, tag in rounds("throughput"):
-                    rates = throughput_round(ctx, backend, in_topic, args.records, tag)
-                    record("throughput", backend, side, rates)
+                    runs_ = pipe_then_worker(ctx, backend, in_topic, args.records, tag)
+                    record("throughput", backend, side, {kind: r["rate"] for kind, r in runs_.items()})
         if "latency" in args.sections:
             n = max(100, int(args.latency_rate * args.latency_seconds))
             values, _ = dense_records(LATENCY_WARMUP + n, DEFAULT_D, seed=args.seed + 2)
@@ -169,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     headers = ["section", "backend", "measure", "base median", "base runs", "head median", "head runs",
                "head / base"]
     rows = summary_rows(runs)
-    head_commit = _git("rev-parse", "HEAD").strip()
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
+    head_commit = git("rev-parse", "HEAD").strip()
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
     print(f"base {base_commit[:7]} ({args.base}), head {head_commit[:7]}{' with changes' if dirty else ''}; "
           f"medians of {args.repeats} interleaved repeats; {time.time() - t0:,.0f} s")
     if "throughput" in args.sections:
