@@ -6,16 +6,13 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_append --repeats 11 --json bench/results/append.json
     .venv/bin/python -m bench.bench_append --bootstrap HOST:PORT  # an existing broker
 
-``KafkaEdge.send_many`` used to call ``send(topic, value=v, key=k, partition=0)`` for each record
-of a poll, then add its errback to the record's future; it now calls
-``stream_perceptron.kafka.fastpath.append.append_many`` once per poll and adds the same errbacks. This times
-both on one producer with the worker's settings, on the benchmark's dense input records with
-``str(i)`` keys, in polls of 2,000 (``SP_KAFKA__MAX_POLL_RECORDS``), to partition 0 of a topic of
-one partition. The producer's I/O thread sends the batches while the calls run, as in the worker,
-so the time is the calls' own plus what that thread takes of the GIL meanwhile. After each
-contender's run, untimed, the producer is flushed and every future must have succeeded, or
-nothing is timed. Each repeat runs both contenders, in rotated order; the table gives the median
-µs per record and its ratio to ``send``.
+Both ways of handing a poll to one producer with the worker's settings, with the edge's errback
+on each record's future: ``send(topic, value=v, key=k, partition=0)`` per record, as
+``KafkaEdge.send_many`` did, and ``stream_perceptron.kafka.fastpath.append.append_many`` per poll,
+as it does; the benchmark's dense records with ``str(i)`` keys, polls of 2,000, to a topic of one
+partition. The producer's I/O thread sends meanwhile, as in the worker. After each run, untimed,
+the producer is flushed and every future must have succeeded, or nothing is timed. Each repeat
+runs both, in rotated order; the table gives the median µs per record and its ratio to ``send``.
 """
 
 from __future__ import annotations

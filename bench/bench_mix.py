@@ -7,34 +7,16 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
     .venv/bin/python -m bench.bench_mix --seeds 0                         # no seed spread
 
-Three streams, each split into a training stream (spread round-robin over 8 partitions) and a
-held-out tail: a separable one (``separable:d=20,gamma=0.05``), the same with 10% of the labels
-flipped (the held-out labels too), and river's Phishing (bool labels as ±1; 1,000 to train,
-250 held out). For each, :func:`bench.ipm.simulate_stream` runs
-
-* ``single``: one partition, one model (the reference);
-* ``unmixed``: 8 partition models that never mix;
-* ``uniform@E`` / ``mistakes@E``: 8 partitions, each mixing every E of its examples, μ uniform or
-  ∝ mistakes;
-
-and :func:`bench.ipm.ipm` gives synchronous IPM (``ipm uniform``,
-``ipm mistakes``: each pass is one epoch of every shard, then one mix).
-
-Figures per run: the mistakes of the first pass over the training stream (the stream seen once,
-as a worker sees it); the passes until a pass with no mistake (at most ``--passes``) and the
-mistakes made until then; Σμk (over the adoptions, divided by 8: see ``StreamRun``) beside
-(R/γ)² of the separable stream; the oldest state mixed (examples of the stream since it was
-published); and the held-out accuracy after one pass of two served models: ``served``, the model
-a reader of the model topic would score with (the single model; the final mix of the 8 partitions'
-last states for mixed runs and IPM; for ``unmixed``, their uniform average, one-shot averaging),
-and ``own``, each partition's own model scoring its own round-robin share of the held-out tail
-(what 8 unmixed or mixed partitions actually serve to the records routed to them). Accuracy, not
-speed: the figures are deterministic, so one run is the figure.
-
-The main table is generator seed 1. A second table, the seed spread, reruns the separable stream
-with generator seeds 1..``--seeds`` (pass 1 only; ``single``, ``unmixed`` and ``uniform@E``):
-per run, the min, median and max over the seeds of its pass-1 mistakes and of its mistakes ×
-the single model's on the same seed.
+Three streams, each split into a training stream spread round-robin over 8 partitions and a
+held-out tail: ``separable:d=20,gamma=0.05``, the same with 10% of the labels flipped, and river's
+Phishing. For each, :func:`bench.ipm.simulate_stream` runs ``single`` (one model, the
+reference), ``unmixed`` (8 models that never mix), and ``uniform@E`` / ``mistakes@E`` (8
+partitions mixing every E of their examples, μ uniform or ∝ mistakes); :func:`bench.ipm.ipm`
+runs synchronous IPM. Per run: the mistakes of the first pass, the first clean pass (at most
+``--passes``) and the mistakes until it, Σμk beside the separable stream's (R/γ)², the oldest
+state mixed, and the held-out accuracy of the served model and of each partition's own; then the
+separable stream's pass-1 mistakes over generator seeds 1..``--seeds``. Accuracy, not speed: one
+run is the figure. docs/mixing.md, "The evaluation", has the method and the table.
 """
 
 from __future__ import annotations

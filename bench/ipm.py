@@ -5,7 +5,7 @@ Research code for ``bench.bench_mix`` (docs/mixing.md, "The evaluation"); the wo
 :mod:`stream_perceptron.model.mixing`, whose :func:`~stream_perceptron.model.mixing.mix` and
 :func:`~stream_perceptron.model.mixing.adopt` both use. On data separable with margin γ and
 radius R, synchronous IPM keeps Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ ≤ (R/γ)² (that module's docstring); the
-streaming mode mixes stale states, which the theorem does not cover, so its figure is reported, not bounded.
+streaming mode mixes stale states, which the theorem does not cover: its figure is reported.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def _model(weights: FloatArray, intercept: float, fit_intercept: bool) -> Percep
     return model
 
 
-# ---------------------------------------------------------------------------- synchronous IPM
 @dataclass(frozen=True)
 class Epoch:
     """One synchronous epoch: each shard's k and μ, Σᵢ μᵢ kᵢ, and the running Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ."""
@@ -52,13 +51,8 @@ class IPMRun:
     converged: bool
 
 
-def ipm(
-    shards: Sequence[tuple[FloatArray, npt.NDArray[Any]]],
-    weights: Weighting = "uniform",
-    *,
-    max_epochs: int = 1000,
-    fit_intercept: bool = True,
-) -> IPMRun:
+def ipm(shards: Sequence[tuple[FloatArray, npt.NDArray[Any]]], weights: Weighting = "uniform", *,
+        max_epochs: int = 1000, fit_intercept: bool = True) -> IPMRun:
     """Synchronous iterative parameter mixing over dense shards ``(X_i, y_i)`` (y in ±1 or 0/1).
 
     Each epoch every shard i runs one pass over its rows with :class:`Perceptron` from the mixed
@@ -131,17 +125,9 @@ class StreamRun:
         return next((p + 1 for p, k in enumerate(self.pass_mistakes) if k == 0), None)
 
 
-def simulate_stream(
-    X: FloatArray,
-    y: npt.NDArray[Any],
-    *,
-    partitions: int = 8,
-    every: int = 200,
-    weights: Weighting | None = "uniform",
-    assign: npt.NDArray[np.intp] | None = None,
-    passes: int = 1,
-    fit_intercept: bool = True,
-) -> StreamRun:
+def simulate_stream(X: FloatArray, y: npt.NDArray[Any], *, partitions: int = 8, every: int = 200,
+                    weights: Weighting | None = "uniform", assign: npt.NDArray[np.intp] | None = None,
+                    passes: int = 1, fit_intercept: bool = True) -> StreamRun:
     """Mixing on a stream, without a barrier: the worker's behaviour, partition by partition.
 
     Example t (every one labeled) goes to partition ``assign[t]`` (round-robin, t mod P, when

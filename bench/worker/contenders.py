@@ -55,13 +55,7 @@ SPECS: dict[str, Spec] = {
 
 def contenders_for(backends: Sequence[str]) -> list[str]:
     """The throughput contenders for ``backends``, in the interleaving order of repeat 0: per
-    backend its bare pipe, its other pipes and its worker (predictions all and none), then the peer.
-
-    >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
-    ['pipe', 'pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
-    >>> len(contenders_for(BACKENDS))
-    12
-    """
+    backend its bare pipe, its other pipes and its worker (predictions all and none), then the peer."""
     out = [c for b in BACKENDS if b in backends for c in (PIPE_OF[b], *EXTRA_PIPES[b], WORKER_OF[b],
                                                            WORKER_NONE_OF[b])]
     return [*out, PEER]

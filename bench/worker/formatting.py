@@ -22,10 +22,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: s
     ------  -----
     pipe    1,000
     worker    900
-    >>> print(format_table(["a", "b"], [[1, None]], markdown=True))
-    | a | b |
-    |---|---:|
-    | 1 |  |
     """
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     align = align or "l" + "r" * (len(headers) - 1)
@@ -43,20 +39,12 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: s
 
 
 def fmt_rate(rate: float | None) -> str:
-    """Records/s with thousands separators (``n/a`` for None).
-
-    >>> fmt_rate(12345.6), fmt_rate(None)
-    ('12,346', 'n/a')
-    """
+    """Records/s with thousands separators (``n/a`` for None)."""
     return fmt_value(rate, ",.0f")
 
 
 def fmt_ratio(a: float | None, b: float | None) -> str:
-    """``a / b`` as ``0.53x``.
-
-    >>> fmt_ratio(1.0, 2.0), fmt_ratio(None, 1.0), fmt_ratio(1.0, 0.0)
-    ('0.50x', 'n/a', 'n/a')
-    """
+    """``a / b`` as ``0.53x`` (``n/a`` when either is missing or ``b`` is 0)."""
     return "n/a" if a is None or not b else f"{a / b:.2f}x"
 
 
@@ -72,11 +60,7 @@ def write_json(path: Path, report: Any) -> None:
 
 def timing_rows(runs: dict[Any, list[float]], records: int, base: Any) -> list[list[str]]:
     """One row per contender of ``runs`` (seconds of each repeat): its median µs per record,
-    spread ((slowest − fastest) / median) and median as a multiple of ``base``'s.
-
-    >>> timing_rows({"a": [2.0, 1.0, 1.5], 500: [3.0, 3.0, 3.0]}, 1_000_000, base="a")
-    [['a', '1.50', '67%', '1.000'], ['500', '3.00', '0%', '2.000']]
-    """
+    spread ((slowest − fastest) / median) and median as a multiple of ``base``'s."""
     reference = statistics.median(runs[base])
     rows = []
     for name, times in runs.items():

@@ -13,11 +13,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100), interpolated between closest ranks (numpy's default).
-
-    >>> percentile([1, 2, 3, 4], 50), percentile([5], 99), percentile([0, 10], 90)
-    (2.5, 5.0, 9.0)
-    """
+    """The q-th percentile (0..100), interpolated between closest ranks (numpy's default)."""
     if not values or not 0 <= q <= 100:
         raise ValueError("percentile of no values, or q outside [0, 100]")
     xs = sorted(values)
@@ -29,11 +25,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def rate_from_timestamps(timestamps_ms: Sequence[int]) -> float | None:
     """Records/s between the first and the last timestamp (ms): ``(n − 1) / span``; None with
-    fewer than two records or a zero span (too short to measure).
-
-    >>> rate_from_timestamps([1000, 1500, 2000]), rate_from_timestamps([5]), rate_from_timestamps([7, 7])
-    (2.0, None, None)
-    """
+    fewer than two records or a zero span (too short to measure)."""
     if len(timestamps_ms) < 2 or max(timestamps_ms) == min(timestamps_ms):
         return None
     return (len(timestamps_ms) - 1) / ((max(timestamps_ms) - min(timestamps_ms)) / 1000.0)
@@ -51,11 +43,7 @@ def chunk_rates(timestamps_ms: Sequence[int], k: int) -> list[float]:
 
 def rate_from_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Records/s from a worker's statistics records with ``seen > 0``: ``(seen_last − seen_first)
-    / (ts_last − ts_first)``; None with fewer than two.
-
-    >>> rate_from_stats([{"seen": 0, "ts": 0.0}, {"seen": 6000, "ts": 10.0}, {"seen": 10000, "ts": 12.0}])
-    {'rate': 2000.0, 'seen_first': 6000, 'seen_last': 10000, 'seconds': 2.0, 't_first': 10.0, 't_last': 12.0}
-    """
+    / (ts_last − ts_first)``; None with fewer than two."""
     pts = sorted((s["ts"], s["seen"]) for s in stats if s.get("seen") and s.get("ts") is not None)
     if len(pts) < 2 or pts[-1][0] <= pts[0][0] or pts[-1][1] <= pts[0][1]:
         return None
@@ -65,11 +53,7 @@ def rate_from_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def median_spread(values: Sequence[float]) -> tuple[float, float]:
-    """(median, (max − min) / median).
-
-    >>> median_spread([9.0, 10.0, 12.0])
-    (10.0, 0.3)
-    """
+    """(median, (max − min) / median)."""
     med = statistics.median(values)
     return med, (max(values) - min(values)) / med if med else 0.0
 
@@ -80,12 +64,7 @@ def latency_summary(input_ts: dict[int, int], outputs: Sequence[tuple[int, int]]
 
     ``input_ts``: input offset → timestamp (ms); ``outputs``: (input offset the output is for, its
     timestamp). Offsets below ``from_offset`` (a warm-up) are left out; an output sent again
-    counts once (its first copy).
-
-    >>> s = latency_summary({0: 100, 1: 110, 2: 120}, [(0, 105), (1, 130), (2, 121), (2, 190)])
-    >>> s["matched"], s["p50_ms"], s["max_ms"], s["missing"]
-    (3, 5.0, 20.0, 0)
-    """
+    counts once (its first copy)."""
     first: dict[int, int] = {}
     for off, ts in outputs:
         if off >= from_offset:
@@ -100,11 +79,7 @@ def latency_summary(input_ts: dict[int, int], outputs: Sequence[tuple[int, int]]
 
 
 def sample_at(samples: Sequence[tuple[float, int]], when: float) -> int | None:
-    """The value of the sample (time, value) nearest ``when``; None when no samples.
-
-    >>> sample_at([(1.0, 10), (2.0, 20), (3.0, 30)], 2.4), sample_at([], 1.0)
-    (20, None)
-    """
+    """The value of the sample (time, value) nearest ``when``; None when no samples."""
     return min(samples, key=lambda s: abs(s[0] - when))[1] if samples else None
 
 
@@ -135,11 +110,7 @@ def linear_trend(points: Sequence[tuple[float, float]]) -> float | None:
 
 
 def parse_status(text: str) -> dict[str, int]:
-    """``VmRSS`` / ``VmHWM`` (kB) out of a ``/proc/PID/status`` text.
-
-    >>> parse_status("Name:\\tpython\\nVmHWM:\\t  2048 kB\\nVmRSS:\\t  1024 kB\\n")
-    {'VmHWM': 2048, 'VmRSS': 1024}
-    """
+    """``VmRSS`` / ``VmHWM`` (kB) out of a ``/proc/PID/status`` text."""
     fields = (line.partition(":") for line in text.splitlines())
     return {key: int(rest.split()[0]) for key, _, rest in fields if key in ("VmRSS", "VmHWM")}
 

@@ -398,13 +398,7 @@ def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the runs that completed with a rate: a run with outputs missing or twice, or
-    without a rate, is left out (and counted in ``runs_left_out``), never averaged in.
-
-    >>> s = summarize([{"rate": 100.0, "complete": True}, {"rate": 300.0, "complete": False},
-    ...                {"rate": None, "complete": True}, {"rate": 120.0, "complete": True}])
-    >>> (s["runs"], s["runs_left_out"], s["median_rate"], s["all_complete"])
-    (2, 2, 110.0, False)
-    """
+    without a rate, is left out (and counted in ``runs_left_out``), never averaged in."""
     counted = [r for r in runs if r.get("complete") and r.get("rate")]
     rates = [r["rate"] for r in counted]
     out: dict[str, Any] = {"runs": len(rates), "runs_left_out": len(runs) - len(rates), "rates": rates,

@@ -260,23 +260,13 @@ def split_process(frames: Sequence[str]) -> tuple[int, list[str]]:
 
 def summarize_pyspy(path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None,
                     gil: bool = False, process: int = 1) -> dict[str, Any]:
-    """Samples per category (the worker's stages and the client-library calls), in seconds and
-    µs per record.
-
-    Sampled with ``--idle`` (``gil`` false), every thread is in every sample. py-spy falls behind
-    its nominal rate on a busy machine, so samples become seconds at the effective rate:
-    main-thread samples / the process's wall time. ``join_s`` (the worker's group join, from its
-    log) is taken out of the poll categories, and start-up is left out of the shares, so that the
-    shares describe steady processing.
-
-    Sampled with ``--gil``, a sample holds only the thread that held the GIL, and none is taken
-    while no thread held it. There is no wall clock to calibrate against, so samples become seconds
-    at the nominal ``hz``, a lower bound where py-spy fell behind. Nothing is taken out of poll: a
-    group join waits without the GIL, so it leaves no samples.
-
-    Recorded with ``--subprocesses``, only the stacks of ``process`` (1: the process started, 2:
-    its child; see :func:`split_process`) are counted.
-    """
+    """Samples per category (the worker's stages, the client-library calls) of the stacks of
+    ``process`` (:func:`split_process`), in seconds and µs per record. Sampled ``--idle``, every
+    thread is in every sample, and samples become seconds at the effective rate (main-thread
+    samples / the process's wall time: py-spy falls behind on a busy machine); the group join
+    (``join_s``) comes out of the poll categories, and start-up out of the shares. Sampled
+    ``--gil`` (``gil``), only the GIL's holder is: seconds at the nominal ``hz``, a lower bound,
+    and nothing out of poll (a join waits without the GIL)."""
     fine: dict[str, int] = {}
     coarse: dict[str, int] = {}
     for line in path.read_text(errors="replace").splitlines():
@@ -355,8 +345,6 @@ def _profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], back
         wp = start_worker(ctx, in_topic, "all", f"prof-cp-{tag}", env_extra=backend_env(backend),
                           python_args=["-m", "cProfile", "-o", str(prof)])
         res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
-        res.pop("_rss_samples", None)
-        res.pop("_stats", None)
         out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
         say(f"  cProfile worker ({backend}): {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
     for tool in (t for t in PYSPY_MODES if t in tools):
@@ -384,7 +372,6 @@ def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: s
     wp = start_worker(ctx, in_topic, "all", f"prof-{tool}-{tag}", wrap=[*base, str(raw), "--"],
                       sample_rss=False, env_extra=backend_env(backend))
     res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
-    res.pop("_stats", None)
     out: dict[str, Any] = {
         name: {"run": res, **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"],
                                              join_s=res.get("group_join_s"), gil=gil, process=depth)}

@@ -43,13 +43,7 @@ def section_throughput(ctx: Ctx, n: int, repeats: int, seed: int, say: Say, cont
 
 def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     """Per backend: its worker (predictions all and none) over its own client's pipe and over the
-    peer, and beside the other pipes.
-
-    >>> r = throughput_ratios({c.PIPE_KP: {"median_rate": 100.0}, c.WORKER_KP: {"median_rate": 60.0},
-    ...                        c.PEER: {"median_rate": 30.0}})
-    >>> r["kafka-python"]["worker_over_own_pipe"], r["kafka-python"]["worker_over_peer"]
-    (0.6, 2.0)
-    """
+    peer, and beside the other pipes."""
 
     def ratio(a: str, b: str) -> float | None:
         x, y = ((summary.get(label) or {}).get("median_rate") for label in (a, b))
