@@ -97,12 +97,7 @@ def latency_round(
 
 
 def summary_rows(runs: dict[tuple[str, str, str], dict[str, list[float]]]) -> list[list[str]]:
-    """Per (section, backend, measure): each side's median and runs, and head / base.
-
-    >>> summary_rows({("throughput", "kafka-python", "worker"): {"base": [10.0, 12.0, 11.0],
-    ...                                                           "head": [12.0, 13.0, 14.0]}})
-    [['throughput', 'kafka-python', 'worker rec/s', '11', '10, 12, 11', '13', '12, 13, 14', '1.18x']]
-    """
+    """Per (section, backend, measure): each side's median and runs, and head / base."""
     rows = []
     for (section, backend, measure), sides in runs.items():
         med = {side: statistics.median(sides[side]) for side in SIDES}

@@ -5,29 +5,14 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_drift                       # the table in docs/drift.md
     .venv/bin/python -m bench.bench_drift --scale 0.02 --seeds 2 --quiet   # a quick look
 
-Pure model, no Kafka. The perceptron learns each stream online (the worker's
-:meth:`~stream_perceptron.model.learner.Learner.step`, batches of 500) and each detector of
-``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream. The mistakes do not depend on the
-detector (no reaction: ``SP_DRIFT__ON_DRIFT=none``), so each stream is learned once per seed and
-its mistake flags are fed to every detector.
-
-Streams:
-
-* ``flip``: rows separable with margin 0.1 (d = 10) by a hyperplane through the origin whose
-  concept flips (w → −w: every label turns) every ``segment`` examples, 2 % of the labels
-  flipped at random (so the rate settles at a floor, not at 0);
-* ``sea``: ``river.datasets.synth.SEA`` with 10 % label noise, its variant (θ = 8, 9, 7, 9.5)
-  switching every ``segment`` examples: 0 → 1 → 2 → 3 → 0 → 2 (the changes of SEA's concept);
-* a **stationary** stretch of each (one concept, the same noise) for the false alarms, counted
-  after a warm-up of one segment.
-
-Figures per detector (medians over the seeds): the **delay**, examples after a change until the
-first alarm (median and largest over every change and seed); **missed**, changes with no alarm
-before the next change; **false alarms per 100,000** examples of the stationary stretch after the
-warm-up; the detector's speed in flags per second (this machine, loaded or not: a rough figure);
-last, the cost of this package's ADWIN per flag beside river's compiled one, and what it adds
-to ``Learner.step`` per row.
-Below the table, how much each stream's changes raise the perceptron's error rate at all.
+Pure model, no Kafka. The perceptron learns each stream online (``Learner.step``, batches of 500)
+once per seed, and every detector of ``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream (no
+reaction, so the mistakes do not depend on the detector). ``flip``: rows separable with margin
+0.1 (d = 10) whose concept turns (w → −w) every segment, 2 % of the labels flipped; ``sea``: river's
+SEA with 10 % label noise, its variant switching every segment; and a stationary stretch of each
+for the false alarms. Per detector: the delay to the first alarm after a change, the changes
+missed, the false alarms per 100,000 examples, its flags per second; then ADWIN's cost per flag
+beside river's and what it adds to ``Learner.step``. docs/drift.md has the method and the table.
 """
 
 from __future__ import annotations

@@ -105,14 +105,7 @@ class GroupAdmin(KafkaAdminClient):  # type: ignore[misc]
 
 def run_env(side: str, store: str, group: str, mix: int) -> dict[str, str]:
     """The settings that choose the store and mixing; none for the base side, whose code may not
-    know them (``--compare`` runs no mixing).
-
-    >>> env = run_env("head", "kafka", "g", 100)
-    >>> env["SP_CHECKPOINT__STORE"], env["SP_MIX__TOPIC"]
-    ('kafka', 'g-model')
-    >>> run_env("base", "kafka", "g", 0), "SP_MIX__TOPIC" in run_env("head", "directory", "g", 0)
-    ({}, False)
-    """
+    know them (``--compare`` runs no mixing)."""
     if side == "base":
         return {}
     mixing = {"SP_MIX__EVERY_EXAMPLES": str(mix), "SP_MIX__TOPIC": f"{group}-model"} if mix else {}
@@ -121,12 +114,7 @@ def run_env(side: str, store: str, group: str, mix: int) -> dict[str, str]:
 
 def checkpoint_dir(workdir: Path, side: str, store: str, group: str, k: int) -> Path:
     """The directory store's one directory the group shares; else one empty directory per worker
-    (the Kafka store keeps no state there; the base side's code may hold its directory alone).
-
-    >>> [checkpoint_dir(Path("w"), s, st, "g", 1).as_posix() for s, st in
-    ...  (("head", "directory"), ("head", "kafka"), ("base", "directory"))]
-    ['w/g-state', 'w/g-1', 'w/g-1']
-    """
+    (the Kafka store keeps no state there; the base side's code may hold its directory alone)."""
     return workdir / (f"{group}-state" if side == "head" and store == "directory" else f"{group}-{k}")
 
 
@@ -157,14 +145,7 @@ def cpu_seconds(samplers: Sequence[RssSampler], t0: float, t1: float) -> float |
     """CPU seconds the sampled processes used together between wall times ``t0`` and ``t1``;
     None when not measured: the samples do not cover the window, or the total is under one tick
     of the kernel's CPU counters (``1 / CLK_TCK`` s), which cannot be told from nothing (a run of
-    a few hundred records).
-
-    >>> busy, idle = RssSampler(0), RssSampler(0)
-    >>> busy.samples = [(0.0, 1, 1, 0.0), (1.0, 1, 1, 0.5)]
-    >>> idle.samples = [(0.0, 1, 1, 0.0), (1.0, 1, 1, 0.0)]
-    >>> cpu_seconds([busy, idle], 0.0, 1.0), cpu_seconds([idle], 0.0, 1.0), cpu_seconds([busy], 0.0, 2.0)
-    (0.5, None, None)
-    """
+    a few hundred records)."""
     cores = [s.cores_between(t0, t1) for s in samplers]
     total = None if None in cores else sum(cores) * (t1 - t0)  # type: ignore[arg-type]
     return total if total is not None and total >= 1 / CLK_TCK else None
@@ -233,11 +214,7 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: in
 
 
 def median_of(runs: Sequence[dict[str, Any]], key: str) -> float | None:
-    """The median of ``key`` over the runs that have it.
-
-    >>> median_of([{"rate": 3.0}, {"rate": None}, {"rate": 1.0}, {"rate": 2.0}], "rate")
-    2.0
-    """
+    """The median of ``key`` over the runs that have it."""
     got = [r[key] for r in runs if r.get(key) is not None]
     return statistics.median(got) if got else None
 
@@ -246,17 +223,7 @@ def scale_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
     """Per (store, workers, mixing interval E), the columns of ``SCALE_HEADERS``: median
     predictions/s and its multiple of the one-worker median (same store and E); median CPU µs per
     record and its multiple of the median with mixing off (same store and workers), every run's
-    CPU, the broker's median, the median number of mixing points.
-
-    >>> runs = [{"store": "directory", "workers": w, "mix": e, "rate": r, "cpu_us_per_record": c,
-    ...          "broker_cpu_us_per_record": 2.0, "mixing_points": m}
-    ...         for w, e, r, c, m in ((1, 0, 100.0, 10.0, 0), (2, 0, 180.0, 11.0, 0),
-    ...                               (2, 100, 90.0, 22.0, 40), (2, 100, 80.0, 33.0, 40))]
-    >>> scale_rows(runs)[1]
-    ['directory', '2', '0', '180', '1.80x', '11.0', '1.00x', '11.0', '2.0', '0']
-    >>> scale_rows(runs)[2]  # no one-worker run with E = 100
-    ['directory', '2', '100', '85', 'n/a', '27.5', '2.50x', '22.0, 33.0', '2.0', '40']
-    """
+    CPU, the broker's median, the median number of mixing points."""
     def of(store: str, workers: int, mix: int) -> list[dict[str, Any]]:
         return [r for r in runs if (r["store"], r["workers"], r["mix"]) == (store, workers, mix)]
 
@@ -277,13 +244,7 @@ def scale_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
 
 def compare_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
     """Per head store: base's and head's median CPU µs per record, head over base, and their
-    predictions/s.
-
-    >>> runs = [{"side": "base", "store": "directory", "rate": 100.0, "cpu_us_per_record": 10.0},
-    ...         {"side": "head", "store": "kafka", "rate": 90.0, "cpu_us_per_record": 10.5}]
-    >>> compare_rows(runs)
-    [['kafka', '10.0', '10.5', '1.050', '100', '90']]
-    """
+    predictions/s."""
     base = [r for r in runs if r["side"] == "base"]
     b_cpu, b_rate = median_of(base, "cpu_us_per_record"), median_of(base, "rate")
     rows = []
@@ -299,19 +260,7 @@ def compare_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
 def plan(args: argparse.Namespace) -> Iterator[tuple[int, str, str, int, int]]:
     """(repeat, side, store, workers, mixing interval) of every run, interleaved: each repeat runs
     every combination once, in an order rotated by the repeat. The base side runs once per repeat
-    (its code has one layout), under the first store's name.
-
-    >>> a = argparse.Namespace(repeats=2, stores=["directory", "kafka"], workers=[1, 2], mix=[0],
-    ...                        compare=None)
-    >>> [(k, st, w) for k, _, st, w, _ in plan(a)][:5]
-    [(0, 'directory', 1), (0, 'directory', 2), (0, 'kafka', 1), (0, 'kafka', 2), (1, 'directory', 2)]
-    >>> a = argparse.Namespace(repeats=2, stores=["kafka"], workers=[1], mix=[0, 100], compare=None)
-    >>> [(k, e) for k, _, _, _, e in plan(a)]
-    [(0, 0), (0, 100), (1, 100), (1, 0)]
-    >>> a = argparse.Namespace(repeats=1, stores=["directory", "kafka"], workers=[1], mix=[0], compare="HEAD")
-    >>> [(s, st) for _, s, st, _, _ in plan(a)]
-    [('base', 'directory'), ('head', 'directory'), ('head', 'kafka')]
-    """
+    (its code has one layout), under the first store's name."""
     combos = [("head", s, w, e) for s in args.stores for w in args.workers for e in args.mix]
     combos = [("base", args.stores[0], 1, 0), *combos] if args.compare else combos
     for k in range(args.repeats):

@@ -24,7 +24,7 @@ builds them), so what differs from the worker is what the worker does per record
   in between (:class:`CodecStage`), what any worker reading and writing these records costs.
 
 The pipes tune the process as the worker's ``run`` does (``stream_perceptron.runtime``). The last
-line on stdout is ``BENCH_RESULT {json}``: the process's own clock readings and counts.
+line on stdout is ``BENCH_RESULT {json}``: the process's own rate and counts.
 """
 
 from __future__ import annotations
@@ -46,11 +46,7 @@ CLIENTS = ("kafka-python", "kafka-python+process", "confluent-kafka")
 
 def kafka_settings(bootstrap: str, **overrides: Any) -> KafkaSettings:
     """The worker's Kafka settings pointed at ``bootstrap``, with ``overrides`` (named as the
-    settings are) in their place, so an override reaches a pipe as it would the worker's edge.
-
-    >>> kafka_settings("h:1", fetch_max_wait_ms=10).fetch_max_wait_ms
-    10
-    """
+    settings are) in their place, so an override reaches a pipe as it would the worker's edge."""
     from stream_perceptron.settings import KafkaSettings
 
     return KafkaSettings(bootstrap_servers=bootstrap, **overrides)
@@ -95,12 +91,11 @@ def consume_produce(kafka: KafkaSettings, input_topic: str, records: int,
                     handle_batch: Callable[[list[Any]], None], *, flush: Callable[[], None],
                     decode: bool = False, tune: bool = True, timeout_s: float = 600.0) -> dict[str, Any]:
     """Poll ``input_topic`` until ``records`` records went through ``handle_batch``, then
-    ``flush``; the process's own timings. ``tune``: the cycle collector set up as the worker sets
+    ``flush``; the process's own rate. ``tune``: the cycle collector set up as the worker sets
     it, once the clients exist. Shared by the kafka-python pipes and the river peer."""
     from stream_perceptron.kafka.fastpath import fetch, wake
     from stream_perceptron.runtime import tune_gc
 
-    t_start = time.time()
     consumer = assigned_consumer(kafka, input_topic, decode=decode)
     if tune:
         tune_gc()
@@ -114,13 +109,13 @@ def consume_produce(kafka: KafkaSettings, input_topic: str, records: int,
                 t_first = t_first or time.time()
                 handle_batch(recs)
                 consumed += len(recs)
-        t_last_sent = time.time()
         flush()
+        rate = own_rate(consumed, t_first)
     finally:
         consumer.close()
     decoding, waking = fetch.installed(consumer), wake.installed(consumer)
     return {"records": consumed, "decoding": decoding, "waking": waking,
-            **timings(consumed, t_start, t_first, t_last_sent, time.time())}
+            **rate}
 
 
 def pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, append: bool = False,
@@ -205,8 +200,7 @@ def confluent_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, re
         if err is not None:
             failed.append(str(err))
 
-    t_start = time.time()
-    c_cfg, p_cfg = confluent_configs(kafka, f"bench-pipe-{os.getpid()}-{int(t_start)}")
+    c_cfg, p_cfg = confluent_configs(kafka, f"bench-pipe-{os.getpid()}-{int(time.time())}")
     consumer = Consumer({**c_cfg, "error_cb": errors.append})
     consumer.assign([TopicPartition(input_topic, 0, 0)])  # a fresh topic: offset 0 is its beginning
     producer = Producer({**p_cfg, "error_cb": errors.append, "on_delivery": on_delivery})
@@ -250,8 +244,8 @@ def confluent_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, re
                         serve(0.05)
                 consumed += 1
             serve(0)
-        t_last_sent = time.time()
         remaining = producer.flush(60)
+        rate = own_rate(consumed, t_first)
     finally:
         consumer.close()
         drop_and_close(producer)
@@ -261,7 +255,7 @@ def confluent_pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, re
             "rejected": 0 if stage is None else stage.rejected, "skipped_error_messages": skipped,
             "client_errors": [str(e) for e in errors[:10]],
             "fetch_wait_max_ms": c_cfg.get("fetch.wait.max.ms"),
-            **timings(consumed, t_start, t_first, t_last_sent, time.time())}
+            **rate}
 
 
 class CodecStage:
@@ -271,21 +265,7 @@ class CodecStage:
     record's width, as the benchmark's are). θ is fixed at ``linspace(-1, 1, d)``, θ0 = 0. Every
     field of a prediction is filled as the worker fills it (``updates``: the fixed model's running
     mistake count). It skips what only learning needs, so it is close to the least such a worker
-    does, not a strict floor. Rejected records get no prediction and are counted in ``rejected``.
-
-    >>> from stream_perceptron.kafka.edge import Batch
-    >>> stage = CodecStage()
-    >>> keys, values = stage.encode(Batch("in", 0, [5, 6], [b"a", None],
-    ...     [b'{"x":[1,3],"y":1}', b'{"x":[2,0]}'], [0, 0]))
-    >>> keys, values[0]
-    ([b'a', None], b'{"topic":"in","partition":0,"offset":5,"key":"a","id":null,"prediction":1,\
-"score":2.0,"label":1,"mistake":false,"margin":1.414213562373095,"updates":0}')
-    >>> [json.loads(values[1])[k] for k in ("prediction", "score", "label", "mistake", "margin")]
-    [-1, -2.0, None, None, None]
-    >>> stage.encode(Batch("in", 0, [7, 8], [None, None], [b'{"x":[]}', b'{"x":[1,-1],"y":1}'],
-    ...     [0, 0]))[1][0][-55:], stage.rejected
-    (b'"mistake":true,"margin":-1.414213562373095,"updates":1}', 1)
-    """
+    does, not a strict floor. Rejected records get no prediction and are counted in ``rejected``."""
 
     def __init__(self) -> None:
         from stream_perceptron.codec.inputs import BatchDecoder
@@ -322,13 +302,11 @@ class CodecStage:
         return keys, values
 
 
-def timings(consumed: int, t_start: float, t_first: float | None, t_last_sent: float, t_flushed: float
-            ) -> dict[str, Any]:
-    """A contender's own clock readings (``time.time()``) and its rate from the first poll that
-    returned records to the end of the final flush."""
-    rate = consumed / (t_flushed - t_first) if t_first is not None and t_flushed > t_first else None
-    return {"t_start": t_start, "t_first_polled": t_first, "t_last_sent": t_last_sent, "t_flushed": t_flushed,
-            "own_rate_first_poll_to_flush": rate}
+def own_rate(consumed: int, t_first: float | None) -> dict[str, Any]:
+    """The contender's rate by its own clock, from the first poll that returned records to now, the
+    end of its final flush (the output's CreateTime window ends at the last send)."""
+    now = time.time()
+    return {"own_rate_first_poll_to_flush": consumed / (now - t_first) if t_first and now > t_first else None}
 
 
 def emit_result(result: dict[str, Any]) -> None:
@@ -338,11 +316,7 @@ def emit_result(result: dict[str, Any]) -> None:
 
 
 def parse_result(stdout: str) -> dict[str, Any] | None:
-    """The ``BENCH_RESULT`` payload in a contender's stdout (the last one), or None.
-
-    >>> parse_result("noise\\nBENCH_RESULT {\\"records\\": 3}\\nmore"), parse_result("nothing")
-    ({'records': 3}, None)
-    """
+    """The ``BENCH_RESULT`` payload in a contender's stdout (the last one), or None."""
     line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(RESULT_PREFIX)), None)
     return None if line is None else dict(json.loads(line[len(RESULT_PREFIX) :]))
 

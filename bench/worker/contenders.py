@@ -62,11 +62,7 @@ def contenders_for(backends: Sequence[str]) -> list[str]:
 
 
 def rotated(items: Sequence[Any], k: int) -> list[Any]:
-    """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``).
-
-    >>> rotated(["a", "b", "c"], 1), rotated(["a", "b", "c"], 4), rotated([], 2)
-    (['b', 'c', 'a'], ['b', 'c', 'a'], [])
-    """
+    """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``)."""
     k = k % len(items) if items else 0
     return [*items[k:], *items[:k]]
 
@@ -88,11 +84,7 @@ def confluent_available() -> bool:
 
 def offline_parser(doc: str, *, records: int, repeats: int) -> argparse.ArgumentParser:
     """The options of an offline benchmark (no Kafka): ``--records``, ``--repeats``, ``--seed``
-    and ``--json``; described by the first paragraph of ``doc``.
-
-    >>> offline_parser("Times things.", records=10, repeats=3).parse_args([])
-    Namespace(records=10, repeats=3, seed=1, json=None)
-    """
+    and ``--json``; described by the first paragraph of ``doc``."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=records)
     parser.add_argument("--repeats", type=int, default=repeats)

@@ -15,14 +15,7 @@ Say = Callable[..., None]
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None,
                  markdown: bool = False) -> str:
     """A plain-text (or Markdown) table; ``align`` has one of ``l``/``r`` per column (default: the
-    first left, the rest right).
-
-    >>> print(format_table(["name", "rec/s"], [["pipe", "1,000"], ["worker", "900"]]))
-    name    rec/s
-    ------  -----
-    pipe    1,000
-    worker    900
-    """
+    first left, the rest right)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     align = align or "l" + "r" * (len(headers) - 1)
     if markdown:

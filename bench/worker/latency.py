@@ -106,13 +106,7 @@ def worker_starter(ctx: Ctx, label: str, env_extra: dict[str, str]) -> Start:
 def latency_plan(rates: dict[str, float], *, extra_fetch_wait_ms: int | None) -> list[dict[str, Any]]:
     """The latency runs: per backend its worker (default settings) and its pipe at half that
     worker's maximum, and each one-process worker again at ``SP_KAFKA__FETCH_MAX_WAIT_MS``
-    ``extra_fetch_wait_ms`` (None: not).
-
-    >>> [(p["kind"], p["extra_env"]) for p in latency_plan({"kafka-python": 1.0}, extra_fetch_wait_ms=10)]
-    [('worker', {}), ('pipe', {}), ('worker', {'SP_KAFKA__FETCH_MAX_WAIT_MS': '10'})]
-    >>> len(latency_plan({"kafka-python+process": 1.0}, extra_fetch_wait_ms=10))
-    2
-    """
+    ``extra_fetch_wait_ms`` (None: not)."""
     plan: list[dict[str, Any]] = []
     for b in (b for b in BACKENDS if b in rates):
         base = {"backend": b, "rate": rates[b], "extra_env": {}}
@@ -126,15 +120,7 @@ def latency_plan(rates: dict[str, float], *, extra_fetch_wait_ms: int | None) ->
 
 
 def latency_summaries(plan: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per plan entry, the median over its repeats of each percentile, and the p99 range.
-
-    >>> plan = [{"kind": "worker", "backend": "b", "extra_env": {}, "rate": 1.0, "name": "w"}]
-    >>> runs = [{"plan_index": 0, "achieved_input_rate": 1.0, "latency": {"p50_ms": v, "p99_ms": 2 * v}}
-    ...         for v in (10.0, 30.0, 20.0)]
-    >>> s = latency_summaries(plan, runs)[0]
-    >>> s["repeats"], s["latency"]["p50_ms"], s["latency"]["p99_ms"], s["p99_min_ms"], s["p99_max_ms"]
-    (3, 20.0, 40.0, 20.0, 60.0)
-    """
+    """Per plan entry, the median over its repeats of each percentile, and the p99 range."""
     out = []
     for k, p in enumerate(plan):
         mine = [r for r in runs if r["plan_index"] == k]

@@ -32,11 +32,7 @@ def rate_from_timestamps(timestamps_ms: Sequence[int]) -> float | None:
 
 
 def chunk_rates(timestamps_ms: Sequence[int], k: int) -> list[float]:
-    """Records/s over consecutive chunks of ``k`` records (in output order): how steady a run was.
-
-    >>> chunk_rates([0, 10, 20, 100, 200, 300, 400], 3)  # the last, partial chunk is left out
-    [100.0, 10.0]
-    """
+    """Records/s over consecutive chunks of ``k`` records (in output order): how steady a run was."""
     rates = (rate_from_timestamps(timestamps_ms[i : i + k]) for i in range(0, len(timestamps_ms) - k + 1, k))
     return [r for r in rates if r is not None]
 
@@ -85,24 +81,14 @@ def sample_at(samples: Sequence[tuple[float, int]], when: float) -> int | None:
 
 def median_around(samples: Sequence[tuple[float, int]], when: float, half_width_s: float) -> float | None:
     """The median value of the samples (time, value) within ``half_width_s`` of ``when``; the
-    nearest sample's when none is that close; None when no samples.
-
-    >>> median_around([(1.0, 10), (2.0, 50), (2.1, 20), (2.2, 30), (9.0, 99)], 2.1, 0.5)
-    30.0
-    >>> median_around([(1.0, 10), (5.0, 50)], 4.0, 0.5), median_around([], 1.0, 0.5)
-    (50.0, None)
-    """
+    nearest sample's when none is that close; None when no samples."""
     near = [v for t, v in samples if abs(t - when) <= half_width_s]
     got = statistics.median(near) if near else sample_at(samples, when)
     return None if got is None else float(got)
 
 
 def linear_trend(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope of (x, y) points; None with fewer than two distinct x.
-
-    >>> linear_trend([(0, 1.0), (1, 3.0), (2, 5.0)]), linear_trend([(1, 2.0)])
-    (2.0, None)
-    """
+    """Least-squares slope of (x, y) points; None with fewer than two distinct x."""
     mx = sum(x for x, _ in points) / len(points) if points else 0.0
     my = sum(y for _, y in points) / len(points) if points else 0.0
     sxx = sum((x - mx) ** 2 for x, _ in points)
@@ -116,24 +102,14 @@ def parse_status(text: str) -> dict[str, int]:
 
 
 def parse_stat_cpu_ticks(text: str) -> int:
-    """utime + stime (clock ticks) out of a ``/proc/PID/stat`` line (the name may hold spaces).
-
-    >>> parse_stat_cpu_ticks("42 (py thon) S 1 2 3 4 5 6 7 8 9 10 150 50 0 0 20 0 3")
-    200
-    """
+    """utime + stime (clock ticks) out of a ``/proc/PID/stat`` line (the name may hold spaces)."""
     fields = text.rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
 
 def cores_in_window(samples: Sequence[tuple[float, float]], t0: float, t1: float) -> float | None:
     """Average cores used in ``[t0, t1]`` from (time, cumulative CPU seconds) samples, linearly
-    interpolated; None when the window is empty or not covered by the samples.
-
-    >>> cores_in_window([(0.0, 0.0), (1.0, 0.5), (2.0, 2.0)], 0.5, 1.5)
-    1.0
-    >>> cores_in_window([(0.0, 0.0), (1.0, 0.5)], 2.0, 3.0) is None
-    True
-    """
+    interpolated; None when the window is empty or not covered by the samples."""
     if t1 <= t0 or len(samples) < 2 or t0 < samples[0][0] or t1 > samples[-1][0]:
         return None
 
@@ -158,13 +134,7 @@ def cpu_counters() -> list[int] | None:
 
 def steal_share(before: Sequence[int] | None, after: Sequence[int] | None) -> float | None:
     """The share of CPU time the hypervisor gave to other guests between two :func:`cpu_counters`
-    readings: on a shared VM, the contenders ran slower by about that much.
-
-    >>> steal_share([100, 0, 50, 800, 0, 0, 0, 50], [200, 0, 100, 1500, 0, 0, 0, 200])
-    0.15
-    >>> steal_share(None, [1, 2, 3]) is None, steal_share([1, 2, 3], [1, 2, 3]) is None
-    (True, True)
-    """
+    readings: on a shared VM, the contenders ran slower by about that much."""
     if before is None or after is None or len(before) < 8 or len(after) < 8:
         return None
     total = sum(after[:8]) - sum(before[:8])  # guest time is already counted in user time

@@ -29,13 +29,7 @@ class RssSampler(threading.Thread):
     processes (the worker's producer process) every ``interval`` seconds until it exits or
     :meth:`stop`. A child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the
     sum; a child that exits first drops out of the later sums, so the summary's ``vm_hwm_mb`` is
-    the highest sum sampled, not the last.
-
-    >>> s = RssSampler(0)
-    >>> s.samples = [(0.0, 2048, 2048, 0.1), (1.0, 3072, 4096, 0.2), (2.0, 1024, 2048, 0.3)]
-    >>> {k: v for k, v in s.summary().items() if k.endswith("_mb")}
-    {'peak_rss_mb': 3.0, 'last_rss_mb': 1.0, 'vm_hwm_mb': 4.0}
-    """
+    the highest sum sampled, not the last."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
@@ -131,12 +125,7 @@ def clean_env(code_root: Path = ROOT) -> dict[str, str]:
 @contextlib.contextmanager
 def broker_at(bootstrap: str | None) -> Iterator[tuple[str, int | None]]:
     """``(bootstrap, broker pid)`` for the block: ``bootstrap`` as given (pid None), or, when it is
-    None, the embedded broker, started for the block and stopped after it.
-
-    >>> with broker_at("kafka:9092") as (servers, pid):
-    ...     servers, pid
-    ('kafka:9092', None)
-    """
+    None, the embedded broker, started for the block and stopped after it."""
     if bootstrap is not None:
         yield bootstrap, None
         return
@@ -299,21 +288,12 @@ def worker_log(path: Path) -> list[dict[str, Any]]:
 
 def assignments(lines: Sequence[dict[str, Any]]) -> int:
     """How many partition assignments the worker logged: 0 before it joined its group, more than
-    1 after a rebalance.
-
-    >>> assignments([{"msg": "kafka edge (kafka-python) started"}, {"msg": "on_assigned: [('t', 0)]"}])
-    1
-    """
+    1 after a rebalance."""
     return sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned"))
 
 
 def join_seconds(lines: Sequence[dict[str, Any]]) -> float | None:
-    """From "kafka edge ... started" to the first "on_assigned" log line: the group join.
-
-    >>> join_seconds([{"ts": 1.0, "msg": "kafka edge (confluent-kafka) started: group g"},
-    ...               {"ts": 4.0, "msg": "on_assigned: [('t', 0)]"}])
-    3.0
-    """
+    """From "kafka edge ... started" to the first "on_assigned" log line: the group join."""
     started = next((ln["ts"] for ln in lines if re.match(r"kafka edge.* started", ln.get("msg", ""))), None)
     assigned = next((ln["ts"] for ln in lines if ln.get("msg", "").startswith("on_assigned")), None)
     return None if started is None or assigned is None else float(assigned - started)

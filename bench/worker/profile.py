@@ -197,29 +197,14 @@ def _first(rules_: Rules, frames: Sequence[Frame]) -> str | None:
 
 
 def categorize_stack(frames: Sequence[str]) -> str:
-    """The worker's stage a py-spy stack (root first) was sampled in.
-
-    >>> loop = "Worker.run (stream_perceptron/worker/loop.py:150)"
-    >>> categorize_stack([loop, "BatchDecoder.decode_many (stream_perceptron/codec/inputs.py:80)",
-    ...                   "DenseBatchReader.read (stream_perceptron/codec/dense_json.py:90)"])
-    'decode: simdjson matrix (dense_json)'
-    >>> categorize_stack([loop, "EdgeBase.flush (stream_perceptron/kafka/edge.py:2)"])
-    'edge flush (waiting for acks)'
-    """
+    """The worker's stage a py-spy stack (root first) was sampled in."""
     return _first(rules()[0], [_frame(f) for f in frames]) or START_UP
 
 
 def library_category(frames: Sequence[str]) -> str:
     """The client-library call a py-spy stack was sampled in, the same for the worker and the pipe
     of a client: background threads apart, then the leaf's source line where a C call is made
-    (:data:`LEAF_CALLS`), then the first library rule.
-
-    >>> library_category(["<module> (x.py:1)", "Worker.run (stream_perceptron/worker/loop.py:1)",
-    ...                   "KafkaProducer.send (kafka/producer/kafka.py:9)"])
-    'kafka-python KafkaProducer.send'
-    >>> library_category(["<module> (x.py:1)", "consume_produce (bench/pipe.py:1)", "f (y.py:2)"])
-    'own code (everything else)'
-    """
+    (:data:`LEAF_CALLS`), then the first library rule."""
     parsed = [_frame(f) for f in frames]
     if parsed and parsed[0][0] == "threading":
         idle = parsed[-1][1].rsplit(".", 1)[-1] in _IDLE_LEAVES
@@ -245,13 +230,7 @@ def _source_line(frame: str, lineno: int | None) -> str:
 def split_process(frames: Sequence[str]) -> tuple[int, list[str]]:
     """How deep in the process tree a py-spy stack was sampled (1: the process started, 2: its
     child, ...) and the stack without the ``process PID:"cmdline"`` frames that ``--subprocesses``
-    puts at its root (a stack without them is the process started).
-
-    >>> split_process(['process 7:"python -m w"', 'process 9:"python -m c 3"', "run (c.py:1)"])
-    (2, ['run (c.py:1)'])
-    >>> split_process(["run (w.py:1)"])
-    (1, ['run (w.py:1)'])
-    """
+    puts at its root (a stack without them is the process started)."""
     k = 0
     while k < len(frames) and frames[k].startswith("process ") and ':"' in frames[k]:
         k += 1

@@ -9,7 +9,6 @@ from bench.worker import contenders as c
 from bench.worker.formatting import Say, fmt_rate, fmt_ratio, fmt_value, format_table
 from bench.worker.latency import PERCENTILES
 from bench.worker.targets import target_line
-from bench.worker.throughput import throughput_ratios
 
 Table = tuple[list[str], list[list[Any]]]
 THROUGHPUT_ALIGN = "lrrrrrrrrrrrl"
@@ -37,27 +36,6 @@ def throughput_table(tp: dict[str, Any]) -> Table:
             "stats records" if stats_method else "output CreateTime",
         ])
     return headers, rows
-
-
-def ratio_lines(tp: dict[str, Any]) -> list[str]:
-    """Per backend: worker / its own client's pipe and worker / peer (the headline ratios)."""
-    out = []
-    for b, r in (tp.get("ratios") or throughput_ratios(tp["summary"])).items():
-        stats_rate = (tp["summary"].get(c.WORKER_OF[b]) or {}).get("median_rate_stats_method")
-        line = (f"{b}: worker / own pipe = {fmt_ratio(r['worker_over_own_pipe'], 1)}, worker / peer = "
-                f"{fmt_ratio(r['worker_over_peer'], 1)}, worker predictions=none / own pipe = "
-                f"{fmt_ratio(r['worker_none_over_own_pipe'], 1)}; worker by the stats method "
-                f"{fmt_rate(stats_rate)} rec/s")
-        for key, text in (("worker_over_appending_pipe", "worker / appending pipe"),
-                          ("worker_over_codec_pipe", "worker / codec pipe"),
-                          ("codec_pipe_over_own_pipe", "codec pipe / own pipe")):
-            line += f"; {text} = {r[key]:.2f}x" if r.get(key) is not None else ""
-        if b != c.KP and r.get("pipe_over_kafka_python_pipe") is not None:
-            line += f"; this pipe = {r['pipe_over_kafka_python_pipe']:.1f}x the kafka-python pipe"
-        if b == c.KPP and r.get("worker_over_kafka_python_pipe") is not None:
-            line += f"; worker / one-process kafka-python pipe = {r['worker_over_kafka_python_pipe']:.2f}x"
-        out.append(line)
-    return out
 
 
 def memory_table(mem: dict[str, Any]) -> Table:
@@ -175,13 +153,7 @@ def targets_text(targets: Sequence[dict[str, Any]], markdown: bool = False) -> s
 
 
 def steal_text(steal: dict[str, float | None] | None) -> str:
-    """The CPU steal of each section, as a sentence for the machine line.
-
-    >>> steal_text({"throughput": 0.031, "latency": 0.2})
-    ' CPU steal (time the hypervisor gave to other guests): throughput 3.1%, latency 20.0%.'
-    >>> steal_text({}), steal_text({"sizes": None})
-    ('', '')
-    """
+    """The CPU steal of each section, as a sentence for the machine line."""
     known = ", ".join(f"{k} {100 * v:.1f}%" for k, v in (steal or {}).items() if v is not None)
     return f" CPU steal (time the hypervisor gave to other guests): {known}." if known else ""
 
@@ -205,8 +177,7 @@ def render(report: dict[str, Any], markdown: bool = False) -> str:
     if tp := report.get("throughput"):
         parts += [f"THROUGHPUT: the same {tp['input']['n']:,} input records (d={tp['input']['d']}, "
                   f"~{tp['input']['mean_bytes']:.0f} bytes), median of {params['repeats']} interleaved runs",
-                  table(throughput_table(tp), THROUGHPUT_ALIGN),
-                  "\n".join(("* " if markdown else "") + line for line in ratio_lines(tp))]
+                  table(throughput_table(tp), THROUGHPUT_ALIGN)]
     if (mem := report.get("memory")) and mem.get("runs"):
         parts += ["MEMORY (worker VmRSS, predictions=all, one run per backend on the same records)",
                   table(memory_table(mem))]

@@ -20,12 +20,7 @@ _SHOWN_AGAINST = {c.KP: (c.PIPE_KP_APPEND, "the pipe appending a poll at once, a
 def target_check(target: str, backend: str, value: float | None, goal: float, *,
                  higher_is_better: bool = True, detail: str = "") -> dict[str, Any]:
     """One target: met or not, by how much it is missed (a fraction of the goal) and the factor
-    the value would have to improve by.
-
-    >>> t = target_check("p99 ms", "confluent-kafka", 150.0, 100.0, higher_is_better=False)
-    >>> t["met"], t["missed_by"], t["factor_needed"], target_check("x", "b", None, 3.0)["met"]
-    (False, 0.5, 1.5, None)
-    """
+    the value would have to improve by."""
     met = None if value is None else value >= goal if higher_is_better else value <= goal
     out = {"target": target, "backend": backend, "value": value, "goal": goal, "met": met,
            "higher_is_better": higher_is_better, "missed_by": None, "factor_needed": None, "detail": detail}
@@ -46,13 +41,7 @@ def per_repeat_ratios(runs: dict[str, list[dict[str, Any]]], a: str, b: str) -> 
 
 
 def _against_other_pipe(backend: str, worker: float, pipe: float, summary: dict[str, Any]) -> str:
-    """The worker of ``backend`` against the pipe of :data:`_SHOWN_AGAINST`, beside its target.
-
-    >>> _against_other_pipe(c.KP, 40e3, 30e3, {c.PIPE_KP_APPEND: {"median_rate": 50e3}}).split(": ")[1]
-    '50,000 rec/s (1.67 x the bare pipe; worker / it 0.80)'
-    >>> _against_other_pipe(c.KP, 40_000.0, 30_000.0, {}), _against_other_pipe(c.KPP, 1.0, 1.0, {})
-    ('', '')
-    """
+    """The worker of ``backend`` against the pipe of :data:`_SHOWN_AGAINST`, beside its target."""
     label, name = _SHOWN_AGAINST.get(backend, ("", ""))
     rate = (summary.get(label) or {}).get("median_rate")
     if not rate:
@@ -110,13 +99,7 @@ def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _apart(a: float | None, b: float, least: int, *, scale: float = 1.0, unit: str = "") -> str:
     """``a`` (times ``scale``) printed so that it never reads as ``b``: at least ``least``
-    decimals, more as needed, and past six of them a ``<`` or ``>`` in front.
-
-    >>> _apart(0.8976, 0.9, 2), _apart(0.9, 0.9, 2), _apart(0.9 * (1 - 1e-12), 0.9, 2)
-    ('0.898', '0.90', '<0.900000')
-    >>> _apart(0.10004, 0.10, 1, scale=100, unit="%"), _apart(100.5, 100.0, 0, unit=" ms")
-    ('10.004%', '100.5 ms')
-    """
+    decimals, more as needed, and past six of them a ``<`` or ``>`` in front."""
     if a is None:
         return "n/a"
     x, y = a * scale, b * scale
@@ -130,11 +113,7 @@ def _apart(a: float | None, b: float, least: int, *, scale: float = 1.0, unit: s
 
 
 def target_line(t: dict[str, Any]) -> str:
-    """One target as a line of text.
-
-    >>> target_line(target_check("worker / pipe", "kafka-python", 34_710 / 38_669, 0.9))
-    'NOT MET  kafka-python     worker / pipe: 0.898 (goal >= 0.90): missed by 0.3% (needs 1.003x)'
-    """
+    """One target as a line of text."""
     v, g = t["value"], t["goal"]
     fraction = g < 1 and not t["higher_is_better"]  # memory growth
     if "latency" in t["target"]:

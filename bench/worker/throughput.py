@@ -1,6 +1,6 @@
-"""The throughput section (every contender on the same records, interleaved; the ratios worker /
-own pipe and worker / river loop) and the size section (the kafka-python worker, its pipe and the
-river loop on 10, 100 and 1,000 dense features and on 10,000-name sparse features)."""
+"""The throughput section (every contender on the same records, interleaved) and the size
+section (the kafka-python worker, its pipe and the river loop on 10, 100 and 1,000 dense features
+and on 10,000-name sparse features)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def _repeats(ctx: Ctx, runs: dict[str, list[dict[str, Any]]], topic: str, n: int
         r = {**run_one(ctx, name, topic, n, f"{what.split()[0]}-r{rep}"), "repeat": rep}
         runs[name].append(r)
         rss = (r.get("memory") or {}).get("peak_rss_mb") or 0
-        say(f"  repeat {rep + 1}/{repeats} {what} {name:<45} {fmt_rate(r['rate']):>9} rec/s  "
+        by_stats = f" (statistics records: {fmt_rate(r['rate_stats'])})" if r.get("rate_stats") else ""
+        say(f"  repeat {rep + 1}/{repeats} {what} {name:<45} {fmt_rate(r['rate']):>9} rec/s{by_stats}  "
             f"peak RSS {rss:,.0f} MB" + ("" if r["complete"] else "  INCOMPLETE")
             + (" REBALANCED" if r.get("rebalanced") else ""))
 
@@ -37,36 +38,12 @@ def section_throughput(ctx: Ctx, n: int, repeats: int, seed: int, say: Say, cont
     for rep in range(repeats):
         _repeats(ctx, runs, in_topic, n, rep, repeats, c.rotated(list(contenders), rep), "tp", say)
     summary = {name: summarize(runs[name]) for name in contenders}
-    return {"input": meta, "contenders": list(contenders), "runs": runs, "summary": summary,
-            "ratios": throughput_ratios(summary)}
-
-
-def throughput_ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Per backend: its worker (predictions all and none) over its own client's pipe and over the
-    peer, and beside the other pipes."""
-
-    def ratio(a: str, b: str) -> float | None:
-        x, y = ((summary.get(label) or {}).get("median_rate") for label in (a, b))
-        return x / y if x is not None and y else None
-
-    return {b: {"worker_over_own_pipe": ratio(c.WORKER_OF[b], c.PIPE_OF[b]),
-                "worker_over_peer": ratio(c.WORKER_OF[b], c.PEER),
-                "worker_none_over_own_pipe": ratio(c.WORKER_NONE_OF[b], c.PIPE_OF[b]),
-                "pipe_over_kafka_python_pipe": ratio(c.PIPE_OF[b], c.PIPE_KP),
-                "worker_over_kafka_python_pipe": ratio(c.WORKER_OF[b], c.PIPE_KP),
-                "worker_over_appending_pipe": ratio(c.WORKER_OF[b], c.PIPE_KP_APPEND) if b == c.KP else None,
-                "worker_over_codec_pipe": ratio(c.WORKER_OF[b], c.PIPE_CF_CODEC) if b == c.CF else None,
-                "codec_pipe_over_own_pipe": ratio(c.PIPE_CF_CODEC, c.PIPE_OF[b]) if b == c.CF else None}
-            for b in c.BACKENDS if c.WORKER_OF[b] in summary}
+    return {"input": meta, "contenders": list(contenders), "runs": runs, "summary": summary}
 
 
 def size_variants(n: int, quick: bool) -> list[dict[str, Any]]:
     """The inputs of the size section: fewer records where records are large or the worker slow,
-    never fewer than ``MIN_SIZE_RECORDS`` (one batch would only time its send loop).
-
-    >>> [[v["records"] for v in size_variants(n, quick)] for n, quick in ((100_000, False), (10_000, True))]
-    [[100000, 100000, 25000, 50000], [10000, 10000, 5000, 5000]]
-    """
+    never fewer than ``MIN_SIZE_RECORDS`` (one batch would only time its send loop)."""
     big = max(MIN_SIZE_RECORDS, n // (2 if quick else 4))
     return [{"label": "dense d=10", "d": 10, "records": n}, {"label": "dense d=100", "d": 100, "records": n},
             {"label": "dense d=1000", "d": 1000, "records": big},
