@@ -79,12 +79,6 @@ def own_accuracy(models: Sequence[Any], X: np.ndarray, y: np.ndarray) -> float:
     return right / len(y)
 
 
-def until_clean(per_pass: Sequence[int]) -> tuple[int | None, int]:
-    """(the first clean pass, 1-based, or None; the mistakes made before it or in all passes)."""
-    clean = next((p + 1 for p, k in enumerate(per_pass) if k == 0), None)
-    return clean, sum(per_pass)
-
-
 def configs(intervals: Sequence[int], weightings: Sequence[Weighting] = WEIGHTINGS) -> list[Config]:
     """single, unmixed, then each weighting at each interval."""
     return [("single", 1, 1, None), ("unmixed", PARTITIONS, 1, None)] + [
@@ -94,34 +88,27 @@ def configs(intervals: Sequence[int], weightings: Sequence[Weighting] = WEIGHTIN
 def stream_rows(name: str, data: Data, intervals: Sequence[int], passes: int,
                 rgamma: float | None) -> list[dict[str, Any]]:
     X, y, Xh, yh = data
+
+    def row(run: str, first: int, per_pass: Sequence[int], sum_mu_k: float | None, oldest: int | None,
+            served: Any, own: float | None) -> dict[str, Any]:
+        clean = next((p + 1 for p, k in enumerate(per_pass) if k == 0), None)
+        return {"stream": name, "run": run, "examples": len(X), "held_out": len(yh),
+                "first_pass_mistakes": first, "clean_pass": clean, "mistakes_until_clean": sum(per_pass),
+                "passes_run": len(per_pass), "sum_mu_k": sum_mu_k, "bound": rgamma,
+                "oldest_state_mixed": oldest, "own_accuracy": own,
+                "served_accuracy": accuracy(served.weights, served.intercept, Xh, yh)}
+
     rows = []
     for label, parts, every, weights in configs(intervals):
-        once = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=1)
-        many = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=passes)
-        clean, total = until_clean(many.pass_mistakes)
-        served = once.final
-        assert served is not None
-        rows.append({
-            "stream": name, "run": label, "examples": len(X), "held_out": len(yh),
-            "first_pass_mistakes": once.pass_mistakes[0], "clean_pass": clean,
-            "mistakes_until_clean": total, "passes_run": len(many.pass_mistakes),
-            "sum_mu_k": many.sum_mu_k if weights else None, "bound": rgamma,
-            "oldest_state_mixed": max(once.age_examples, default=None),
-            "served_accuracy": accuracy(served.weights, served.intercept, Xh, yh),
-            "own_accuracy": own_accuracy(once.models, Xh, yh),
-        })
+        once, many = (simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=p)
+                      for p in (1, passes))
+        rows.append(row(label, once.pass_mistakes[0], many.pass_mistakes, many.sum_mu_k if weights else None,
+                        max(once.age_examples, default=None), once.final, own_accuracy(once.models, Xh, yh)))
     shards = [(X[q::PARTITIONS], y[q::PARTITIONS]) for q in range(PARTITIONS)]
-    for weights in WEIGHTINGS:
-        one = ipm(shards, weights, max_epochs=1)
-        run = ipm(shards, weights, max_epochs=passes)
-        clean, total = until_clean([sum(e.mistakes) for e in run.epochs])
-        rows.append({
-            "stream": name, "run": f"ipm {weights}", "examples": len(X), "held_out": len(yh),
-            "first_pass_mistakes": sum(one.epochs[0].mistakes), "clean_pass": clean,
-            "mistakes_until_clean": total, "passes_run": len(run.epochs),
-            "sum_mu_k": run.epochs[-1].running, "bound": rgamma, "oldest_state_mixed": None,
-            "served_accuracy": accuracy(one.weights, one.intercept, Xh, yh), "own_accuracy": None,
-        })
+    for weights in WEIGHTINGS:  # synchronous IPM: each pass one epoch of every shard, then one mix
+        one, run = (ipm(shards, weights, max_epochs=p) for p in (1, passes))
+        rows.append(row(f"ipm {weights}", sum(one.epochs[0].mistakes), [sum(e.mistakes) for e in run.epochs],
+                        run.epochs[-1].running, None, one, None))
     return rows
 
 

@@ -98,18 +98,12 @@ class _Partition:
 
 @dataclass
 class StreamRun:
-    """What :func:`simulate_stream` measured.
-
-    ``pass_mistakes[p]``: mistakes of all partitions in pass p; ``mixes``: every adoption, in
-    order; ``sum_mu_k``: Σ over adoptions of Σᵢ μᵢ kᵢ, divided by the number of partitions (a
-    synchronous round is P adoptions of one mix, so this equals :func:`ipm`'s running sum there);
-    ``age_examples``/``age_epochs``: for every state mixed from another partition, how many
-    examples of the whole stream had passed since it was published, and how many epochs the
-    adopting partition was ahead of it. ``final``: the mix, with the run's weighting, of every
-    partition's last state (what a reader of the model topic would score with); unmixed, their
-    uniform average (one-shot averaging, which the bound does not cover); None if no example
-    was learned.
-    """
+    """What :func:`simulate_stream` measured: the mistakes of each pass; every adoption; Σ over
+    adoptions of Σᵢ μᵢ kᵢ over P (a synchronous round is P adoptions of one mix, so this is
+    :func:`ipm`'s running sum there); for each state mixed from another partition, the examples of
+    the stream and the epochs since it was published; and ``final``, the run's mix of every
+    partition's last state (unmixed: their uniform average), what a reader of the model topic
+    would score with."""
 
     pass_mistakes: list[int] = field(default_factory=list)
     mixes: list[Mix] = field(default_factory=list)
@@ -128,22 +122,14 @@ class StreamRun:
 def simulate_stream(X: FloatArray, y: npt.NDArray[Any], *, partitions: int = 8, every: int = 200,
                     weights: Weighting | None = "uniform", assign: npt.NDArray[np.intp] | None = None,
                     passes: int = 1, fit_intercept: bool = True) -> StreamRun:
-    """Mixing on a stream, without a barrier: the worker's behaviour, partition by partition.
-
-    Example t (every one labeled) goes to partition ``assign[t]`` (round-robin, t mod P, when
-    None; pass the key's partition for keyed routing) and is learned by that partition's
-    perceptron with the seeds' update. Each time a partition has learned ``every`` examples it
-    publishes :class:`Published` (θ, θ0, its k since its last adoption, its epoch, its count)
-    and adopts the :func:`mix` of the newest published state of every partition that has
-    published (itself included); a partition that is idle keeps its last published state in
-    the mix, however old, and never holds the others back. ``weights=None`` never mixes (P
-    independent models). The stream is replayed up to ``passes`` times, stopping after a pass
-    with no mistake; at the end every partition publishes once more and ``final`` is their mix.
-
-    Partitions do not interact between mixing points, so the rows between two consecutive
-    mixing points are learned in one ``learn_many`` per partition: the same decisions as
-    example by example in stream order.
-    """
+    """Mixing on a stream without a barrier, as the worker mixes. Example t (every one labeled)
+    goes to partition ``assign[t]`` (t mod P when None) and is learned by its perceptron. Each
+    time a partition has learned ``every`` examples it publishes its state and adopts the
+    :func:`mix` of the newest state of every partition that has published (an idle partition's
+    last state stays in the mix, however old). ``weights=None`` never mixes. The stream is
+    replayed up to ``passes`` times, stopping after a pass with no mistake. The rows between two
+    mixing points are learned in one ``learn_many`` per partition: partitions do not interact
+    between them, so the decisions are those of the stream example by example."""
     n = len(X)
     part = np.arange(n) % partitions if assign is None else np.asarray(assign, dtype=np.intp)
     if part.shape != (n,) or (n and (part.min() < 0 or part.max() >= partitions)):

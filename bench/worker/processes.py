@@ -277,26 +277,17 @@ def start_worker(ctx: Ctx, in_topic: str, predictions: str, label: str, *, until
     return WorkerProc(proc, rss, log, topics, t0, broker)
 
 
-def worker_log(path: Path) -> list[dict[str, Any]]:
-    """The worker's JSON log lines (other lines are skipped)."""
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            out += [json.loads(line)] if line.startswith("{") else []
-    return out
-
-
-def assignments(lines: Sequence[dict[str, Any]]) -> int:
-    """How many partition assignments the worker logged: 0 before it joined its group, more than
-    1 after a rebalance."""
-    return sum(1 for ln in lines if ln.get("msg", "").startswith("on_assigned"))
-
-
-def join_seconds(lines: Sequence[dict[str, Any]]) -> float | None:
-    """From "kafka edge ... started" to the first "on_assigned" log line: the group join."""
-    started = next((ln["ts"] for ln in lines if re.match(r"kafka edge.* started", ln.get("msg", ""))), None)
-    assigned = next((ln["ts"] for ln in lines if ln.get("msg", "").startswith("on_assigned")), None)
-    return None if started is None or assigned is None else float(assigned - started)
+def group_join(lines: Sequence[str]) -> tuple[float | None, int]:
+    """From the worker's JSON log lines: its group join, from "kafka edge ... started" to the first
+    "on_assigned", and how many assignments it logged (more than 1: a rebalance)."""
+    records: list[dict[str, Any]] = []
+    for ln in lines:
+        with contextlib.suppress(ValueError):  # a line cut short when the process ended
+            records += [json.loads(ln)] if ln.startswith("{") else []
+    msgs = [(r.get("ts"), r.get("msg", "")) for r in records]
+    started = next((ts for ts, msg in msgs if re.match(r"kafka edge.* started", msg)), None)
+    assigned = [ts for ts, msg in msgs if msg.startswith("on_assigned")]
+    return (None if started is None or not assigned else float(assigned[0] - started)), len(assigned)
 
 
 def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout_s: float,
@@ -316,7 +307,7 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
     expected = n if predictions == "all" else 0
     preds = read_back(ctx.bootstrap, wp.topics["predictions"], expected=expected)
     by_stats = m.rate_from_stats(stats)
-    lines = worker_log(wp.log)
+    join_s, assigned = group_join(wp.log.read_text(errors="replace").splitlines())
     last = max(stats, key=lambda s: s.get("seen", 0)) if stats else {}
     if predictions == "all" and preds.timestamps:
         w0, w1 = _window(preds.timestamps)
@@ -331,7 +322,7 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
         (by_stats["rate"] if by_stats else None),
         "rates_per_100k_records": m.chunk_rates(preds.timestamps, 100_000) if n >= 200_000 else [],
         "mistakes": last.get("mistakes"), "dead_letters": last.get("dead_letters"),
-        "group_join_s": join_seconds(lines), "rebalanced": assignments(lines) > 1, "process_wall_s": wall,
+        "group_join_s": join_s, "rebalanced": assigned > 1, "process_wall_s": wall,
         "memory": wp.rss.summary() if wp.rss is not None else None,
         "cpu_cores_in_window": wp.rss.cores_between(w0, w1) if wp.rss is not None else None,
         "broker_cpu_cores_in_window": wp.broker.cores_between(w0, w1) if wp.broker is not None else None,

@@ -74,10 +74,10 @@ def test_a_process_sample_sums_its_children_and_keeps_the_highest_peak() -> None
 
 
 def test_the_worker_log_gives_its_group_join_and_assignments() -> None:
-    lines = [{"ts": 1.0, "msg": "kafka edge (confluent-kafka) started: group g"},
-             {"ts": 4.0, "msg": "on_assigned: [('t', 0)]"}]
-    assert processes.join_seconds(lines) == 3.0 and processes.assignments(lines) == 1
-    assert processes.join_seconds(lines[:1]) is None and processes.assignments(lines[:1]) == 0
+    lines = [json.dumps({"ts": 1.0, "msg": "kafka edge (confluent-kafka) started: group g"}), "not json",
+             json.dumps({"ts": 4.0, "msg": "on_assigned: [('t', 0)]"})]
+    assert processes.group_join(lines) == (3.0, 1)
+    assert processes.group_join(lines[:2]) == (None, 0)
 
 
 def test_the_latency_plan_and_its_medians_over_repeats() -> None:
