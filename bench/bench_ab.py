@@ -33,8 +33,8 @@ from typing import Any
 from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.latency import LATENCY_WARMUP, latency_run, worker_starter
 from bench.worker.processes import SESSION_TIMEOUT_MS, Ctx, broker_at, pipe_then_worker
+from bench.worker.sections import LATENCY_WARMUP, latency_run, worker_starter
 
 SIDES = ("base", "head")
 SECTIONS = ("throughput", "latency")

@@ -4,22 +4,17 @@ worker count and mixing interval.
 Run from the repository root::
 
     .venv/bin/python -m bench.bench_scale                         # 1, 2, 4 workers, both stores
-    .venv/bin/python -m bench.bench_scale --backend confluent-kafka --records 400000 --repeats 5
     .venv/bin/python -m bench.bench_scale --compare 464595b       # one worker: 464595b and this checkout
     .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
 
-Each run makes a fresh ``--partitions``-partition input topic and group, starts ``W`` workers
-(``stream-perceptron run``), waits until the group is ``Stable`` with all of them (DescribeGroups),
-then produces ``--records`` keyed records. predictions/s is (count − 1) / (last − first) over the
-predictions' CreateTime; CPU µs per record is the CPU of every worker process and its children
-from the first input record to the last prediction, over the records (the embedded broker's
-beside it). With the directory store the workers share one ``SP_CHECKPOINT__DIR``; with the Kafka
-store each has an empty one. ``--mix E,...`` runs each store and worker count at each
-``SP_MIX__EVERY_EXAMPLES`` (0: off), each E > 0 through a fresh model topic, and gives each row's
-CPU over mixing off's and the mixing points it made (its model topic's records). ``--compare REF``
-runs one worker on REF (a temporary git worktree, as ``bench.bench_ab``) and on this checkout;
-REF gets no setting its code may not know. Repeats are interleaved; the tables give medians.
-docs/performance.md, "Scale" and "Mixing", has the method and the measured figures.
+Each run starts ``W`` workers in a fresh group on a fresh ``--partitions``-partition topic, waits
+until the group is ``Stable`` with all of them, then produces ``--records`` keyed records:
+predictions/s over the predictions' CreateTime, and the CPU of every worker process from the
+first input record to the last prediction, per record. ``--mix`` runs each store and worker
+count at each ``SP_MIX__EVERY_EXAMPLES`` (0: off) and gives each row's CPU over mixing off's and
+the mixing points it made; ``--compare REF`` runs one worker on REF (a temporary git worktree)
+and on this checkout. Repeats are interleaved; the tables give medians. docs/performance.md,
+"Scale" and "Mixing", has the method and the figures.
 """
 
 from __future__ import annotations

@@ -7,17 +7,13 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~30 min
     .venv/bin/python -m bench.bench_worker --quick              # small sizes, 1 repeat, ~2 min
     .venv/bin/python -m bench.bench_worker --profile both --json bench/results/worker.json
-    .venv/bin/python -m bench.bench_worker --backends kafka-python --only throughput
 
-Without ``--bootstrap`` it starts the embedded broker once for the whole run. Every contender is
-a process of its own reading the same pre-produced records (``bench/worker/contenders.py``): per
-backend its bare pipe (``bench.pipe``) and the pipes beside it, the worker
-(``stream_perceptron.cli run --until-caught-up``) with predictions on and off; and the river loop
-(``bench.peer_river_loop``). A rate is ``(count − 1) / (last − first)`` over the output records'
-CreateTime, so start-up, the group join and the final flush fall outside it for every contender;
-the worker with predictions off is measured by its statistics records. ``docs/performance.md``
-has the method, the targets and the run of record; this module holds the command line and the
-order of the sections, ``bench/worker/`` the sections and their parts.
+Every contender is a process of its own on the same pre-produced records
+(``bench/worker/contenders.py``); a rate is ``(count − 1) / (last − first)`` over the output
+records' CreateTime, so start-up, the group join and the final flush fall outside it for every
+contender (the worker with predictions off: over its statistics records). docs/performance.md has
+the method, the targets and the run of record; this module holds the command line and the order
+of the sections, ``bench/worker/`` the sections and their parts.
 """
 
 from __future__ import annotations
@@ -35,16 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker import contenders as c
+from bench.worker import sections as sec
 from bench.worker.formatting import Say, fmt_rate, write_json
-from bench.worker.latency import LATENCY_EXTRA_FETCH_WAIT_MS, section_latency
 from bench.worker.machine import git_state, kafka_client_settings, machine_info
 from bench.worker.measures import cpu_counters, loadavg, steal_share
-from bench.worker.memory import MEMORY_MILESTONES_FULL, MEMORY_MILESTONES_QUICK, section_memory
 from bench.worker.processes import Ctx, broker_at
 from bench.worker.profile import PROFILE_RECORDS, section_profile
 from bench.worker.report import print_report, render
 from bench.worker.targets import evaluate_targets
-from bench.worker.throughput import section_sizes, section_throughput
 
 MODULES = ("kafka", "crc32c", "confluent_kafka", "river", "numpy", "orjson")
 
@@ -81,7 +75,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--latency-rate", help="input rate of the latency runs: one for every backend, or kafka-python=N,"
         "confluent-kafka=M (default: half of each worker's measured maximum)")
     add("--latency-repeats", type=int, help="runs of each latency contender, interleaved (3; --quick 1)")
-    add("--latency-extra-fetch-wait-ms", type=int, default=LATENCY_EXTRA_FETCH_WAIT_MS,
+    add("--latency-extra-fetch-wait-ms", type=int, default=sec.LATENCY_EXTRA_FETCH_WAIT_MS,
         help="one more latency run of each one-process worker at this SP_KAFKA__FETCH_MAX_WAIT_MS (-1: none)")
     add("--session-timeout-ms", type=int, help="the worker's group session timeout (6000; --quick on the "
         "embedded broker: 2000); tansu holds a join for half of it")
@@ -164,20 +158,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ctx = Ctx(bootstrap, f"bw{int(time.time()) % 10**6}{os.getpid() % 1000}", workdir,
                   args.session_timeout_ms, broker_pid, dict(item.split("=", 1) for item in args.worker_env))
         counters = cpu_counters()
-        for section in (s for s in c.SECTIONS if s in args.sections):
+        for section in (name for name in c.SECTIONS if name in args.sections):
             with ctx.scope():  # each section deletes its topics: see Ctx.scope
                 if section == "throughput":
                     contenders = c.contenders_for(backends)
                     say(f"throughput: {args.records:,} records x {args.repeats} repeats x "
                         f"{len(contenders)} contenders")
-                    report[section] = section_throughput(ctx, args.records, args.repeats, args.seed, say,
+                    report[section] = sec.section_throughput(ctx, args.records, args.repeats, args.seed, say,
                                                          contenders)
                     worker_max.update({b: r for b in backends
                                        if (r := report[section]["summary"][c.WORKER_OF[b]]["median_rate"])})
                 elif section == "memory":
-                    marks = MEMORY_MILESTONES_QUICK if args.quick else MEMORY_MILESTONES_FULL
+                    marks = sec.MEMORY_MILESTONES_QUICK if args.quick else sec.MEMORY_MILESTONES_FULL
                     say(f"memory: one worker run per backend on {max(marks):,} records")
-                    report[section] = section_memory(ctx, marks, args.seed, say, backends)
+                    report[section] = sec.section_memory(ctx, marks, args.seed, say, backends)
                     for b, r in report[section]["runs"].items():
                         if b not in worker_max and r["run"].get("rate"):
                             worker_max[b] = r["run"]["rate"]
@@ -188,12 +182,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     say("latency: steady input at " + ", ".join(f"{fmt_rate(r)} rec/s ({b})"
                                                                  for b, r in rates.items())
                         + f" for {args.latency_seconds:g} s each")
-                    report[section] = section_latency(ctx, rates, args.latency_seconds, args.seed, say,
+                    report[section] = sec.section_latency(ctx, rates, args.latency_seconds, args.seed, say,
                                                       extra_fetch_wait_ms=args.latency_extra_fetch_wait_ms,
                                                       repeats=args.latency_repeats)
                 elif section == "sizes":
                     say("sizes: the kafka-python worker, its pipe and the river loop by the input's size")
-                    report[section] = section_sizes(ctx, args.records, args.sizes_repeats, args.quick,
+                    report[section] = sec.section_sizes(ctx, args.records, args.sizes_repeats, args.quick,
                                                     args.seed, say)
                 else:
                     tools = ("cprofile", "pyspy") if args.profile == "both" else (args.profile,)

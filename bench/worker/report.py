@@ -7,7 +7,7 @@ from typing import Any
 
 from bench.worker import contenders as c
 from bench.worker.formatting import Say, fmt_rate, fmt_ratio, fmt_value, format_table
-from bench.worker.latency import PERCENTILES
+from bench.worker.sections import PERCENTILES
 from bench.worker.targets import target_line
 
 Table = tuple[list[str], list[list[Any]]]

@@ -22,13 +22,12 @@ from bench.worker import (  # noqa: E402
     contenders,
     formatting,
     inputs,
-    latency,
     measures,
     processes,
     profile,
     report,
+    sections,
     targets,
-    throughput,
 )
 
 
@@ -81,21 +80,21 @@ def test_the_worker_log_gives_its_group_join_and_assignments() -> None:
 
 
 def test_the_latency_plan_and_its_medians_over_repeats() -> None:
-    plan = latency.latency_plan({"kafka-python": 1.0}, extra_fetch_wait_ms=10)
+    plan = sections.latency_plan({"kafka-python": 1.0}, extra_fetch_wait_ms=10)
     assert [(p["kind"], p["extra_env"]) for p in plan] == [
         ("worker", {}), ("pipe", {}), ("worker", {"SP_KAFKA__FETCH_MAX_WAIT_MS": "10"})]
     assert plan[2]["name"] == "worker (kafka-python), SP_KAFKA__FETCH_MAX_WAIT_MS=10"
-    assert len(latency.latency_plan({"kafka-python+process": 1.0}, extra_fetch_wait_ms=10)) == 2
+    assert len(sections.latency_plan({"kafka-python+process": 1.0}, extra_fetch_wait_ms=10)) == 2
     runs = [{"plan_index": 0, "achieved_input_rate": 1.0, "latency": {"p50_ms": v, "p99_ms": 2 * v}}
             for v in (10.0, 30.0, 20.0)]
-    (s,) = latency.latency_summaries(plan[:1], runs)
+    (s,) = sections.latency_summaries(plan[:1], runs)
     assert (s["repeats"], s["latency"]["p50_ms"], s["latency"]["p99_ms"]) == (3, 20.0, 40.0)
     assert (s["p99_min_ms"], s["p99_max_ms"]) == (20.0, 60.0)
 
 
 def test_the_size_runs_are_never_shorter_than_a_few_polls() -> None:
-    assert [v["records"] for v in throughput.size_variants(100_000, False)] == [100000, 100000, 25000, 50000]
-    assert [v["records"] for v in throughput.size_variants(10_000, True)] == [10000, 10000, 5000, 5000]
+    assert [v["records"] for v in sections.size_variants(100_000, False)] == [100000, 100000, 25000, 50000]
+    assert [v["records"] for v in sections.size_variants(10_000, True)] == [10000, 10000, 5000, 5000]
 
 
 @pytest.mark.parametrize(
