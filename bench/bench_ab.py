@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
+from bench.worker.machine import git_state, worktree
 from bench.worker.processes import SESSION_TIMEOUT_MS, Ctx, broker_at, pipe_then_worker
 from bench.worker.sections import LATENCY_WARMUP, latency_run, worker_starter
 
@@ -64,36 +63,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.records < 10 or args.repeats < 1 or args.latency_rate <= 0 or args.latency_seconds <= 0:
         p.error("--records must be >= 10, --repeats >= 1, the latency rate and seconds positive")
     return args
-
-
-@contextmanager
-def worktree(ref: str) -> Iterator[tuple[Path, str]]:
-    """``ref`` checked out (detached) in a temporary git worktree: its path and commit."""
-    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
-    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
-        path = Path(tmp) / "base"
-        git("worktree", "add", "--detach", str(path), commit)
-        try:
-            yield path, commit
-        finally:
-            git("worktree", "remove", "--force", str(path))
-
-
-def git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
-
-
-def latency_round(
-    ctx: Ctx, backend: str, values: Sequence[bytes], rate: float, tag: str
-) -> dict[str, float]:
-    """One side's worker at ``rate``: p50 and p99 in ms."""
-    start = worker_starter(ctx, tag, backend_env(backend))
-    with ctx.scope():
-        res = latency_run(ctx, tag, values, rate, start, lambda v: int(v["offset"]), lambda _: None)
-    return {"p50_ms": res["latency"]["p50_ms"], "p99_ms": res["latency"]["p99_ms"]}
 
 
 def summary_rows(runs: dict[tuple[str, str, str], dict[str, list[float]]]) -> list[list[str]]:
@@ -147,13 +116,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             n = max(100, int(args.latency_rate * args.latency_seconds))
             values, _ = dense_records(LATENCY_WARMUP + n, DEFAULT_D, seed=args.seed + 2)
             for backend, side, tag in rounds("latency"):
-                percentiles = latency_round(ctx, backend, values, args.latency_rate, tag)
-                record("latency", backend, side, percentiles)
+                start = worker_starter(ctx, tag, backend_env(backend))
+                with ctx.scope():
+                    lat = latency_run(ctx, tag, values, args.latency_rate, start, lambda v: int(v["offset"]),
+                                      lambda _: None)["latency"]
+                record("latency", backend, side, {"p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"]})
     headers = ["section", "backend", "measure", "base median", "base runs", "head median", "head runs",
                "head / base"]
     rows = summary_rows(runs)
-    head_commit = git("rev-parse", "HEAD").strip()
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    src = git_state()
+    head_commit, dirty = src["commit"], bool(src["tracked_changed"])
     print(f"base {base_commit[:7]} ({args.base}), head {head_commit[:7]}{' with changes' if dirty else ''}; "
           f"medians of {args.repeats} interleaved repeats; {time.time() - t0:,.0f} s")
     if "throughput" in args.sections:

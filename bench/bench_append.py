@@ -17,15 +17,13 @@ runs both, in rotated order; the table gives the median µs per record and its r
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from bench.pipe import kafka_settings, producer_kwargs
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 from bench.worker.processes import broker_at
@@ -94,12 +92,8 @@ def time_contender(send: Send, producer: Any, topic: str, inputs: Sequence[Poll]
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kafka import KafkaProducer
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
+    parser = offline_parser(__doc__, records=100_000, repeats=7)
     parser.add_argument("--bootstrap", help="an existing broker (default: start the embedded one)")
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     inputs = polls(args.records, args.seed)
     with broker_at(args.bootstrap) as (bootstrap, _):

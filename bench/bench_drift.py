@@ -27,6 +27,7 @@ import numpy as np
 from river import drift as river_drift
 from river.datasets import synth
 
+from bench.worker.formatting import format_table
 from stream_perceptron.model.drift import DETECTORS, Adwin, DriftWatch, RiseDetector
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Perceptron
@@ -91,14 +92,8 @@ def alarms(name: str, flags: np.ndarray) -> tuple[list[int], float]:
 
 def score(rows: Sequence[int], changes: Sequence[int], segment: int) -> tuple[list[int], int]:
     """Delays of the first alarm after each change (within its segment), and the changes missed."""
-    delays, missed = [], 0
-    for c in changes:
-        first = next((r for r in rows if c <= r < c + segment), None)
-        if first is None:
-            missed += 1
-        else:
-            delays.append(first - c)
-    return delays, missed
+    firsts = [next((r - c for r in rows if c <= r < c + segment), None) for c in changes]
+    return [d for d in firsts if d is not None], firsts.count(None)
 
 
 def run(scale: float = 1.0, seeds: int = 5, quiet: bool = False) -> list[dict[str, Any]]:
@@ -188,12 +183,11 @@ def learner_cost(n: int = 200_000, d: int = 20, repeats: int = 3) -> dict[str, f
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The table as docs/drift.md shows it."""
-    lines = ["| stream | detector | delay, median | delay, largest | missed | false alarms / 100k |"
-             " flags/s |", "|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(
-            f"| {r['stream']} | `{r['detector']}` | {_n(r['delay_median'])} | {_n(r['delay_max'])} |"
-            f" {r['missed']} / {r['changes']} | {r['false_per_100k']:.1f} | {r['flags_per_s']:,.0f} |")
+    body = [[r["stream"], f"`{r['detector']}`", _n(r["delay_median"]), _n(r["delay_max"]),
+             f"{r['missed']} / {r['changes']}", f"{r['false_per_100k']:.1f}", f"{r['flags_per_s']:,.0f}"]
+            for r in rows]
+    lines = [format_table(["stream", "detector", "delay, median", "delay, largest", "missed",
+                           "false alarms / 100k", "flags/s"], body, "ll" + "r" * 5, markdown=True)]
     for r in rows:
         if r["detector"] == NAMES[0]:
             lines.append(

@@ -28,15 +28,13 @@ from typing import Any
 import numpy as np
 
 from bench.worker.formatting import write_json
+from bench.worker.measures import parse_status
 from stream_perceptron import Perceptron
 
 
 def rss_mb() -> float:
     """This process's resident memory now, in MB (``VmRSS``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return parse_status(Path("/proc/self/status").read_text())["VmRSS"] / 1024
 
 
 def chunks(n_records: int, new: int, common: int, chunk: int, seed: int = 0
@@ -112,10 +110,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.json:
         write_json(Path(args.json), report)
     if not args.quiet:
-        for key in ("hashed", "indexed"):
-            r = report.get(key)
-            if r is None:
-                continue
+        for r in (report[key] for key in ("hashed", "indexed") if key in report):
             sizes = r["checkpoint_mb"]
             print(f"{r['model']}: {r['distinct_names']:,} distinct names in {r['records']:,} records;"
                   f" RSS {r['rss_start_mb']:.0f} -> {r['rss_end_mb']:.0f} MB (max {r['rss_max_mb']:.0f});"

@@ -33,10 +33,10 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 
-from bench.bench_ab import git, worktree
 from bench.worker.contenders import BACKENDS, CF, KP, ROOT, backend_env, confluent_available, rotated
 from bench.worker.formatting import fmt_ratio, fmt_value, format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
+from bench.worker.machine import git_state, worktree
 from bench.worker.measures import CLK_TCK, rate_from_timestamps
 from bench.worker.processes import Ctx, RssSampler, broker_at, log_tail, popen_logged, worker_env
 from bench.worker.topics import admin_client, produce_all, read_back
@@ -280,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"  {k} {side} {store} {workers} worker(s), mix {mix}: {fmt_value(run['rate'], ',.0f')} "
                   f"predictions/s, {fmt_value(run['cpu_us_per_record'], '.1f')} CPU us/record, "
                   f"{run['mixing_points']} mixing points", file=sys.stderr, flush=True)
-    head_commit, dirty = git("rev-parse", "HEAD").strip(), bool(git("status", "--porcelain", "-uno").strip())
+    src = git_state()
+    head_commit, dirty = src["commit"], bool(src["tracked_changed"])
     print(f"{args.records:,} records of {DEFAULT_D} features on {args.partitions} partitions, "
           f"{args.backend}; head {head_commit[:7]}{' with changes' if dirty else ''}"
           + (f", base {base_commit[:7]} ({args.compare})" if args.compare else "")

@@ -1,30 +1,20 @@
-"""The limit: a bare consume → produce pipe, one process, values forwarded unchanged, on any of the
-worker's client backends; and the client helpers the other contenders share.
+"""The limit: a bare consume → produce pipe, one process, on any of the worker's client backends;
+and the client helpers the other contenders share.
 
 Run from the repository root::
 
     .venv/bin/python -m bench.pipe --bootstrap 127.0.0.1:9092 --input IN --output OUT --records N
-    .venv/bin/python -m bench.pipe --client confluent-kafka --bootstrap HOST:PORT --input IN ...
 
-It reads partition 0 of ``IN`` from its beginning with ``assign()`` (no group join), sends every
-record's key and value to ``OUT``, and stops after ``N`` records and a flush. Each client has the
-worker's settings (``stream_perceptron.settings.KafkaSettings``, ``acks="all"``, as its edge
-builds them), so what differs from the worker is what the worker does per record:
-
-* ``--client kafka-python`` (default): one ``KafkaConsumer.poll(timeout_ms, max_records)`` per
-  batch and ``KafkaProducer.send`` per record to partition 0, as the edge names it: the bare
-  pipe, the limit the targets name. ``--decode``: the worker's consumer (each fetched batch read
-  in one loop, a fetch response that lands mid-poll read at once: ``kafka/fastpath/fetch.py``,
-  ``wake.py``); ``--append``: each poll appended to the producer in one call (``append_many``).
-* ``--client kafka-python+process``: the worker's consumer, and its producer in a second process
-  as ``SP_KAFKA__PRODUCER_PROCESS=true`` runs it (``SplitKafkaEdge``): the limit of that layout.
-* ``--client confluent-kafka``: the librdkafka properties ``ConfluentEdge`` builds, and its way of
-  consuming (``poll`` for a first message, then ``consume`` of what is fetched) and producing
-  (positional ``produce`` per record, ``poll(0)`` once per batch). ``--codec``: the worker's codec
-  in between (:class:`CodecStage`), what any worker reading and writing these records costs.
-
-The pipes tune the process as the worker's ``run`` does (``stream_perceptron.runtime``). The last
-line on stdout is ``BENCH_RESULT {json}``: the process's own rate and counts.
+It reads partition 0 of ``IN`` from its beginning with ``assign()``, sends every record's key and
+value to ``OUT``, and stops after ``N`` records and a flush, with the worker's client settings,
+so what differs from the worker is what the worker does per record. ``--client kafka-python``
+(default): ``poll`` per batch and ``send`` per record, the bare pipe, the limit the targets name;
+with ``--decode`` the worker's consumer (``kafka/fastpath/fetch.py``, ``wake.py``), with
+``--append`` a poll appended in one call (``append_many``). ``--client kafka-python+process``:
+the worker's consumer and, in a second process, its producer (``SplitKafkaEdge``).
+``--client confluent-kafka``: ``ConfluentEdge``'s properties and its way of consuming and
+producing; with ``--codec`` the worker's codec in between (:class:`CodecStage`). The pipes tune
+the process as the worker's ``run`` does. The last line on stdout is ``BENCH_RESULT {json}``.
 """
 
 from __future__ import annotations

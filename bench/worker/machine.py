@@ -9,7 +9,9 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from bench.worker.contenders import ROOT, confluent_available
@@ -37,35 +39,47 @@ def machine_info(modules: Sequence[str] = ()) -> dict[str, Any]:
             "versions": versions, "loadavg_at_start": loadavg()}
 
 
+def git(*args: str) -> str:
+    """The output of ``git args`` in the checkout; SystemExit with git's message when it fails."""
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
 def git_state() -> dict[str, Any]:
-    """The checkout's HEAD and how many files the working tree has changed (what was measured)."""
+    """The checkout's HEAD and the files its working tree has changed, tracked ones apart (what
+    was measured); None where there is no git checkout."""
+    try:
+        changed = git("status", "--porcelain").splitlines()
+        return {"commit": git("rev-parse", "HEAD").strip(), "changed_files": len(changed),
+                "tracked_changed": sum(not line.startswith("??") for line in changed)}
+    except (OSError, SystemExit):
+        return {"commit": None, "changed_files": None, "tracked_changed": None}
 
-    def git(*a: str) -> str | None:
+
+@contextlib.contextmanager
+def worktree(ref: str) -> Iterator[tuple[Path, str]]:
+    """``ref`` checked out (detached) in a temporary git worktree: its path and commit."""
+    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
+        path = Path(tmp) / "base"
+        git("worktree", "add", "--detach", str(path), commit)
         try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
-    return {"commit": head.strip() if head else None,
-            "changed_files": None if status is None else len(status.splitlines())}
+            yield path, commit
+        finally:
+            git("worktree", "remove", "--force", str(path))
 
 
 def kafka_client_settings() -> dict[str, Any]:
-    """The client settings every contender uses: the worker's defaults, and the librdkafka
-    properties its confluent-kafka edge builds from them."""
-    from stream_perceptron.settings import KafkaSettings
+    """The client settings every contender uses: the worker's defaults (``acks`` is "all"), and the
+    librdkafka properties its confluent-kafka edge builds from them."""
+    from bench.pipe import confluent_configs, kafka_settings
 
-    k = KafkaSettings()
-    out: dict[str, Any] = {name: getattr(k, name) for name in ("max_poll_records", "poll_timeout_ms",
-                                                               "fetch_max_wait_ms", "fetch_max_bytes",
-                                                               "linger_ms", "batch_size")}
-    out["acks"] = "all"
+    kafka = kafka_settings("127.0.0.1:9092")
+    out: dict[str, Any] = kafka.model_dump(include={"max_poll_records", "poll_timeout_ms",
+                                                    "fetch_max_wait_ms", "fetch_max_bytes", "linger_ms",
+                                                    "batch_size"})
     if confluent_available():
-        from bench.pipe import confluent_configs, kafka_settings
-
-        consumer, producer = confluent_configs(kafka_settings("127.0.0.1:9092"), "g")
-        named = {"bootstrap.servers", "group.id", "client.id"}
-        out["confluent_consumer"] = {p: v for p, v in consumer.items() if p not in named}
-        out["confluent_producer"] = {p: v for p, v in producer.items() if p not in named}
+        out["confluent_consumer"], out["confluent_producer"] = confluent_configs(kafka, "g")
     return out

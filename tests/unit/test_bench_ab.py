@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench import bench_ab
-from bench.bench_ab import parse_args, worktree
+from bench.bench_ab import parse_args
 from bench.worker.contenders import ROOT
+from bench.worker.machine import worktree
 from bench.worker.processes import clean_env, popen_logged
 
 
