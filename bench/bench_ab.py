@@ -6,15 +6,11 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_ab --base 4161bf6 --only latency --backends kafka-python+process \\
         --latency-rate 32000 --repeats 5 --json bench/results/ab.json
 
-A change to the worker is worth keeping when it measures better than the code before it, and on a
-shared machine only a side-by-side run shows that. ``--base`` is checked out into a temporary git
-worktree ("base") and run against this checkout as it is on disk ("head"). Both sides use this
-virtual environment; each process starts in its side's directory, which ``python -m`` puts first
-on ``sys.path``, so each runs its own ``stream_perceptron`` and ``bench``. Per backend and repeat,
-the two sides in rotated order: ``throughput``, each side's bare pipe and worker (predictions on)
-on one pre-produced input topic, rates from the output's CreateTime as ``bench.bench_worker``
-measures them; ``latency``, each side's worker at ``--latency-rate`` records/s, p50 and p99 from
-input to prediction CreateTime. The table gives medians, every repeat's value, and head / base.
+``--base`` is checked out into a temporary git worktree and run against this checkout as it is on
+disk, on one broker, the two sides in rotated order: each process starts in its side's directory,
+which ``python -m`` puts first on ``sys.path``, so each runs its own ``stream_perceptron`` and
+``bench``. ``throughput``: each side's bare pipe and worker on one input topic; ``latency``: each
+side's worker at ``--latency-rate``, p50 and p99. The table gives medians, every run, head / base.
 """
 
 from __future__ import annotations
@@ -71,12 +67,9 @@ def summary_rows(runs: dict[tuple[str, str, str], dict[str, list[float]]]) -> li
     for (section, backend, measure), sides in runs.items():
         med = {side: statistics.median(sides[side]) for side in SIDES}
         unit = " rec/s" if section == "throughput" else ""
-        rows.append([
-            section, backend, f"{measure}{unit}",
-            f"{med['base']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["base"]),
-            f"{med['head']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["head"]),
-            f"{med['head'] / med['base']:.2f}x",
-        ])
+        each = {side: ", ".join(f"{v:,.0f}" for v in sides[side]) for side in SIDES}
+        rows.append([section, backend, f"{measure}{unit}", f"{med['base']:,.0f}", each["base"],
+                     f"{med['head']:,.0f}", each["head"], f"{med['head'] / med['base']:.2f}x"])
     return rows
 
 

@@ -55,11 +55,8 @@ def _named(examples: Iterable[tuple[Any, Any]]) -> Iterable[tuple[dict[str, floa
 
 
 RIVER = "river Perceptron"
-MODELS: dict[str, Callable[[], Any]] = {
-    RIVER: river_lm.Perceptron,
-    "Perceptron()": Perceptron,
-    "Perceptron(average=True)": lambda: Perceptron(average=True),
-}
+MODELS: dict[str, Callable[[], Any]] = {RIVER: river_lm.Perceptron, "Perceptron()": Perceptron,
+                                         "Perceptron(average=True)": lambda: Perceptron(average=True)}
 
 
 def measure(n: int | None) -> list[dict[str, Any]]:

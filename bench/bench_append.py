@@ -59,10 +59,7 @@ def per_poll(producer: Any, topic: str, poll: Poll) -> list[Any]:
     return futures
 
 
-CONTENDERS: dict[str, Send] = {
-    "send per record (earlier)": per_record,
-    "append_many per poll": per_poll,
-}
+CONTENDERS: dict[str, Send] = {"send per record (earlier)": per_record, "append_many per poll": per_poll}
 
 
 def polls(records: int, seed: int) -> list[Poll]:

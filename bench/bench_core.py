@@ -212,8 +212,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         differ = np.flatnonzero(flags != ref.flags[: rows[name]])
         entries.append({
             "contender": name, "rows": rows[name], "subsampled": rows[name] < n, "times_s": times,
-            "median_s": med,
-            "spread": (max(times) - min(times)) / med, "examples_per_s": rows[name] / med,
+            "median_s": med, "spread": (max(times) - min(times)) / med, "examples_per_s": rows[name] / med,
             "speedup_vs_river_learn_one": rows[name] / med / river_rate, "cpu_times_s": cpu,
             "cpu_speedup_vs_river_learn_one": rows[name] / statistics.median(cpu) / river_cpu_rate,
             "mistakes": int(flags.sum()), "learn_many_mistakes_same_rows": int(ref.flags[: rows[name]].sum()),

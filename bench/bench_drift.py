@@ -129,13 +129,10 @@ def run(scale: float = 1.0, seeds: int = 5, quiet: bool = False) -> list[dict[st
             table.append({
                 "stream": stream, "detector": d, "segment": segment, "changes": len(changes) * seeds,
                 "delay_median": statistics.median(p["delays"]) if p["delays"] else None,
-                "delay_max": max(p["delays"]) if p["delays"] else None,
-                "missed": sum(p["missed"]),
-                "false_per_100k": statistics.median(p["false"]),
-                "flags_per_s": statistics.median(p["speed"]),
+                "delay_max": max(p["delays"], default=None), "missed": sum(p["missed"]),
+                "false_per_100k": statistics.median(p["false"]), "flags_per_s": statistics.median(p["speed"]),
                 "rise_median": statistics.median(rises), "rise_span": span,
-                "rises_below_0_02": sum(r < 0.02 for r in rises),
-            })
+                "rises_below_0_02": sum(r < 0.02 for r in rises)})
     return table
 
 

@@ -68,10 +68,8 @@ def per_run(keys: list[bytes], values: list[bytes]) -> list[Any]:
         batches.append(_new_batch())
 
 
-CONTENDERS: dict[str, Append] = {
-    "try_append per record (earlier)": per_record,
-    "append_run per batch": per_run,
-}
+CONTENDERS: dict[str, Append] = {"try_append per record (earlier)": per_record,
+                                 "append_run per batch": per_run}
 
 
 def time_contender(append: Append, keys: list[bytes], values: list[bytes]) -> tuple[float, tuple[int, int]]:

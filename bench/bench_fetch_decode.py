@@ -51,10 +51,8 @@ def contenders() -> dict[str, Any]:
 
     from stream_perceptron.kafka.fastpath.fetch import BatchDecodingRecords
 
-    return {
-        "kafka-python, record by record": Fetcher.PartitionRecords,
-        "fastpath.fetch, a batch at once": BatchDecodingRecords,
-    }
+    return {"kafka-python, record by record": Fetcher.PartitionRecords,
+            "fastpath.fetch, a batch at once": BatchDecodingRecords}
 
 
 def read_all(cls: Any, data: bytes) -> tuple[float, list[Any]]:

@@ -74,16 +74,12 @@ def run(model: Perceptron, n_records: int, args: argparse.Namespace) -> dict[str
             point["checkpoint_mb"] = len(json.dumps(model.get_state())) / 1e6
             point["checkpoint_s"] = time.perf_counter() - t
         points.append(point)
-    last = points[-1]
-    return {
-        "model": repr(model), "records": n_records, "distinct_names": n_records * args.new,
-        "rss_start_mb": base, "rss_end_mb": last["rss_mb"],
-        "rss_max_mb": max(p["rss_mb"] for p in points),
-        "checkpoint_mb": [p["checkpoint_mb"] for p in points if "checkpoint_mb" in p],
-        "learn_s": learn_s, "records_per_s": n_records / learn_s,
-        "names_per_s": n_records * (args.new + args.common) / learn_s,
-        "mistakes": model.mistakes, "points": points,
-    }
+    rss, per_s = [p["rss_mb"] for p in points], n_records / learn_s
+    sizes = [p["checkpoint_mb"] for p in points if "checkpoint_mb" in p]
+    return {"model": repr(model), "records": n_records, "distinct_names": n_records * args.new,
+            "rss_start_mb": base, "rss_end_mb": rss[-1], "rss_max_mb": max(rss), "checkpoint_mb": sizes,
+            "learn_s": learn_s, "records_per_s": per_s, "names_per_s": per_s * (args.new + args.common),
+            "mistakes": model.mistakes, "points": points}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

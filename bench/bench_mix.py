@@ -64,8 +64,7 @@ def phishing() -> Data:
 
 def streams(n: int, held_out: int) -> list[tuple[str, Callable[[], Data]]]:
     return [("separable", generated(0.0, n, held_out)),
-            ("separable, 10% label noise", generated(0.1, n, held_out)),
-            ("Phishing", phishing)]
+            ("separable, 10% label noise", generated(0.1, n, held_out)), ("Phishing", phishing)]
 
 
 def accuracy(w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray) -> float:
@@ -209,10 +208,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20_000,
-                        help="training examples of the generated streams")
-    parser.add_argument("--held-out", type=int, default=5_000,
-                        help="held-out examples of the generated streams")
+    parser.add_argument("--n", type=int, default=20_000, help="training examples of the generated streams")
+    parser.add_argument("--held-out", type=int, default=5_000, help="held-out examples of generated streams")
     parser.add_argument("--every", default="2,5,10,50,200,1000", help="mixing intervals, comma-separated")
     parser.add_argument("--passes", type=int, default=10, help="at most this many passes to find a clean one")
     parser.add_argument("--seeds", type=int, default=5,

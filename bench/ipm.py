@@ -53,14 +53,10 @@ class IPMRun:
 
 def ipm(shards: Sequence[tuple[FloatArray, npt.NDArray[Any]]], weights: Weighting = "uniform", *,
         max_epochs: int = 1000, fit_intercept: bool = True) -> IPMRun:
-    """Synchronous iterative parameter mixing over dense shards ``(X_i, y_i)`` (y in ±1 or 0/1).
-
-    Each epoch every shard i runs one pass over its rows with :class:`Perceptron` from the mixed
-    weights (zero at first), making kᵢ mistakes; the shards' weights are then mixed by
-    :func:`mix` (shard i is partition i). Stops after the first clean epoch (every k = 0: the
-    mix is kept as it is, since every shard still holds it) or after ``max_epochs``. On data
-    separable with margin γ and radius R, ``epochs[-1].running`` ≤ (R/γ)² (the bound in
-    :mod:`stream_perceptron.model.mixing`).
+    """Synchronous iterative parameter mixing over dense shards ``(X_i, y_i)``: each epoch every
+    shard runs one pass from the mixed weights (zero at first), making kᵢ mistakes, and the shards'
+    weights are mixed (shard i is partition i); it stops after the first clean epoch or after
+    ``max_epochs``. On data separable with margin γ and radius R, ``epochs[-1].running`` ≤ (R/γ)².
 
     >>> import numpy as np
     >>> X = np.array([[2.0, 1.0], [-1.0, -2.0], [1.0, 2.0], [-2.0, -1.0]])

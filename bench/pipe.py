@@ -104,8 +104,7 @@ def consume_produce(kafka: KafkaSettings, input_topic: str, records: int,
     finally:
         consumer.close()
     decoding, waking = fetch.installed(consumer), wake.installed(consumer)
-    return {"records": consumed, "decoding": decoding, "waking": waking,
-            **rate}
+    return {"records": consumed, "decoding": decoding, "waking": waking, **rate}
 
 
 def pipe(kafka: KafkaSettings, input_topic: str, output_topic: str, records: int, *, append: bool = False,

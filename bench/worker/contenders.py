@@ -42,12 +42,9 @@ WORKER_KP_NONE, WORKER_KPP_NONE, WORKER_CF_NONE = (WORKER_NONE_OF[b] for b in BA
 # per backend, the pipes beside its bare one: the worker's own work shows against them alone
 EXTRA_PIPES = {KP: (PIPE_KP_APPEND,), KPP: (), CF: (PIPE_CF_CODEC,)}
 SPECS: dict[str, Spec] = {
-    PIPE_KP: Spec("pipe", KP),
+    PIPE_KP: Spec("pipe", KP), PIPE_KPP: Spec("pipe", KPP), PIPE_CF: Spec("pipe", CF),
     PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--decode", "--append"), tag="kpa"),
-    PIPE_KPP: Spec("pipe", KPP),
-    PIPE_CF: Spec("pipe", CF),
-    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"),
-    PEER: Spec("peer", KP),
+    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"), PEER: Spec("peer", KP),
     **{WORKER_OF[b]: Spec("worker", b) for b in BACKENDS},
     **{WORKER_NONE_OF[b]: Spec("worker", b, "none") for b in BACKENDS},
 }

@@ -25,11 +25,10 @@ SESSION_TIMEOUT_MS = 6_000  # a group join: the embedded broker holds one for ha
 
 
 class RssSampler(threading.Thread):
-    """Samples ``VmRSS``, ``VmHWM`` and CPU time (user + system) of a process and its child
-    processes (the worker's producer process) every ``interval`` seconds until it exits or
-    :meth:`stop`. A child's VmHWM is its own peak, so the summed VmHWM may exceed the peak of the
-    sum; a child that exits first drops out of the later sums, so the summary's ``vm_hwm_mb`` is
-    the highest sum sampled, not the last."""
+    """Samples ``VmRSS``, ``VmHWM`` and CPU time of a process and its children (the producer
+    process) every ``interval`` seconds until it exits or :meth:`stop`; the summary's ``vm_hwm_mb``
+    is the highest sum sampled (a child's VmHWM is its own peak, and a child that exits first drops
+    out of the later sums)."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
@@ -169,14 +168,9 @@ class Ctx:
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
-        """Delete the topics created inside the block when it ends.
-
-        The embedded broker answers a metadata request for no topics with all of them, so every
-        client there knows every topic of the broker, and kafka-python's ``send`` checks the
-        partition against a set built from them on every call: about 25 us per record with one
-        topic on the broker, 34 with 100 and 41 with 300. Each run and each section therefore
-        deletes what it made, so the broker holds a handful of topics whenever a contender runs.
-        """
+        """Delete the topics created inside the block when it ends: on the embedded broker every
+        client knows every topic, and kafka-python's ``send`` costs more with each (about 25 us per
+        record with one topic, 41 with 300), so the broker holds a handful whenever a contender runs."""
         mark = len(self.topics)
         try:
             yield
@@ -196,17 +190,24 @@ def _window(timestamps_ms: Sequence[int]) -> tuple[float | None, float | None]:
     return (min(timestamps_ms) / 1000, max(timestamps_ms) / 1000) if timestamps_ms else (None, None)
 
 
+def start_contender(ctx: Ctx, module: str, label: str, in_topic: str, n: int, args: Sequence[str] = (),
+                    wrap: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """``bench.pipe`` or ``bench.peer_river_loop`` (``wrap``-ped) started on ``n`` records of
+    ``in_topic`` into a fresh output topic: the process, that topic, its log."""
+    (out_topic,) = ctx.new_topics(f"{label}-out")
+    log = ctx.workdir / f"{out_topic}.log"
+    cmd = [*wrap, sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
+           "--output", out_topic, "--records", str(n), *args]
+    return popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root), out_topic, log
+
+
 def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: int,
                           extra_args: Sequence[str] = ()) -> dict[str, Any]:
     """Run ``bench.pipe`` or ``bench.peer_river_loop`` on ``in_topic``; its rate from its output topic."""
     from bench.pipe import parse_result
 
-    (out_topic,) = ctx.new_topics(f"{label}-out")
-    log = ctx.workdir / f"{out_topic}.log"
-    cmd = [sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
-           "--output", out_topic, "--records", str(n), *extra_args]
     t0, broker = time.time(), ctx.broker_sampler()
-    proc = popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root)
+    proc, out_topic, log = start_contender(ctx, module, label, in_topic, n, extra_args)
     rss = RssSampler(proc.pid)
     rss.start()
     code = wait_logged(proc, 120 + n / 500, log, module)
@@ -236,9 +237,8 @@ def worker_env(ctx: Ctx, topics: dict[str, str], ckpt_dir: Path, predictions: st
     ``extra`` (the contender's backend) wins over ``ctx.worker_env`` (``--worker-env``)."""
     env = clean_env(ctx.code_root)
     env.update({
-        "SP_KAFKA__BOOTSTRAP_SERVERS": ctx.bootstrap,
-        "SP_KAFKA__GROUP_ID": group, "SP_KAFKA__CLIENT_ID": group,
-        "SP_KAFKA__SESSION_TIMEOUT_MS": str(ctx.session_timeout_ms),
+        "SP_KAFKA__BOOTSTRAP_SERVERS": ctx.bootstrap, "SP_KAFKA__GROUP_ID": group,
+        "SP_KAFKA__CLIENT_ID": group, "SP_KAFKA__SESSION_TIMEOUT_MS": str(ctx.session_timeout_ms),
         "SP_KAFKA__HEARTBEAT_INTERVAL_MS": str(max(100, min(1000, ctx.session_timeout_ms // 3))),
         "SP_TOPICS__INPUT": topics["input"], "SP_TOPICS__PREDICTIONS": topics["predictions"],
         "SP_TOPICS__STATS": topics["stats"], "SP_TOPICS__DEAD_LETTER": topics["dead_letter"],
@@ -309,17 +309,16 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
     by_stats = m.rate_from_stats(stats)
     join_s, assigned = group_join(wp.log.read_text(errors="replace").splitlines())
     last = max(stats, key=lambda s: s.get("seen", 0)) if stats else {}
+    by_stats_rate = by_stats["rate"] if by_stats else None
     if predictions == "all" and preds.timestamps:
         w0, w1 = _window(preds.timestamps)
     else:
         w0, w1 = (by_stats["t_first"], by_stats["t_last"]) if by_stats else (None, None)
     result: dict[str, Any] = {
         "records": n, "predictions_mode": predictions, "output_records": len(preds.offsets),
-        "seen": last.get("seen"),
-        "complete": last.get("seen") == n and len(preds.offsets) == expected,
-        "rate_stats": by_stats["rate"] if by_stats else None,
-        "rate": m.rate_from_timestamps(preds.timestamps) if predictions == "all" else
-        (by_stats["rate"] if by_stats else None),
+        "seen": last.get("seen"), "complete": last.get("seen") == n and len(preds.offsets) == expected,
+        "rate_stats": by_stats_rate,
+        "rate": m.rate_from_timestamps(preds.timestamps) if predictions == "all" else by_stats_rate,
         "rates_per_100k_records": m.chunk_rates(preds.timestamps, 100_000) if n >= 200_000 else [],
         "mistakes": last.get("mistakes"), "dead_letters": last.get("dead_letters"),
         "group_join_s": join_s, "rebalanced": assigned > 1, "process_wall_s": wall,

@@ -1,14 +1,12 @@
 """The profile section: the worker (and its pipe) under py-spy or cProfile, each sample put in one
 category of the worker's or the client's work.
 
-**Attribution.** A py-spy frame names a function by its qualified name and its source file, a
-cProfile entry by its code object's file, first line and name. A category is given by a
-:class:`Where`: a whole module (with its submodules), named by a module prefix that must import,
-or one function, taken from the imported object itself (its code object's file, first line and
-qualified name). So a renamed function or module fails here, at once and by name (and in
-``tests/unit/test_bench_worker.py``, which resolves every rule), never by a category that
-silently stops matching. The worker's own modules are counted as one (``stream_perceptron.worker``);
-the one worker function named, ``Worker._start_edge`` (start-up), is resolved the same way.
+A py-spy frame names a function by its qualified name and source file, a cProfile entry by its
+code object's file, first line and name. A category is a :class:`Where`: a module prefix that
+must import, or a function taken from the imported object (its code object). A function or module
+renamed or gone fails here, by name, and in the unit test that resolves every rule, never by a
+category that silently stops matching. The worker's own modules count as one,
+``stream_perceptron.worker``; its one function named, ``Worker._start_edge``, resolves the same way.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from bench.worker.contenders import BACKENDS, KP, KPP, ROOT, SHORT, backend_env
 from bench.worker.formatting import Say, fmt_rate
 from bench.worker.inputs import DEFAULT_D, dense_records
 from bench.worker.measures import rate_from_timestamps
-from bench.worker.processes import Ctx, clean_env, finish_worker, popen_logged, start_worker, wait_logged
+from bench.worker.processes import Ctx, finish_worker, start_contender, start_worker, wait_logged
 from bench.worker.topics import read_back
 
 PROFILE_RECORDS = 200_000
@@ -337,10 +335,8 @@ def _profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], back
 
 def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str,
                 say: Say) -> dict[str, Any]:
-    """The worker, then the bare pipe of its client, on ``in_topic`` under py-spy in ``tool``'s
-    mode; their summaries under ``key`` (``pyspy``, ``pyspy_gil``) and ``key + "_pipe"``. With
-    the producer process (``kafka-python+process``, ``--gil`` only), also its child's, under
-    ``key + "_child"`` and ``key + "_child_pipe"``."""
+    """The worker, then the bare pipe of its client, under py-spy in ``tool``'s mode: summaries
+    under ``pyspy`` or ``pyspy_gil`` and ``…_pipe`` (and ``…_child`` for the producer process)."""
     gil, tag, key, mode = tool == "pyspy-gil", SHORT[backend], tool.replace("-", "_"), PYSPY_MODES[tool]
     # --nonblocking: never pause the process to sample it; --subprocesses: the producer process too
     base = [spy, "record", mode, "--nonblocking", "-r", str(PYSPY_HZ)]
@@ -358,12 +354,10 @@ def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: s
     }
     say(f"  py-spy {mode} worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
     raw_pipe = ctx.workdir / f"pipe-{tag}.{tool}.txt"
-    (out_topic,) = ctx.new_topics(f"prof-pipe-{tag}-out")
-    log = ctx.workdir / f"pipe-{tag}-{tool}.log"
-    cmd = [*base, str(raw_pipe), "--", sys.executable, "-m", "bench.pipe", "--client", backend]
-    cmd += ["--bootstrap", ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(n)]
     t0 = time.time()
-    wait_logged(popen_logged(cmd, clean_env(), log), 120 + n / 500, log, "the profiled pipe")
+    proc, out_topic, log = start_contender(ctx, "bench.pipe", f"prof-pipe-{tag}", in_topic, n,
+                                           ["--client", backend], wrap=[*base, str(raw_pipe), "--"])
+    wait_logged(proc, 120 + n / 500, log, "the profiled pipe")
     wall = time.time() - t0
     rate = rate_from_timestamps(read_back(ctx.bootstrap, out_topic, expected=n).timestamps)
     for name, depth in processes.items():

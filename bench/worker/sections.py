@@ -1,15 +1,13 @@
-"""The sections of the worker benchmark that run contenders on a broker: throughput (every
-contender on the same records, interleaved), sizes (the kafka-python worker, its pipe and the river
-loop on 10, 100 and 1,000 dense features and 10,000-name sparse features), memory (one worker run
-per backend through 100k and 1M records, then each bare pipe on them: the long run) and latency
-(a steady input rate of half each worker's maximum; p50 / p99 from input to output CreateTime)."""
+"""The worker benchmark's sections on a broker: throughput (every contender on the same records,
+interleaved), sizes (the kafka-python worker, its pipe and the river loop by the record's size),
+memory (each worker through 100k and 1M records, then each pipe: the long run) and latency (half
+each worker's maximum; p50 / p99 from input to output CreateTime)."""
 
 from __future__ import annotations
 
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -279,11 +277,8 @@ def section_latency(ctx: pr.Ctx, rates: dict[str, float], seconds: float, seed: 
 
             def start_pipe(in_topic: str, p: dict[str, Any] = p, label: str = label, count: int = len(vals)
                            ) -> tuple[subprocess.Popen[bytes], str, Path]:
-                (out_topic,) = ctx.new_topics(f"{label}-out")
-                log = ctx.workdir / f"{out_topic}.log"
-                cmd = [sys.executable, "-m", "bench.pipe", "--client", p["backend"], "--bootstrap",
-                       ctx.bootstrap, "--input", in_topic, "--output", out_topic, "--records", str(count)]
-                return pr.popen_logged(cmd, pr.clean_env(ctx.code_root), log, ctx.code_root), out_topic, log
+                return pr.start_contender(ctx, "bench.pipe", label, in_topic, count,
+                                          ["--client", p["backend"]])
 
             with ctx.scope():
                 if p["kind"] == "worker":  # the prediction's offset field is the input offset
