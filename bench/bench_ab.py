@@ -6,42 +6,30 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_ab --base 4161bf6 --only latency --backends kafka-python+process \\
         --latency-rate 32000 --repeats 5 --json bench/results/ab.json
 
-A change to the worker is worth keeping when it measures better than the code before it, and on a
-shared machine only a side-by-side run shows that. This checks ``--base`` out into a temporary git
-worktree ("base") and runs it against this checkout as it is on disk ("head"), uncommitted changes
-included. Both sides use this virtual environment; each process starts in its side's directory, and
-``python -m`` puts that directory first on ``sys.path``, so each runs its own ``stream_perceptron``
-and ``bench`` code.
-
-Sections (``--only``), per backend and repeat, the two sides in rotated order:
-
-* ``throughput``: each side's bare pipe (``bench.pipe``) and worker (predictions on) on the same
-  pre-produced input topic of ``--records`` records (20 features), rate from the output topic's
-  CreateTime, first to last record, as ``bench.bench_worker`` measures it;
-* ``latency``: each side's worker at ``--latency-rate`` input records/s for ``--latency-seconds``,
-  p50 and p99 from input to prediction CreateTime (``bench.worker.latency``).
-
-The table gives medians over the repeats, every repeat's value, and head / base.
+``--base`` is checked out into a temporary git worktree and run against this checkout as it is on
+disk, on one broker, the two sides in rotated order: each process starts in its side's directory,
+which ``python -m`` puts first on ``sys.path``, so each runs its own ``stream_perceptron`` and
+``bench``. ``throughput``: each side's bare pipe and worker on one input topic; ``latency``: each
+side's worker at ``--latency-rate``, p50 and p99. The table gives medians, every run, head / base.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.worker.contenders import BACKENDS, CF, ROOT, SHORT, backend_env, confluent_available, rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.latency import LATENCY_WARMUP, latency_run, worker_starter
+from bench.worker.machine import git_state, worktree
 from bench.worker.processes import SESSION_TIMEOUT_MS, Ctx, broker_at, pipe_then_worker
+from bench.worker.sections import LATENCY_WARMUP, latency_run, worker_starter
 
 SIDES = ("base", "head")
 SECTIONS = ("throughput", "latency")
@@ -73,58 +61,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-@contextmanager
-def worktree(ref: str) -> Iterator[tuple[Path, str]]:
-    """``ref`` checked out (detached) in a temporary git worktree: its path and commit."""
-    commit = _git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
-    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
-        path = Path(tmp) / "base"
-        _git("worktree", "add", "--detach", str(path), commit)
-        try:
-            yield path, commit
-        finally:
-            _git("worktree", "remove", "--force", str(path))
-
-
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
-
-
-def throughput_round(ctx: Ctx, backend: str, in_topic: str, n: int, tag: str) -> dict[str, float]:
-    """One side's pipe, then its worker, on ``in_topic``: their rates."""
-    return {kind: r["rate"] for kind, r in pipe_then_worker(ctx, backend, in_topic, n, tag).items()}
-
-
-def latency_round(
-    ctx: Ctx, backend: str, values: Sequence[bytes], rate: float, tag: str
-) -> dict[str, float]:
-    """One side's worker at ``rate``: p50 and p99 in ms."""
-    start = worker_starter(ctx, tag, backend_env(backend))
-    with ctx.scope():
-        res = latency_run(ctx, tag, values, rate, start, lambda v: int(v["offset"]), lambda _: None)
-    return {"p50_ms": res["latency"]["p50_ms"], "p99_ms": res["latency"]["p99_ms"]}
-
-
 def summary_rows(runs: dict[tuple[str, str, str], dict[str, list[float]]]) -> list[list[str]]:
-    """Per (section, backend, measure): each side's median and runs, and head / base.
-
-    >>> summary_rows({("throughput", "kafka-python", "worker"): {"base": [10.0, 12.0, 11.0],
-    ...                                                           "head": [12.0, 13.0, 14.0]}})
-    [['throughput', 'kafka-python', 'worker rec/s', '11', '10, 12, 11', '13', '12, 13, 14', '1.18x']]
-    """
+    """Per (section, backend, measure): each side's median and runs, and head / base."""
     rows = []
     for (section, backend, measure), sides in runs.items():
         med = {side: statistics.median(sides[side]) for side in SIDES}
         unit = " rec/s" if section == "throughput" else ""
-        rows.append([
-            section, backend, f"{measure}{unit}",
-            f"{med['base']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["base"]),
-            f"{med['head']:,.0f}", ", ".join(f"{v:,.0f}" for v in sides["head"]),
-            f"{med['head'] / med['base']:.2f}x",
-        ])
+        each = {side: ", ".join(f"{v:,.0f}" for v in sides[side]) for side in SIDES}
+        rows.append([section, backend, f"{measure}{unit}", f"{med['base']:,.0f}", each["base"],
+                     f"{med['head']:,.0f}", each["head"], f"{med['head'] / med['base']:.2f}x"])
     return rows
 
 
@@ -158,19 +103,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             with ctx.scope():
                 in_topic, _ = ctx.new_input("input", values)
                 for backend, side, tag in rounds("throughput"):
-                    rates = throughput_round(ctx, backend, in_topic, args.records, tag)
-                    record("throughput", backend, side, rates)
+                    runs_ = pipe_then_worker(ctx, backend, in_topic, args.records, tag)
+                    record("throughput", backend, side, {kind: r["rate"] for kind, r in runs_.items()})
         if "latency" in args.sections:
             n = max(100, int(args.latency_rate * args.latency_seconds))
             values, _ = dense_records(LATENCY_WARMUP + n, DEFAULT_D, seed=args.seed + 2)
             for backend, side, tag in rounds("latency"):
-                percentiles = latency_round(ctx, backend, values, args.latency_rate, tag)
-                record("latency", backend, side, percentiles)
+                start = worker_starter(ctx, tag, backend_env(backend))
+                with ctx.scope():
+                    lat = latency_run(ctx, tag, values, args.latency_rate, start, lambda v: int(v["offset"]),
+                                      lambda _: None)["latency"]
+                record("latency", backend, side, {"p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"]})
     headers = ["section", "backend", "measure", "base median", "base runs", "head median", "head runs",
                "head / base"]
     rows = summary_rows(runs)
-    head_commit = _git("rev-parse", "HEAD").strip()
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
+    src = git_state()
+    head_commit, dirty = src["commit"], bool(src["tracked_changed"])
     print(f"base {base_commit[:7]} ({args.base}), head {head_commit[:7]}{' with changes' if dirty else ''}; "
           f"medians of {args.repeats} interleaved repeats; {time.time() - t0:,.0f} s")
     if "throughput" in args.sections:

@@ -24,7 +24,7 @@ from river import datasets, evaluate, metrics
 from river import linear_model as river_lm
 from river.datasets import synth
 
-from bench.worker.formatting import write_json
+from bench.worker.formatting import format_table, write_json
 from stream_perceptron import Perceptron
 from stream_perceptron.sources import open_source
 
@@ -55,11 +55,8 @@ def _named(examples: Iterable[tuple[Any, Any]]) -> Iterable[tuple[dict[str, floa
 
 
 RIVER = "river Perceptron"
-MODELS: dict[str, Callable[[], Any]] = {
-    RIVER: river_lm.Perceptron,
-    "Perceptron()": Perceptron,
-    "Perceptron(average=True)": lambda: Perceptron(average=True),
-}
+MODELS: dict[str, Callable[[], Any]] = {RIVER: river_lm.Perceptron, "Perceptron()": Perceptron,
+                                         "Perceptron(average=True)": lambda: Perceptron(average=True)}
 
 
 def measure(n: int | None) -> list[dict[str, Any]]:
@@ -76,12 +73,8 @@ def measure(n: int | None) -> list[dict[str, Any]]:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    head = "| stream | examples | " + " | ".join(MODELS) + " |"
-    lines = [head, "|---|---:|" + "---:|" * len(MODELS)]
-    for r in rows:
-        cells = " | ".join(f"{r['accuracy'][m]:.2%}" for m in MODELS)
-        lines.append(f"| {r['stream']} | {r['examples']:,} | {cells} |")
-    return "\n".join(lines)
+    body = [[r["stream"], f"{r['examples']:,}", *(f"{r['accuracy'][m]:.2%}" for m in MODELS)] for r in rows]
+    return format_table(["stream", "examples", *MODELS], body, markdown=True)
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:

@@ -6,29 +6,24 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_append --repeats 11 --json bench/results/append.json
     .venv/bin/python -m bench.bench_append --bootstrap HOST:PORT  # an existing broker
 
-``KafkaEdge.send_many`` used to call ``send(topic, value=v, key=k, partition=0)`` for each record
-of a poll, then add its errback to the record's future; it now calls
-``stream_perceptron.kafka.fastpath.append.append_many`` once per poll and adds the same errbacks. This times
-both on one producer with the worker's settings, on the benchmark's dense input records with
-``str(i)`` keys, in polls of 2,000 (``SP_KAFKA__MAX_POLL_RECORDS``), to partition 0 of a topic of
-one partition. The producer's I/O thread sends the batches while the calls run, as in the worker,
-so the time is the calls' own plus what that thread takes of the GIL meanwhile. After each
-contender's run, untimed, the producer is flushed and every future must have succeeded, or
-nothing is timed. Each repeat runs both contenders, in rotated order; the table gives the median
-µs per record and its ratio to ``send``.
+Both ways of handing a poll to one producer with the worker's settings, with the edge's errback
+on each record's future: ``send(topic, value=v, key=k, partition=0)`` per record, as
+``KafkaEdge.send_many`` did, and ``stream_perceptron.kafka.fastpath.append.append_many`` per poll,
+as it does; the benchmark's dense records with ``str(i)`` keys, polls of 2,000, to a topic of one
+partition. The producer's I/O thread sends meanwhile, as in the worker. After each run, untimed,
+the producer is flushed and every future must have succeeded, or nothing is timed. Each repeat
+runs both, in rotated order; the table gives the median µs per record and its ratio to ``send``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from bench.pipe import kafka_settings, producer_kwargs
-from bench.worker.contenders import rotated
+from bench.worker.contenders import offline_parser, rotated
 from bench.worker.formatting import contender_report
 from bench.worker.inputs import dense_records
 from bench.worker.processes import broker_at
@@ -64,10 +59,7 @@ def per_poll(producer: Any, topic: str, poll: Poll) -> list[Any]:
     return futures
 
 
-CONTENDERS: dict[str, Send] = {
-    "send per record (earlier)": per_record,
-    "append_many per poll": per_poll,
-}
+CONTENDERS: dict[str, Send] = {"send per record (earlier)": per_record, "append_many per poll": per_poll}
 
 
 def polls(records: int, seed: int) -> list[Poll]:
@@ -97,12 +89,8 @@ def time_contender(send: Send, producer: Any, topic: str, inputs: Sequence[Poll]
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from kafka import KafkaProducer
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
+    parser = offline_parser(__doc__, records=100_000, repeats=7)
     parser.add_argument("--bootstrap", help="an existing broker (default: start the embedded one)")
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     inputs = polls(args.records, args.seed)
     with broker_at(args.bootstrap) as (bootstrap, _):

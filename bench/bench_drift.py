@@ -5,29 +5,14 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_drift                       # the table in docs/drift.md
     .venv/bin/python -m bench.bench_drift --scale 0.02 --seeds 2 --quiet   # a quick look
 
-Pure model, no Kafka. The perceptron learns each stream online (the worker's
-:meth:`~stream_perceptron.model.learner.Learner.step`, batches of 500) and each detector of
-``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream. The mistakes do not depend on the
-detector (no reaction: ``SP_DRIFT__ON_DRIFT=none``), so each stream is learned once per seed and
-its mistake flags are fed to every detector.
-
-Streams:
-
-* ``flip``: rows separable with margin 0.1 (d = 10) by a hyperplane through the origin whose
-  concept flips (w → −w: every label turns) every ``segment`` examples, 2 % of the labels
-  flipped at random (so the rate settles at a floor, not at 0);
-* ``sea``: ``river.datasets.synth.SEA`` with 10 % label noise, its variant (θ = 8, 9, 7, 9.5)
-  switching every ``segment`` examples: 0 → 1 → 2 → 3 → 0 → 2 (the changes of SEA's concept);
-* a **stationary** stretch of each (one concept, the same noise) for the false alarms, counted
-  after a warm-up of one segment.
-
-Figures per detector (medians over the seeds): the **delay**, examples after a change until the
-first alarm (median and largest over every change and seed); **missed**, changes with no alarm
-before the next change; **false alarms per 100,000** examples of the stationary stretch after the
-warm-up; the detector's speed in flags per second (this machine, loaded or not: a rough figure);
-last, the cost of this package's ADWIN per flag beside river's compiled one, and what it adds
-to ``Learner.step`` per row.
-Below the table, how much each stream's changes raise the perceptron's error rate at all.
+Pure model, no Kafka. The perceptron learns each stream online (``Learner.step``, batches of 500)
+once per seed, and every detector of ``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream (no
+reaction, so the mistakes do not depend on the detector). ``flip``: rows separable with margin
+0.1 (d = 10) whose concept turns (w → −w) every segment, 2 % of the labels flipped; ``sea``: river's
+SEA with 10 % label noise, its variant switching every segment; and a stationary stretch of each
+for the false alarms. Per detector: the delay to the first alarm after a change, the changes
+missed, the false alarms per 100,000 examples, its flags per second; then ADWIN's cost per flag
+beside river's and what it adds to ``Learner.step``. docs/drift.md has the method and the table.
 """
 
 from __future__ import annotations
@@ -42,6 +27,7 @@ import numpy as np
 from river import drift as river_drift
 from river.datasets import synth
 
+from bench.worker.formatting import format_table
 from stream_perceptron.model.drift import DETECTORS, Adwin, DriftWatch, RiseDetector
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Perceptron
@@ -106,14 +92,8 @@ def alarms(name: str, flags: np.ndarray) -> tuple[list[int], float]:
 
 def score(rows: Sequence[int], changes: Sequence[int], segment: int) -> tuple[list[int], int]:
     """Delays of the first alarm after each change (within its segment), and the changes missed."""
-    delays, missed = [], 0
-    for c in changes:
-        first = next((r for r in rows if c <= r < c + segment), None)
-        if first is None:
-            missed += 1
-        else:
-            delays.append(first - c)
-    return delays, missed
+    firsts = [next((r - c for r in rows if c <= r < c + segment), None) for c in changes]
+    return [d for d in firsts if d is not None], firsts.count(None)
 
 
 def run(scale: float = 1.0, seeds: int = 5, quiet: bool = False) -> list[dict[str, Any]]:
@@ -149,13 +129,10 @@ def run(scale: float = 1.0, seeds: int = 5, quiet: bool = False) -> list[dict[st
             table.append({
                 "stream": stream, "detector": d, "segment": segment, "changes": len(changes) * seeds,
                 "delay_median": statistics.median(p["delays"]) if p["delays"] else None,
-                "delay_max": max(p["delays"]) if p["delays"] else None,
-                "missed": sum(p["missed"]),
-                "false_per_100k": statistics.median(p["false"]),
-                "flags_per_s": statistics.median(p["speed"]),
+                "delay_max": max(p["delays"], default=None), "missed": sum(p["missed"]),
+                "false_per_100k": statistics.median(p["false"]), "flags_per_s": statistics.median(p["speed"]),
                 "rise_median": statistics.median(rises), "rise_span": span,
-                "rises_below_0_02": sum(r < 0.02 for r in rises),
-            })
+                "rises_below_0_02": sum(r < 0.02 for r in rises)})
     return table
 
 
@@ -203,12 +180,11 @@ def learner_cost(n: int = 200_000, d: int = 20, repeats: int = 3) -> dict[str, f
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The table as docs/drift.md shows it."""
-    lines = ["| stream | detector | delay, median | delay, largest | missed | false alarms / 100k |"
-             " flags/s |", "|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(
-            f"| {r['stream']} | `{r['detector']}` | {_n(r['delay_median'])} | {_n(r['delay_max'])} |"
-            f" {r['missed']} / {r['changes']} | {r['false_per_100k']:.1f} | {r['flags_per_s']:,.0f} |")
+    body = [[r["stream"], f"`{r['detector']}`", _n(r["delay_median"]), _n(r["delay_max"]),
+             f"{r['missed']} / {r['changes']}", f"{r['false_per_100k']:.1f}", f"{r['flags_per_s']:,.0f}"]
+            for r in rows]
+    lines = [format_table(["stream", "detector", "delay, median", "delay, largest", "missed",
+                           "false alarms / 100k", "flags/s"], body, "ll" + "r" * 5, markdown=True)]
     for r in rows:
         if r["detector"] == NAMES[0]:
             lines.append(

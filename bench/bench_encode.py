@@ -5,16 +5,13 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_encode            # 100,000 records, 7 repeats
     .venv/bin/python -m bench.bench_encode --repeats 11 --json bench/results/encode.json
 
-What ``append_many`` does per record under the partition's lock: it called ``try_append(None,
-key, value, [], now)`` on the open batch and added the edge's errback to the record's future; it
-now encodes a run of records in one loop (``stream_perceptron.kafka.fastpath.encode.append_run``). This
-appends the benchmark's dense input records (20 features, ``str(i)`` keys) both ways to producer
-batches of 256 KiB (the worker producer's ``batch_size``), a new batch whenever one is full, as the
-accumulator would open it. No broker: only the appending is timed. Every batch is closed
-afterwards, untimed; both contenders must give the same number of batches and records, or
-nothing is timed. Each repeat runs both contenders, in rotated order, with the cycle collector
-set up as the worker sets it (``stream_perceptron.runtime.tune_gc``) and the batches of the run
-before released; the table gives the median µs per record and its ratio to ``try_append``.
+What ``append_many`` does per record under the partition's lock, both ways: ``try_append`` on the
+open batch and the edge's errback on the record's future, as it did, or a run of records encoded
+in one loop (``stream_perceptron.kafka.fastpath.encode.append_run``), as it does. The benchmark's
+dense records (``str(i)`` keys) go into producer batches of 256 KiB (the worker's ``batch_size``),
+a new one whenever one is full; no broker. Both must give the same batches and records, or nothing
+is timed. Each repeat runs both in rotated order, the cycle collector set up as the worker's; the
+table gives the median µs per record and its ratio to ``try_append``.
 """
 
 from __future__ import annotations
@@ -71,10 +68,8 @@ def per_run(keys: list[bytes], values: list[bytes]) -> list[Any]:
         batches.append(_new_batch())
 
 
-CONTENDERS: dict[str, Append] = {
-    "try_append per record (earlier)": per_record,
-    "append_run per batch": per_run,
-}
+CONTENDERS: dict[str, Append] = {"try_append per record (earlier)": per_record,
+                                 "append_run per batch": per_run}
 
 
 def time_contender(append: Append, keys: list[bytes], values: list[bytes]) -> tuple[float, tuple[int, int]]:

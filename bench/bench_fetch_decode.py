@@ -5,18 +5,14 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_fetch_decode            # 100,000 records, 7 repeats
     .venv/bin/python -m bench.bench_fetch_decode --repeats 11 --json bench/results/fetch_decode.json
 
-What ``KafkaConsumer.poll`` does per record once a fetch response is in: its fetcher's
-``PartitionRecords`` reads each record of a v2 batch into a ``DefaultRecord`` and then a
-``ConsumerRecord``; ``stream_perceptron.kafka.fastpath.fetch.BatchDecodingRecords`` (what the worker's
-edge installs) reads a whole batch in one loop into the same ``ConsumerRecord`` tuples. This
-builds the benchmark's dense input records (20 features, ``str(i)`` keys) into record batches of
-at most 256 KiB (the worker producer's ``batch_size``) with kafka-python's own builder, with CRC
-checks on, as the consumer has them, and takes them in polls of 2,000
-(``SP_KAFKA__MAX_POLL_RECORDS``) through each class. No broker: only the reading is timed. Both
-must give the same records, or nothing is timed. Each repeat runs both contenders, in rotated
-order, with the cycle collector set up as the worker sets it (``stream_perceptron.runtime.tune_gc``)
-and the records of the run before released; the table gives the median µs per record and its
-ratio to kafka-python's own.
+What ``KafkaConsumer.poll`` does per record once a fetch response is in, both ways: the fetcher's
+``PartitionRecords`` reading each record of a v2 batch into a ``DefaultRecord`` and then a
+``ConsumerRecord``, or ``stream_perceptron.kafka.fastpath.fetch.BatchDecodingRecords`` (what the
+worker's edge installs) reading a batch in one loop into the same tuples. The benchmark's dense
+records are built into batches of 256 KiB with kafka-python's builder (CRC checks on) and taken in
+polls of 2,000; no broker. Both must give the same records, or nothing is timed. Each repeat runs
+both in rotated order, the cycle collector set up as the worker's; the table gives the median µs
+per record and its ratio to kafka-python's own.
 """
 
 from __future__ import annotations
@@ -55,10 +51,8 @@ def contenders() -> dict[str, Any]:
 
     from stream_perceptron.kafka.fastpath.fetch import BatchDecodingRecords
 
-    return {
-        "kafka-python, record by record": Fetcher.PartitionRecords,
-        "fastpath.fetch, a batch at once": BatchDecodingRecords,
-    }
+    return {"kafka-python, record by record": Fetcher.PartitionRecords,
+            "fastpath.fetch, a batch at once": BatchDecodingRecords}
 
 
 def read_all(cls: Any, data: bytes) -> tuple[float, list[Any]]:

@@ -28,15 +28,13 @@ from typing import Any
 import numpy as np
 
 from bench.worker.formatting import write_json
+from bench.worker.measures import parse_status
 from stream_perceptron import Perceptron
 
 
 def rss_mb() -> float:
     """This process's resident memory now, in MB (``VmRSS``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return parse_status(Path("/proc/self/status").read_text())["VmRSS"] / 1024
 
 
 def chunks(n_records: int, new: int, common: int, chunk: int, seed: int = 0
@@ -76,16 +74,12 @@ def run(model: Perceptron, n_records: int, args: argparse.Namespace) -> dict[str
             point["checkpoint_mb"] = len(json.dumps(model.get_state())) / 1e6
             point["checkpoint_s"] = time.perf_counter() - t
         points.append(point)
-    last = points[-1]
-    return {
-        "model": repr(model), "records": n_records, "distinct_names": n_records * args.new,
-        "rss_start_mb": base, "rss_end_mb": last["rss_mb"],
-        "rss_max_mb": max(p["rss_mb"] for p in points),
-        "checkpoint_mb": [p["checkpoint_mb"] for p in points if "checkpoint_mb" in p],
-        "learn_s": learn_s, "records_per_s": n_records / learn_s,
-        "names_per_s": n_records * (args.new + args.common) / learn_s,
-        "mistakes": model.mistakes, "points": points,
-    }
+    rss, per_s = [p["rss_mb"] for p in points], n_records / learn_s
+    sizes = [p["checkpoint_mb"] for p in points if "checkpoint_mb" in p]
+    return {"model": repr(model), "records": n_records, "distinct_names": n_records * args.new,
+            "rss_start_mb": base, "rss_end_mb": rss[-1], "rss_max_mb": max(rss), "checkpoint_mb": sizes,
+            "learn_s": learn_s, "records_per_s": per_s, "names_per_s": per_s * (args.new + args.common),
+            "mistakes": model.mistakes, "points": points}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -112,10 +106,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.json:
         write_json(Path(args.json), report)
     if not args.quiet:
-        for key in ("hashed", "indexed"):
-            r = report.get(key)
-            if r is None:
-                continue
+        for r in (report[key] for key in ("hashed", "indexed") if key in report):
             sizes = r["checkpoint_mb"]
             print(f"{r['model']}: {r['distinct_names']:,} distinct names in {r['records']:,} records;"
                   f" RSS {r['rss_start_mb']:.0f} -> {r['rss_end_mb']:.0f} MB (max {r['rss_max_mb']:.0f});"

@@ -7,34 +7,16 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
     .venv/bin/python -m bench.bench_mix --seeds 0                         # no seed spread
 
-Three streams, each split into a training stream (spread round-robin over 8 partitions) and a
-held-out tail: a separable one (``separable:d=20,gamma=0.05``), the same with 10% of the labels
-flipped (the held-out labels too), and river's Phishing (bool labels as ±1; 1,000 to train,
-250 held out). For each, :func:`stream_perceptron.model.mixing.simulate_stream` runs
-
-* ``single``: one partition, one model (the reference);
-* ``unmixed``: 8 partition models that never mix;
-* ``uniform@E`` / ``mistakes@E``: 8 partitions, each mixing every E of its examples, μ uniform or
-  ∝ mistakes;
-
-and :func:`~stream_perceptron.model.mixing.ipm` gives synchronous IPM (``ipm uniform``,
-``ipm mistakes``: each pass is one epoch of every shard, then one mix).
-
-Figures per run: the mistakes of the first pass over the training stream (the stream seen once,
-as a worker sees it); the passes until a pass with no mistake (at most ``--passes``) and the
-mistakes made until then; Σμk (over the adoptions, divided by 8: see ``StreamRun``) beside
-(R/γ)² of the separable stream; the oldest state mixed (examples of the stream since it was
-published); and the held-out accuracy after one pass of two served models: ``served``, the model
-a reader of the model topic would score with (the single model; the final mix of the 8 partitions'
-last states for mixed runs and IPM; for ``unmixed``, their uniform average, one-shot averaging),
-and ``own``, each partition's own model scoring its own round-robin share of the held-out tail
-(what 8 unmixed or mixed partitions actually serve to the records routed to them). Accuracy, not
-speed: the figures are deterministic, so one run is the figure.
-
-The main table is generator seed 1. A second table, the seed spread, reruns the separable stream
-with generator seeds 1..``--seeds`` (pass 1 only; ``single``, ``unmixed`` and ``uniform@E``):
-per run, the min, median and max over the seeds of its pass-1 mistakes and of its mistakes ×
-the single model's on the same seed.
+Three streams, each split into a training stream spread round-robin over 8 partitions and a
+held-out tail: ``separable:d=20,gamma=0.05``, the same with 10% of the labels flipped, and river's
+Phishing. For each, :func:`bench.ipm.simulate_stream` runs ``single`` (one model, the
+reference), ``unmixed`` (8 models that never mix), and ``uniform@E`` / ``mistakes@E`` (8
+partitions mixing every E of their examples, μ uniform or ∝ mistakes); :func:`bench.ipm.ipm`
+runs synchronous IPM. Per run: the mistakes of the first pass, the first clean pass (at most
+``--passes``) and the mistakes until it, Σμk beside the separable stream's (R/γ)², the oldest
+state mixed, and the held-out accuracy of the served model and of each partition's own; then the
+separable stream's pass-1 mistakes over generator seeds 1..``--seeds``. Accuracy, not speed: one
+run is the figure. docs/mixing.md, "The evaluation", has the method and the table.
 """
 
 from __future__ import annotations
@@ -48,8 +30,9 @@ from typing import Any
 import numpy as np
 from river import datasets
 
+from bench.ipm import ipm, simulate_stream
 from bench.worker.formatting import format_table, write_json
-from stream_perceptron.model.mixing import WEIGHTINGS, Weighting, ipm, simulate_stream
+from stream_perceptron.model.mixing import WEIGHTINGS, Weighting
 from stream_perceptron.sources import open_source
 
 PARTITIONS = 8
@@ -81,8 +64,7 @@ def phishing() -> Data:
 
 def streams(n: int, held_out: int) -> list[tuple[str, Callable[[], Data]]]:
     return [("separable", generated(0.0, n, held_out)),
-            ("separable, 10% label noise", generated(0.1, n, held_out)),
-            ("Phishing", phishing)]
+            ("separable, 10% label noise", generated(0.1, n, held_out)), ("Phishing", phishing)]
 
 
 def accuracy(w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray) -> float:
@@ -96,12 +78,6 @@ def own_accuracy(models: Sequence[Any], X: np.ndarray, y: np.ndarray) -> float:
     return right / len(y)
 
 
-def until_clean(per_pass: Sequence[int]) -> tuple[int | None, int]:
-    """(the first clean pass, 1-based, or None; the mistakes made before it or in all passes)."""
-    clean = next((p + 1 for p, k in enumerate(per_pass) if k == 0), None)
-    return clean, sum(per_pass)
-
-
 def configs(intervals: Sequence[int], weightings: Sequence[Weighting] = WEIGHTINGS) -> list[Config]:
     """single, unmixed, then each weighting at each interval."""
     return [("single", 1, 1, None), ("unmixed", PARTITIONS, 1, None)] + [
@@ -111,34 +87,27 @@ def configs(intervals: Sequence[int], weightings: Sequence[Weighting] = WEIGHTIN
 def stream_rows(name: str, data: Data, intervals: Sequence[int], passes: int,
                 rgamma: float | None) -> list[dict[str, Any]]:
     X, y, Xh, yh = data
+
+    def row(run: str, first: int, per_pass: Sequence[int], sum_mu_k: float | None, oldest: int | None,
+            served: Any, own: float | None) -> dict[str, Any]:
+        clean = next((p + 1 for p, k in enumerate(per_pass) if k == 0), None)
+        return {"stream": name, "run": run, "examples": len(X), "held_out": len(yh),
+                "first_pass_mistakes": first, "clean_pass": clean, "mistakes_until_clean": sum(per_pass),
+                "passes_run": len(per_pass), "sum_mu_k": sum_mu_k, "bound": rgamma,
+                "oldest_state_mixed": oldest, "own_accuracy": own,
+                "served_accuracy": accuracy(served.weights, served.intercept, Xh, yh)}
+
     rows = []
     for label, parts, every, weights in configs(intervals):
-        once = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=1)
-        many = simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=passes)
-        clean, total = until_clean(many.pass_mistakes)
-        served = once.final
-        assert served is not None
-        rows.append({
-            "stream": name, "run": label, "examples": len(X), "held_out": len(yh),
-            "first_pass_mistakes": once.pass_mistakes[0], "clean_pass": clean,
-            "mistakes_until_clean": total, "passes_run": len(many.pass_mistakes),
-            "sum_mu_k": many.sum_mu_k if weights else None, "bound": rgamma,
-            "oldest_state_mixed": max(once.age_examples, default=None),
-            "served_accuracy": accuracy(served.weights, served.intercept, Xh, yh),
-            "own_accuracy": own_accuracy(once.models, Xh, yh),
-        })
+        once, many = (simulate_stream(X, y, partitions=parts, every=every, weights=weights, passes=p)
+                      for p in (1, passes))
+        rows.append(row(label, once.pass_mistakes[0], many.pass_mistakes, many.sum_mu_k if weights else None,
+                        max(once.age_examples, default=None), once.final, own_accuracy(once.models, Xh, yh)))
     shards = [(X[q::PARTITIONS], y[q::PARTITIONS]) for q in range(PARTITIONS)]
-    for weights in WEIGHTINGS:
-        one = ipm(shards, weights, max_epochs=1)
-        run = ipm(shards, weights, max_epochs=passes)
-        clean, total = until_clean([sum(e.mistakes) for e in run.epochs])
-        rows.append({
-            "stream": name, "run": f"ipm {weights}", "examples": len(X), "held_out": len(yh),
-            "first_pass_mistakes": sum(one.epochs[0].mistakes), "clean_pass": clean,
-            "mistakes_until_clean": total, "passes_run": len(run.epochs),
-            "sum_mu_k": run.epochs[-1].running, "bound": rgamma, "oldest_state_mixed": None,
-            "served_accuracy": accuracy(one.weights, one.intercept, Xh, yh), "own_accuracy": None,
-        })
+    for weights in WEIGHTINGS:  # synchronous IPM: each pass one epoch of every shard, then one mix
+        one, run = (ipm(shards, weights, max_epochs=p) for p in (1, passes))
+        rows.append(row(f"ipm {weights}", sum(one.epochs[0].mistakes), [sum(e.mistakes) for e in run.epochs],
+                        run.epochs[-1].running, None, one, None))
     return rows
 
 
@@ -239,10 +208,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20_000,
-                        help="training examples of the generated streams")
-    parser.add_argument("--held-out", type=int, default=5_000,
-                        help="held-out examples of the generated streams")
+    parser.add_argument("--n", type=int, default=20_000, help="training examples of the generated streams")
+    parser.add_argument("--held-out", type=int, default=5_000, help="held-out examples of generated streams")
     parser.add_argument("--every", default="2,5,10,50,200,1000", help="mixing intervals, comma-separated")
     parser.add_argument("--passes", type=int, default=10, help="at most this many passes to find a clean one")
     parser.add_argument("--seeds", type=int, default=5,

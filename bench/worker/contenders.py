@@ -1,5 +1,5 @@
-"""The contenders of the worker benchmark: their labels, what each runs (pipe, worker or peer, on
-which client backend), and the run's defaults."""
+"""The worker benchmark's contenders (what each label runs: a pipe, the worker or the river loop, on
+which client backend) and the defaults of a run."""
 
 from __future__ import annotations
 
@@ -10,32 +10,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
-
-DEFAULT_RECORDS = 100_000
-QUICK_RECORDS = 10_000
-DEFAULT_REPEATS = 3
-DEFAULT_SEED = 20_260_521
-
-KP = "kafka-python"
-KPP = "kafka-python+process"  # kafka-python, SP_KAFKA__PRODUCER_PROCESS=true
-CF = "confluent-kafka"
+DEFAULT_RECORDS, QUICK_RECORDS, DEFAULT_REPEATS, DEFAULT_SEED = 100_000, 10_000, 3, 20_260_521
+KP, KPP, CF = "kafka-python", "kafka-python+process", "confluent-kafka"  # KPP: SP_KAFKA__PRODUCER_PROCESS
 BACKENDS = (KP, KPP, CF)
 SHORT = {KP: "kp", KPP: "kpp", CF: "cf"}  # in topic and group names
-
-PIPE_KP = "pipe: bare kafka-python consume->produce"
-PIPE_KP_APPEND = "pipe: kafka-python, batch decode and append"  # the worker's client paths
-WORKER_KP = "worker (kafka-python), predictions=all"
-WORKER_KP_NONE = "worker (kafka-python), predictions=none"
-PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
-WORKER_KPP = "worker (kafka-python+process), predictions=all"
-WORKER_KPP_NONE = "worker (kafka-python+process), predictions=none"
-PIPE_CF = "pipe: bare confluent-kafka consume->produce"
-PIPE_CF_CODEC = "pipe: confluent-kafka, the worker's codec, fixed model"  # decode, score, encode
-WORKER_CF = "worker (confluent-kafka), predictions=all"
-WORKER_CF_NONE = "worker (confluent-kafka), predictions=none"
-PEER = "peer: kafka-python + json + river loop"
-# the names of the single-backend benchmark, kept for the size section and old reports
-LIMIT, WORKER_ALL, WORKER_NONE = PIPE_KP, WORKER_KP, WORKER_KP_NONE
+SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
 
 
 @dataclass(frozen=True)
@@ -49,75 +28,40 @@ class Spec:
     tag: str = ""  # in topic and group names, if not SHORT[backend]
 
 
-SPECS: dict[str, Spec] = {
-    PIPE_KP: Spec("pipe", KP),
-    PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--decode", "--append"), tag="kpa"),
-    WORKER_KP: Spec("worker", KP, "all"),
-    WORKER_KP_NONE: Spec("worker", KP, "none"),
-    PIPE_KPP: Spec("pipe", KPP),
-    WORKER_KPP: Spec("worker", KPP, "all"),
-    WORKER_KPP_NONE: Spec("worker", KPP, "none"),
-    PIPE_CF: Spec("pipe", CF),
-    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"),
-    WORKER_CF: Spec("worker", CF, "all"),
-    WORKER_CF_NONE: Spec("worker", CF, "none"),
-    PEER: Spec("peer", KP),
-}
+PIPE_KP = "pipe: bare kafka-python consume->produce"
+PIPE_KP_APPEND = "pipe: kafka-python, batch decode and append"  # the worker's client paths
+PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
+PIPE_CF = "pipe: bare confluent-kafka consume->produce"
+PIPE_CF_CODEC = "pipe: confluent-kafka, the worker's codec, fixed model"  # decode, score, encode
+PEER = "peer: kafka-python + json + river loop"
 PIPE_OF = {KP: PIPE_KP, KPP: PIPE_KPP, CF: PIPE_CF}
-WORKER_OF = {KP: WORKER_KP, KPP: WORKER_KPP, CF: WORKER_CF}
-WORKER_NONE_OF = {KP: WORKER_KP_NONE, KPP: WORKER_KPP_NONE, CF: WORKER_CF_NONE}
-CONTENDERS = (
-    PIPE_KP, PIPE_KP_APPEND, WORKER_KP, WORKER_KP_NONE, PIPE_KPP, WORKER_KPP, WORKER_KPP_NONE, PIPE_CF,
-    PIPE_CF_CODEC, WORKER_CF, WORKER_CF_NONE, PEER,
-)
+WORKER_OF = {b: f"worker ({b}), predictions=all" for b in BACKENDS}
+WORKER_NONE_OF = {b: f"worker ({b}), predictions=none" for b in BACKENDS}
+WORKER_KP, WORKER_KPP, WORKER_CF = (WORKER_OF[b] for b in BACKENDS)
+WORKER_KP_NONE, WORKER_KPP_NONE, WORKER_CF_NONE = (WORKER_NONE_OF[b] for b in BACKENDS)
 # per backend, the pipes beside its bare one: the worker's own work shows against them alone
 EXTRA_PIPES = {KP: (PIPE_KP_APPEND,), KPP: (), CF: (PIPE_CF_CODEC,)}
-SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
-
-
-def offline_parser(doc: str, *, records: int, repeats: int) -> argparse.ArgumentParser:
-    """The options of every offline benchmark (no Kafka): ``--records``, ``--repeats``,
-    ``--seed`` and ``--json``; described by the first paragraph of ``doc``.
-
-    >>> offline_parser("Times things.", records=10, repeats=3).parse_args([])
-    Namespace(records=10, repeats=3, seed=1, json=None)
-    """
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=records)
-    parser.add_argument("--repeats", type=int, default=repeats)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path)
-    return parser
-
-
-def rotated(items: Sequence[Any], k: int) -> list[Any]:
-    """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``).
-
-    >>> rotated(["a", "b", "c"], 1), rotated(["a", "b", "c"], 4)
-    (['b', 'c', 'a'], ['b', 'c', 'a'])
-    """
-    if not items:
-        return []
-    k %= len(items)
-    return list(items[k:]) + list(items[:k])
+SPECS: dict[str, Spec] = {
+    PIPE_KP: Spec("pipe", KP), PIPE_KPP: Spec("pipe", KPP), PIPE_CF: Spec("pipe", CF),
+    PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--decode", "--append"), tag="kpa"),
+    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"), PEER: Spec("peer", KP),
+    **{WORKER_OF[b]: Spec("worker", b) for b in BACKENDS},
+    **{WORKER_NONE_OF[b]: Spec("worker", b, "none") for b in BACKENDS},
+}
 
 
 def contenders_for(backends: Sequence[str]) -> list[str]:
-    """The throughput contenders for ``backends``: per backend its pipe, its other pipes
-    (kafka-python's with the worker's way of appending, confluent-kafka's with the worker's codec)
-    and its worker (predictions all and none), then the river peer; the interleaving order of
-    repeat 0.
-
-    >>> [c.split(":")[0].split(",")[0] for c in contenders_for(["kafka-python"])]
-    ['pipe', 'pipe', 'worker (kafka-python)', 'worker (kafka-python)', 'peer']
-    >>> len(contenders_for(BACKENDS))
-    12
-    """
-    out: list[str] = []
-    for b in BACKENDS:
-        if b in backends:
-            out += [PIPE_OF[b], *EXTRA_PIPES[b], WORKER_OF[b], WORKER_NONE_OF[b]]
+    """The throughput contenders for ``backends``, in the interleaving order of repeat 0: per
+    backend its bare pipe, its other pipes and its worker (predictions all and none), then the peer."""
+    out = [c for b in BACKENDS if b in backends for c in (PIPE_OF[b], *EXTRA_PIPES[b], WORKER_OF[b],
+                                                           WORKER_NONE_OF[b])]
     return [*out, PEER]
+
+
+def rotated(items: Sequence[Any], k: int) -> list[Any]:
+    """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``)."""
+    k = k % len(items) if items else 0
+    return [*items[k:], *items[:k]]
 
 
 def backend_env(backend: str) -> dict[str, str]:
@@ -133,3 +77,14 @@ def confluent_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def offline_parser(doc: str, *, records: int, repeats: int) -> argparse.ArgumentParser:
+    """The options of an offline benchmark (no Kafka): ``--records``, ``--repeats``, ``--seed``
+    and ``--json``; described by the first paragraph of ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    return parser

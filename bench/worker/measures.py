@@ -1,5 +1,5 @@
-"""Pure measurement helpers: percentiles, rates from record timestamps, latency matching, trends,
-and readings of ``/proc`` (RSS, CPU ticks, steal, load)."""
+"""Pure measures: percentiles, rates from record timestamps, latency matching, trends, and readings
+of ``/proc`` (RSS, CPU ticks, steal, load)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) by linear interpolation between closest ranks (numpy's default).
-
-    >>> percentile([1, 2, 3, 4], 50), percentile([5], 99), percentile([0, 10], 90)
-    (2.5, 5.0, 9.0)
-    """
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError("q must be in [0, 100]")
+    """The q-th percentile (0..100), interpolated between closest ranks (numpy's default)."""
+    if not values or not 0 <= q <= 100:
+        raise ValueError("percentile of no values, or q outside [0, 100]")
     xs = sorted(values)
     pos = (len(xs) - 1) * q / 100.0
     lo = math.floor(pos)
@@ -28,190 +24,92 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def rate_from_timestamps(timestamps_ms: Sequence[int]) -> float | None:
-    """Records/s between the first and the last timestamp (ms): ``(n − 1) / span``.
-
-    None with fewer than two records or a zero span (the span is too short to measure).
-
-    >>> rate_from_timestamps([1000, 1500, 2000])
-    2.0
-    >>> rate_from_timestamps([5]) is None, rate_from_timestamps([7, 7]) is None
-    (True, True)
-    """
-    if len(timestamps_ms) < 2:
+    """Records/s between the first and the last timestamp (ms): ``(n − 1) / span``; None with
+    fewer than two records or a zero span (too short to measure)."""
+    if len(timestamps_ms) < 2 or max(timestamps_ms) == min(timestamps_ms):
         return None
-    span = (max(timestamps_ms) - min(timestamps_ms)) / 1000.0
-    if span <= 0:
-        return None
-    return (len(timestamps_ms) - 1) / span
+    return (len(timestamps_ms) - 1) / ((max(timestamps_ms) - min(timestamps_ms)) / 1000.0)
 
 
 def chunk_rates(timestamps_ms: Sequence[int], k: int) -> list[float]:
-    """Records/s over consecutive chunks of ``k`` records (in output order): how steady a run was.
-
-    >>> chunk_rates([0, 10, 20, 100, 200, 300, 400], 3)  # the last, partial chunk is left out
-    [100.0, 10.0]
-    """
-    out = []
-    for i in range(0, len(timestamps_ms) - k + 1, k):
-        r = rate_from_timestamps(timestamps_ms[i : i + k])
-        if r is not None:
-            out.append(r)
-    return out
+    """Records/s over consecutive chunks of ``k`` records (in output order): how steady a run was."""
+    rates = (rate_from_timestamps(timestamps_ms[i : i + k]) for i in range(0, len(timestamps_ms) - k + 1, k))
+    return [r for r in rates if r is not None]
 
 
 def rate_from_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Records/s from a worker's statistics records: ``(seen_last − seen_first) / (ts_last − ts_first)``
-    over the records with ``seen > 0`` (in time order). None when fewer than two such records.
-
-    >>> rate_from_stats([{"seen": 0, "ts": 0.0}, {"seen": 6000, "ts": 10.0}, {"seen": 10000, "ts": 12.0}])
-    {'rate': 2000.0, 'seen_first': 6000, 'seen_last': 10000, 'seconds': 2.0, 't_first': 10.0, 't_last': 12.0}
-    """
+    """Records/s from a worker's statistics records with ``seen > 0``: ``(seen_last − seen_first)
+    / (ts_last − ts_first)``; None with fewer than two."""
     pts = sorted((s["ts"], s["seen"]) for s in stats if s.get("seen") and s.get("ts") is not None)
-    if len(pts) < 2:
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0] or pts[-1][1] <= pts[0][1]:
         return None
     (t0, s0), (t1, s1) = pts[0], pts[-1]
-    if t1 <= t0 or s1 <= s0:
-        return None
-    return {
-        "rate": (s1 - s0) / (t1 - t0),
-        "seen_first": s0,
-        "seen_last": s1,
-        "seconds": t1 - t0,
-        "t_first": t0,
-        "t_last": t1,
-    }
+    return {"rate": (s1 - s0) / (t1 - t0), "seen_first": s0, "seen_last": s1, "seconds": t1 - t0,
+            "t_first": t0, "t_last": t1}
 
 
 def median_spread(values: Sequence[float]) -> tuple[float, float]:
-    """(median, (max − min) / median).
-
-    >>> median_spread([9.0, 10.0, 12.0])
-    (10.0, 0.3)
-    """
-    if not values:
-        raise ValueError("no values")
+    """(median, (max − min) / median)."""
     med = statistics.median(values)
     return med, (max(values) - min(values)) / med if med else 0.0
 
 
-def latency_summary(
-    input_ts: dict[int, int], outputs: Sequence[tuple[int, int]], *, from_offset: int = 0
-) -> dict[str, Any]:
+def latency_summary(input_ts: dict[int, int], outputs: Sequence[tuple[int, int]], *, from_offset: int = 0
+                    ) -> dict[str, Any]:
     """Latency (ms) from each input record's timestamp to its output's, matched by input offset.
 
     ``input_ts``: input offset → timestamp (ms); ``outputs``: (input offset the output is for, its
-    timestamp). Offsets below ``from_offset`` (a warm-up) are left out; a re-emitted output counts
-    once (its first copy).
-
-    >>> s = latency_summary({0: 100, 1: 110, 2: 120}, [(0, 105), (1, 130), (2, 121), (2, 190)])
-    >>> s["matched"], s["p50_ms"], s["max_ms"], s["missing"]
-    (3, 5.0, 20.0, 0)
-    """
+    timestamp). Offsets below ``from_offset`` (a warm-up) are left out; an output sent again
+    counts once (its first copy)."""
     first: dict[int, int] = {}
     for off, ts in outputs:
-        if off >= from_offset and off not in first:
-            first[off] = ts
+        if off >= from_offset:
+            first.setdefault(off, ts)
     lat = [float(first[o] - input_ts[o]) for o in sorted(first) if o in input_ts]
-    wanted = [o for o in input_ts if o >= from_offset]
-    out: dict[str, Any] = {
-        "matched": len(lat),
-        "missing": sum(1 for o in wanted if o not in first),
-        "from_offset": from_offset,
-    }
+    out: dict[str, Any] = {"matched": len(lat), "from_offset": from_offset,
+                           "missing": sum(1 for o in input_ts if o >= from_offset and o not in first)}
     if lat:
-        out.update(
-            {
-                "p50_ms": percentile(lat, 50),
-                "p90_ms": percentile(lat, 90),
-                "p99_ms": percentile(lat, 99),
-                "p999_ms": percentile(lat, 99.9),
-                "max_ms": max(lat),
-                "mean_ms": sum(lat) / len(lat),
-                "min_ms": min(lat),
-            }
-        )
+        out.update({f"p{str(q).replace('.', '')}_ms": percentile(lat, q) for q in (50, 90, 99, 99.9)})
+        out.update({"max_ms": max(lat), "mean_ms": sum(lat) / len(lat), "min_ms": min(lat)})
     return out
+
+
+def sample_at(samples: Sequence[tuple[float, int]], when: float) -> int | None:
+    """The value of the sample (time, value) nearest ``when``; None when no samples."""
+    return min(samples, key=lambda s: abs(s[0] - when))[1] if samples else None
 
 
 def median_around(samples: Sequence[tuple[float, int]], when: float, half_width_s: float) -> float | None:
     """The median value of the samples (time, value) within ``half_width_s`` of ``when``; the
-    nearest sample's when none is that close; None when no samples.
-
-    >>> median_around([(1.0, 10), (2.0, 50), (2.1, 20), (2.2, 30), (9.0, 99)], 2.1, 0.5)
-    30.0
-    >>> median_around([(1.0, 10), (5.0, 50)], 4.0, 0.5), median_around([], 1.0, 0.5)
-    (50.0, None)
-    """
+    nearest sample's when none is that close; None when no samples."""
     near = [v for t, v in samples if abs(t - when) <= half_width_s]
-    if near:
-        return float(statistics.median(near))
-    got = sample_at(samples, when)
+    got = statistics.median(near) if near else sample_at(samples, when)
     return None if got is None else float(got)
 
 
 def linear_trend(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope of (x, y) points; None with fewer than two distinct x.
-
-    >>> linear_trend([(0, 1.0), (1, 3.0), (2, 5.0)]), linear_trend([(1, 2.0)])
-    (2.0, None)
-    """
-    if len(points) < 2:
-        return None
-    mx = sum(x for x, _ in points) / len(points)
-    my = sum(y for _, y in points) / len(points)
+    """Least-squares slope of (x, y) points; None with fewer than two distinct x."""
+    mx = sum(x for x, _ in points) / len(points) if points else 0.0
+    my = sum(y for _, y in points) / len(points) if points else 0.0
     sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
-
-
-def sample_at(samples: Sequence[tuple[float, int]], when: float) -> int | None:
-    """The value of the sample (time, value) closest in time to ``when``; None when no samples.
-
-    >>> sample_at([(1.0, 10), (2.0, 20), (3.0, 30)], 2.4), sample_at([], 1.0)
-    (20, None)
-    """
-    if not samples:
-        return None
-    return min(samples, key=lambda s: abs(s[0] - when))[1]
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
 
 
 def parse_status(text: str) -> dict[str, int]:
-    """``VmRSS`` / ``VmHWM`` (kB) out of a ``/proc/PID/status`` text.
-
-    >>> parse_status("Name:\\tpython\\nVmHWM:\\t  2048 kB\\nVmRSS:\\t  1024 kB\\n")
-    {'VmHWM': 2048, 'VmRSS': 1024}
-    """
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(rest.split()[0])
-    return out
-
-
-CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    """``VmRSS`` / ``VmHWM`` (kB) out of a ``/proc/PID/status`` text."""
+    fields = (line.partition(":") for line in text.splitlines())
+    return {key: int(rest.split()[0]) for key, _, rest in fields if key in ("VmRSS", "VmHWM")}
 
 
 def parse_stat_cpu_ticks(text: str) -> int:
-    """utime + stime (clock ticks) out of a ``/proc/PID/stat`` line (the name may hold spaces).
-
-    >>> parse_stat_cpu_ticks("42 (py thon) S 1 2 3 4 5 6 7 8 9 10 150 50 0 0 20 0 3")
-    200
-    """
+    """utime + stime (clock ticks) out of a ``/proc/PID/stat`` line (the name may hold spaces)."""
     fields = text.rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
 
 def cores_in_window(samples: Sequence[tuple[float, float]], t0: float, t1: float) -> float | None:
     """Average cores used in ``[t0, t1]`` from (time, cumulative CPU seconds) samples, linearly
-    interpolated; None when the window is empty or not covered by the samples.
-
-    >>> cores_in_window([(0.0, 0.0), (1.0, 0.5), (2.0, 2.0)], 0.5, 1.5)
-    1.0
-    >>> cores_in_window([(0.0, 0.0), (1.0, 0.5)], 2.0, 3.0) is None
-    True
-    """
+    interpolated; None when the window is empty or not covered by the samples."""
     if t1 <= t0 or len(samples) < 2 or t0 < samples[0][0] or t1 > samples[-1][0]:
         return None
 
@@ -225,8 +123,8 @@ def cores_in_window(samples: Sequence[tuple[float, float]], t0: float, t1: float
 
 
 def cpu_counters() -> list[int] | None:
-    """The machine's aggregate CPU time counters (the ``cpu`` line of ``/proc/stat``, in ticks:
-    user nice system idle iowait irq softirq steal ...); None where there is no such file."""
+    """The machine's CPU time counters (the ``cpu`` line of ``/proc/stat``, in ticks: user nice
+    system idle iowait irq softirq steal ...); None where there is no such file."""
     try:
         with open("/proc/stat", encoding="ascii") as fh:
             return [int(v) for v in fh.readline().split()[1:]]
@@ -235,14 +133,8 @@ def cpu_counters() -> list[int] | None:
 
 
 def steal_share(before: Sequence[int] | None, after: Sequence[int] | None) -> float | None:
-    """The share of CPU time stolen by the hypervisor (given to other guests) between two
-    :func:`cpu_counters` readings: on a shared VM, the contenders ran slower by about that much.
-
-    >>> steal_share([100, 0, 50, 800, 0, 0, 0, 50], [200, 0, 100, 1500, 0, 0, 0, 200])
-    0.15
-    >>> steal_share(None, [1, 2, 3]) is None, steal_share([1, 2, 3], [1, 2, 3]) is None
-    (True, True)
-    """
+    """The share of CPU time the hypervisor gave to other guests between two :func:`cpu_counters`
+    readings: on a shared VM, the contenders ran slower by about that much."""
     if before is None or after is None or len(before) < 8 or len(after) < 8:
         return None
     total = sum(after[:8]) - sum(before[:8])  # guest time is already counted in user time

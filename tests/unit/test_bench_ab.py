@@ -3,7 +3,6 @@ runs need a broker; the benchmark itself is not a test)."""
 
 from __future__ import annotations
 
-import doctest
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +10,17 @@ from pathlib import Path
 import pytest
 
 from bench import bench_ab
-from bench.bench_ab import parse_args, worktree
+from bench.bench_ab import parse_args
 from bench.worker.contenders import ROOT
+from bench.worker.machine import worktree
 from bench.worker.processes import clean_env, popen_logged
 
 
-def test_the_module_doctests_pass():
-    result = doctest.testmod(bench_ab)
-    assert result.attempted >= 1 and result.failed == 0
+def test_the_table_gives_each_sides_median_and_runs_and_head_over_base():
+    runs = {("throughput", "kafka-python", "worker"): {"base": [10.0, 12.0, 11.0],
+                                                      "head": [12.0, 13.0, 14.0]}}
+    assert bench_ab.summary_rows(runs) == [
+        ["throughput", "kafka-python", "worker rec/s", "11", "10, 12, 11", "13", "12, 13, 14", "1.18x"]]
 
 
 @pytest.mark.parametrize(

@@ -1,26 +1,13 @@
-"""bench/pipe.py: its doctests, and the options that override the worker's client settings (the
-pipes themselves run against a broker in tests/integration/test_bench_pipe.py)."""
+"""bench/pipe.py: its doctests, and that a settings override reaches each client's configuration
+(the pipes themselves run against a broker in tests/integration/test_bench_pipe.py)."""
 
 from __future__ import annotations
 
-import doctest
+import json
 
 import pytest
 
 from bench import pipe
-
-
-def test_the_pipes_doctests_pass():
-    result = doctest.testmod(pipe)
-    assert result.attempted >= 2 and result.failed == 0
-
-
-def test_the_pipes_options_override_the_workers_settings():
-    required = ["--bootstrap", "h:1", "--input", "i", "--output", "o", "--records", "1"]
-    given = [*required, "--fetch-max-bytes", "52428800", "--fetch-wait-ms", "10"]
-    args = pipe.contender_args("pipe", "", given, with_client=True)
-    assert pipe.settings_overrides(args) == {"fetch_max_wait_ms": 10, "fetch_max_bytes": 52_428_800}
-    assert pipe.settings_overrides(pipe.contender_args("pipe", "", required, with_client=True)) == {}
 
 
 def test_the_pipes_fetch_bound_follows_the_override():
@@ -37,3 +24,20 @@ def test_the_confluent_pipes_fetch_bound_follows_the_override():
     consumer, _ = pipe.confluent_configs(kafka, "g")
     assert consumer["fetch.max.bytes"] == 52_428_800 and consumer["group.id"] == "g"
     assert consumer["fetch.wait.max.ms"] == 10
+
+
+def test_the_codec_stage_fills_every_field_as_the_worker_and_counts_the_records_it_refuses():
+    from stream_perceptron.kafka.edge import Batch
+
+    stage = pipe.CodecStage()  # θ = linspace(-1, 1, 2) = [-1, 1], fixed
+    keys, values = stage.encode(Batch("in", 0, [5, 6], [b"a", None], [b'{"x":[1,3],"y":1}', b'{"x":[2,0]}'],
+                                      [0, 0]))
+    assert keys == [b"a", None] and json.loads(values[0]) == {
+        "topic": "in", "partition": 0, "offset": 5, "key": "a", "id": None, "prediction": 1, "score": 2.0,
+        "label": 1, "mistake": False, "margin": 2 / 2**0.5, "updates": 0}
+    assert [json.loads(values[1])[k] for k in ("prediction", "score", "label", "mistake", "margin")] == [
+        -1, -2.0, None, None, None]
+    rows = [b'{"x":[]}', b'{"x":[1,-1],"y":1}']
+    _, values = stage.encode(Batch("in", 0, [7, 8], [None, None], rows, [0, 0]))
+    assert [json.loads(values[0])[k] for k in ("mistake", "updates")] == [True, 1] and stage.rejected == 1
+    assert stage.encode(Batch("in", 0, [9], [None], [b"not json"], [0])) == ([], []) and stage.rejected == 2
