@@ -89,7 +89,7 @@ class _Partition:
     model: Perceptron
     seen: int = 0  # labeled examples learned, over all passes
     since: int = 0  # mistakes since the last adoption: k of the current epoch
-    epoch: int = 0
+    version: int = 0
 
 
 @dataclass
@@ -105,7 +105,7 @@ class StreamRun:
     mixes: list[Mix] = field(default_factory=list)
     sum_mu_k: float = 0.0
     age_examples: list[int] = field(default_factory=list)
-    age_epochs: list[int] = field(default_factory=list)
+    age_versions: list[int] = field(default_factory=list)
     models: list[Perceptron] = field(default_factory=list)
     final: Mix | None = None
 
@@ -162,7 +162,7 @@ def simulate_stream(X: FloatArray, y: npt.NDArray[Any], *, partitions: int = 8, 
 
 
 def _publish(q: int, p: _Partition) -> Published:
-    return Published(q, p.model.weights.copy(), p.model.intercept, p.since, p.epoch, p.seen)
+    return Published(q, p.model.weights.copy(), p.model.intercept, p.since, p.version, p.seen)
 
 
 def _learn(ps: list[_Partition], X: FloatArray, y: npt.NDArray[Any], part: npt.NDArray[np.intp],
@@ -187,9 +187,9 @@ def _adopt(run: StreamRun, ps: list[_Partition], newest: dict[int, tuple[Publish
     for j, (s, t) in newest.items():
         if j != q:
             run.age_examples.append(clock - t)
-            run.age_epochs.append(p.epoch - s.epoch)
+            run.age_versions.append(p.version - s.version)
     run.mixes.append(mixed)
     run.sum_mu_k += mixed.weighted_mistakes / len(ps)
     adopt(p.model, mixed)
     p.since = 0
-    p.epoch += 1
+    p.version += 1

@@ -1,10 +1,10 @@
 r"""The mixed model as a reader of the model topic sees it, and scoring with it (pure: no I/O).
 
 A worker mixing partitions (:mod:`~stream_perceptron.worker.mixer`) writes one record per mixing
-point of input partition p to the model topic, key ``"<topic>:<p>"`` (README, "Record formats",
-**Model**): ``{"topic", "partition", "state", "log", "ts"}``, where ``log`` lists p's adoptions
-``{"offset", "epoch", "mix"}``, oldest first. The last entry of p's newest record is the mix p
-adopted last, :math:`w_n = [\theta, \theta_0]` of version n (its epoch) at input offset o: from
+point of input partition p to the model topic, key ``"<topic>:<p>"`` (docs/records.md,
+"Model"): ``{"topic", "partition", "state", "log", "ts"}``, where ``log`` lists p's adoptions
+``{"offset", "epoch", "mix"}`` (``epoch``: the mix version), oldest first. The last entry of p's
+newest record is the mix p adopted last, :math:`w_n = [\theta, \theta_0]` of mix version n at input offset o: from
 o on, p predicts with it until its next mixing point. So a reader that keeps, per (input topic,
 partition), the last log entry of the newest record holds what each partition serves right
 after its latest mixing point, and can score with it elsewhere.
@@ -24,7 +24,7 @@ side, as the worker predicts (y·s ≤ 0 counts as an error, the boundary includ
 ...      "partitions": [0, 1], "epochs": [1, 1], "offsets": [20, 20], "mistakes": [3, 1],
 ...      "mu": [0.5, 0.5], "rule": "uniform"}}]}
 >>> newest = newest_mixes([record])[("in", 1)]
->>> newest.epoch, newest.offset, newest.score([2.0, 1.0]), newest.predict([2.0, 1.0])
+>>> newest.version, newest.offset, newest.score([2.0, 1.0]), newest.predict([2.0, 1.0])
 (1, 20, 0.5, 1)
 >>> newest_mixes([{**record, "log": []}])
 {('in', 1): None}
@@ -44,11 +44,11 @@ from stream_perceptron.model.mixing import Mix
 @dataclass(frozen=True)
 class Adopted:
     """The mix input partition ``partition`` of ``topic`` adopted at input ``offset`` (the first
-    record predicted with it), as its ``epoch``-th mixing point."""
+    record predicted with it), as its ``version``-th mixing point."""
 
     topic: str
     partition: int
-    epoch: int
+    version: int
     offset: int
     mix: Mix
 
@@ -64,7 +64,8 @@ class Adopted:
 
     def record(self) -> dict[str, Any]:
         """JSON-ready: where it was adopted, θ, θ0, the partitions mixed and the μ given to each."""
-        return {"topic": self.topic, "partition": self.partition, "epoch": self.epoch,
+        return {"topic": self.topic, "partition": self.partition, "version": self.version,
+                "epoch": self.version,  # the field's old name, kept
                 "offset": self.offset, "weights": self.mix.weights.tolist(),
                 "intercept": self.mix.intercept, "partitions": list(self.mix.partitions),
                 "mu": list(self.mix.mu)}

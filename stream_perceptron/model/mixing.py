@@ -42,8 +42,8 @@ The entry points: :func:`mix` and :func:`adopt`, what a worker does at one parti
 point.
 
 >>> import numpy as np
->>> a = Published(partition=1, weights=np.array([1.0, 0.0]), intercept=1.0, mistakes=3, epoch=4, offset=90)
->>> b = Published(partition=0, weights=np.array([0.0, 2.0]), intercept=-1.0, mistakes=1, epoch=4, offset=80)
+>>> a = Published(partition=1, weights=np.array([1.0, 0.0]), intercept=1.0, mistakes=3, version=4, offset=90)
+>>> b = Published(partition=0, weights=np.array([0.0, 2.0]), intercept=-1.0, mistakes=1, version=4, offset=80)
 >>> m = mix([a, b], "mistakes")
 >>> m.weights.tolist(), m.intercept, m.partitions, m.mu
 ([0.75, 0.5], 0.5, (0, 1), (0.25, 0.75))
@@ -69,23 +69,24 @@ WEIGHTINGS: tuple[Weighting, ...] = ("uniform", "mistakes")
 
 @dataclass(frozen=True)
 class Published:
-    """One partition's state as it publishes it at the end of its epoch.
+    """One partition's state as it publishes it at the end of its round (at a mixing point).
 
-    ``mistakes`` is k, the mistakes made in this epoch (since it last adopted a mix);
-    ``epoch`` counts its mixing points; ``offset`` is the input offset the state reflects.
+    ``mistakes`` is k, the mistakes made in this round (since it last adopted a mix);
+    ``version`` counts its mixing points (its mix version; the record's field ``epoch``);
+    ``offset`` is the input offset the state reflects.
     """
 
     partition: int
     weights: FloatArray
     intercept: float
     mistakes: int
-    epoch: int
+    version: int
     offset: int
 
     def record(self) -> dict[str, Any]:
         """JSON-ready (floats round-trip exactly through JSON)."""
         return {"partition": self.partition, "weights": self.weights.tolist(),
-                "intercept": self.intercept, "mistakes": self.mistakes, "epoch": self.epoch,
+                "intercept": self.intercept, "mistakes": self.mistakes, "epoch": self.version,
                 "offset": self.offset}
 
     @classmethod
@@ -98,13 +99,14 @@ class Published:
 
 @dataclass(frozen=True)
 class Mix:
-    """A mixed model and what it came from: the partitions (increasing), each one's epoch,
-    offset and mistakes, the μ given to each, and the rule that made μ."""
+    """A mixed model and what it came from: the partitions (increasing), each one's mix version
+    (the record's field ``epochs``), offset and mistakes, the μ given to each, and the rule that
+    made μ."""
 
     weights: FloatArray
     intercept: float
     partitions: tuple[int, ...]
-    epochs: tuple[int, ...]
+    versions: tuple[int, ...]
     offsets: tuple[int, ...]
     mistakes: tuple[int, ...]
     mu: tuple[float, ...]
@@ -118,7 +120,7 @@ class Mix:
     def record(self) -> dict[str, Any]:
         """JSON-ready: the mixed θ and θ0 with their sources."""
         return {"weights": self.weights.tolist(), "intercept": self.intercept,
-                "partitions": list(self.partitions), "epochs": list(self.epochs),
+                "partitions": list(self.partitions), "epochs": list(self.versions),
                 "offsets": list(self.offsets), "mistakes": list(self.mistakes),
                 "mu": list(self.mu), "rule": self.rule}
 
@@ -139,7 +141,8 @@ class MixLog:
     """One partition's mixing, as its stored state keeps it (``stats["mix"]``).
 
     ``labeled``: labeled examples learned since the last mixing point (a mixing point comes when
-    it reaches E); ``epoch``: mixing points so far (the mix version); ``mistakes_at``: the
+    it reaches E); ``version``: mixing points so far (the mix version; ``epoch`` in the stored
+    state and the adoption log, the field's old name); ``mistakes_at``: the
     model's mistake count at the last mixing point, so k = mistakes − mistakes_at;
     ``sum_mu_k``: the running Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ of this partition's adoptions; ``last``: the latest
     adoption ``{"offset", "epoch", "mix"}`` (``offset``: the input offset of the first record
@@ -148,14 +151,14 @@ class MixLog:
     """
 
     labeled: int = 0
-    epoch: int = 0
+    version: int = 0
     mistakes_at: int = 0
     sum_mu_k: float = 0.0
     last: dict[str, Any] | None = None
     replay: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def get_state(self) -> dict[str, Any]:
-        return {"labeled": self.labeled, "epoch": self.epoch, "mistakes_at": self.mistakes_at,
+        return {"labeled": self.labeled, "epoch": self.version, "mistakes_at": self.mistakes_at,
                 "sum_mu_k": self.sum_mu_k, "last": self.last}
 
     @classmethod
@@ -170,10 +173,10 @@ class MixLog:
     def adopted(self, offset: int, mixed: Mix, mistakes: int) -> dict[str, Any]:
         """Account for an adoption at ``offset`` (the model held ``mistakes`` then); returns its
         log entry."""
-        self.epoch += 1
+        self.version += 1
         self.labeled, self.mistakes_at = 0, mistakes
         self.sum_mu_k += mixed.weighted_mistakes
-        self.last = {"offset": offset, "epoch": self.epoch, "mix": mixed.record()}
+        self.last = {"offset": offset, "epoch": self.version, "mix": mixed.record()}
         return self.last
 
 
@@ -210,7 +213,7 @@ def mix(states: Iterable[Published], weights: Weighting = "uniform") -> Mix:
     for m, s in zip(mu[1:], ordered[1:], strict=True):
         theta = theta + m * _padded(s.weights, width)
         theta0 = theta0 + m * s.intercept
-    return Mix(theta, theta0, tuple(parts), tuple(s.epoch for s in ordered),
+    return Mix(theta, theta0, tuple(parts), tuple(s.version for s in ordered),
                tuple(s.offset for s in ordered), tuple(s.mistakes for s in ordered), mu, rule)
 
 

@@ -159,13 +159,13 @@ class Mixer:
                 f" partition's own ({st.name}@{offset} is named), so their weights cannot be mixed"
             )
         logged = ml.replay.pop(offset, None)
-        if logged is not None and int(logged["epoch"]) == ml.epoch + 1:
+        if logged is not None and int(logged["epoch"]) == ml.version + 1:
             mixed = Mix.from_record(logged["mix"])
             ml.adopted(offset, mixed, model.updates)
             adopt(model, mixed)
             return
         k = model.updates - ml.mistakes_at
-        own = Published(st.partition, model.weights.copy(), model.intercept, k, ml.epoch + 1, offset)
+        own = Published(st.partition, model.weights.copy(), model.intercept, k, ml.version + 1, offset)
         self._follow()
         states = {p: Published.from_record(r["state"]) for p, r in self._newest.get(st.topic, {}).items()}
         states[st.partition] = own

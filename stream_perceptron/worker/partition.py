@@ -192,7 +192,7 @@ class PartitionState:
             return None
         m = ml.last["mix"]
         i = m["partitions"].index(self.partition)
-        return {"version": ml.epoch, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
+        return {"version": ml.version, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
                 "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
                 "staleness": ml.last["epoch"] - min(m["epochs"])}
 

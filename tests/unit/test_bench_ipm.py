@@ -121,7 +121,7 @@ def test_streaming_mixing_reaches_a_clean_pass_on_separable_data_with_bounded_st
     assert run.clean_pass is not None and run.pass_mistakes[-1] == 0
     assert np.all(y * (X @ run.models[0].weights + run.models[0].intercept) > 0)
     # round-robin: each partition republishes every P·every examples of the stream
-    assert 0 < max(run.age_examples) < partitions * every and max(run.age_epochs) <= 1
+    assert 0 < max(run.age_examples) < partitions * every and max(run.age_versions) <= 1
     # one adoption per `every` examples of a partition
     assert len(run.mixes) == len(X) * len(run.pass_mistakes) // every
     sync = ipm([(X[i::partitions], y[i::partitions]) for i in range(partitions)], weights)
@@ -140,4 +140,4 @@ def test_an_idle_partition_stalls_no_one_and_its_state_grows_stale():
     assert len(run.mixes) == int((counts // 10).sum())
     assert all(m.partitions == (0, 1, 2, 3) for m in run.mixes[-5:])  # its last state still mixed
     assert max(run.age_examples) > 700  # ... however old
-    assert max(run.age_epochs) >= 30
+    assert max(run.age_versions) >= 30

@@ -26,8 +26,8 @@ def _records(topic: str, partitions: int, points: int, seed: int) -> list[dict]:
     for n in range(points):
         p = int(rng.integers(partitions))
         ml = logs[p]
-        own = Published(p, rng.normal(size=3), float(rng.normal()), int(rng.integers(5)), ml.epoch + 1,
-                        10 * (ml.epoch + 1))
+        own = Published(p, rng.normal(size=3), float(rng.normal()), int(rng.integers(5)), ml.version + 1,
+                        10 * (ml.version + 1))
         newest[p] = own
         entries[p] = [*entries[p][-2:], ml.adopted(own.offset, mix(newest.values(), "mistakes"), n)]
         record = {"topic": topic, "partition": p, "state": own.record(), "log": entries[p], "ts": 0.0}
@@ -42,20 +42,21 @@ def test_the_newest_record_of_each_partition_gives_its_last_logged_adoption():
     for (topic, p), adopted in got.items():
         last = [r for r in records if (r["topic"], r["partition"]) == (topic, p)][-1]["log"][-1]
         assert adopted is not None and (adopted.topic, adopted.partition) == (topic, p)
-        assert (adopted.epoch, adopted.offset) == (last["epoch"], last["offset"])
+        assert (adopted.version, adopted.offset) == (last["epoch"], last["offset"])
         assert adopted.mix.record() == last["mix"]  # bit for bit, through JSON
         shown = adopted.record()
-        assert shown == {"topic": topic, "partition": p, "epoch": last["epoch"], "offset": last["offset"],
+        assert shown == {"topic": topic, "partition": p, "version": last["epoch"], "epoch": last["epoch"],
+                         "offset": last["offset"],
                          "weights": last["mix"]["weights"], "intercept": last["mix"]["intercept"],
                          "partitions": last["mix"]["partitions"], "mu": last["mix"]["mu"]}
 
 
 def test_a_later_record_replaces_an_earlier_one_and_an_empty_log_gives_none():
     records = _records("in", 1, 3, seed=3)
-    assert newest_mixes(records)[("in", 0)].epoch == 3  # type: ignore[union-attr]
-    assert newest_mixes(records[:1])[("in", 0)].epoch == 1  # type: ignore[union-attr]
+    assert newest_mixes(records)[("in", 0)].version == 3  # type: ignore[union-attr]
+    assert newest_mixes(records[:1])[("in", 0)].version == 1  # type: ignore[union-attr]
     assert newest_mixes([*records, {**records[-1], "log": []}]) == {("in", 0): None}
-    assert newest_mixes([*records, None])[("in", 0)].epoch == 3  # type: ignore[union-attr]
+    assert newest_mixes([*records, None])[("in", 0)].version == 3  # type: ignore[union-attr]
     assert newest_mixes([]) == {}
 
 

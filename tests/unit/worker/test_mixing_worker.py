@@ -81,7 +81,7 @@ def test_mixing_points_are_records_not_batch_ends(tmp_path):
         assert _preds(edge1, p) == _preds(edge2, p)
         a, b = one.partitions.assigned[("in", p)], two.partitions.assigned[("in", p)]
         assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
-        assert a.mix.epoch == len(cuts)
+        assert a.mix.version == len(cuts)
     logs = [[v["log"] for t, _, v in e.sent if t == "model"] for e in (edge1, edge2)]
     assert logs[0] == logs[1]
     # the mix really mixes: partition 0's latest adoption holds both partitions' states
@@ -205,7 +205,7 @@ def test_checkpoint_show_prints_each_partitions_latest_mix(tmp_path):
     for p in (0, 1):
         st = w.partitions.assigned[("in", p)]
         mixed = shown[f"in:{p}"]["mixed"]
-        assert mixed["version"] == st.mix.epoch and mixed["offset"] == st.mix.last["offset"]
+        assert mixed["version"] == st.mix.version and mixed["offset"] == st.mix.last["offset"]
         assert mixed["weights"] == st.mix.last["mix"]["weights"] and mixed["partitions"] == [0, 1]
         assert mixed["sum_mu_k"] == st.mix.sum_mu_k > 0
     plain, _ = _worker(tmp_path / "plain", every_examples=0)

@@ -181,7 +181,7 @@ def test_the_mixer_publishes_and_adopts_at_each_mixing_point(tmp_path):
     model_records = parts.edge.records("model")
     assert [r["log"][-1]["offset"] for r in model_records] == [5, 10]  # after the 5th and 10th example
     st = parts.partitions.assigned[("in", 0)]
-    assert st.mix is not None and st.mix.epoch == 2 and st.mix.labeled == 2
+    assert st.mix is not None and st.mix.version == 2 and st.mix.labeled == 2
     assert parts.edge.flushes == 2  # each adoption durable before the predictions after it
 
 
