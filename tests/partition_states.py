@@ -7,11 +7,11 @@ import numpy as np
 
 from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.model.learner import Learner
-from stream_perceptron.state.checkpoint import Checkpoint, new_model_id
+from stream_perceptron.state.stored import StoredState, new_model_id
 
 
 def partition_state(topic: str, partition: int, next_offset: int, *, names: int = 0, seed: int = 0,
-                    rows: int = 40) -> Checkpoint:
+                    rows: int = 40) -> StoredState:
     """The state of ``topic[partition]`` at ``next_offset``: a model taught ``rows`` dense rows of
     4 features, or, with ``names``, named rows over that many distinct feature names (about 40
     bytes each in the state)."""
@@ -28,5 +28,5 @@ def partition_state(topic: str, partition: int, next_offset: int, *, names: int 
         X = rng.normal(size=(rows, 4))
         learner.step(X, np.where(X @ rng.normal(size=4) > 0, 1, -1))
     model, stats = learner.state()
-    return Checkpoint(model=model, config=learner.model.config(), stats=stats,
+    return StoredState(model=model, config=learner.model.config(), stats=stats,
                       offsets={topic: {partition: next_offset}}, model_id=new_model_id())

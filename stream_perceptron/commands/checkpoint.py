@@ -22,14 +22,14 @@ from typing import Any
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import KafkaSettings
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, fingerprint
 from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.state.kafka_store import KafkaStore, state_partition
 from stream_perceptron.state.store import partition_of
+from stream_perceptron.state.stored import StateFiles, StoredState, fingerprint
 from stream_perceptron.worker.stores import open_kafka_store
 
 
-def shown(ckpt: Checkpoint) -> dict[str, Any]:
+def shown(ckpt: StoredState) -> dict[str, Any]:
     """One checkpoint as ``checkpoint show`` prints it (the keys of the module's docstring but
     ``next_offset``)."""
     stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
@@ -69,7 +69,7 @@ def partitions_shown(states: dict[tuple[str, int], dict[str, Any]]) -> dict[str,
     return out
 
 
-def _partition(ckpt: Checkpoint) -> dict[str, Any]:
+def _partition(ckpt: StoredState) -> dict[str, Any]:
     return {**shown(ckpt), "next_offset": partition_of(ckpt)[2]}
 
 
@@ -84,7 +84,7 @@ def show_directory(directory: Path) -> dict[str, Any]:
         ckpt = store.load(topic, partition)
         if ckpt is not None:
             states[(topic, partition)] = _partition(ckpt)
-    initial = CheckpointStore(directory).load()
+    initial = StateFiles(directory).load()
     if not states:
         if initial is None:
             raise CheckpointError(f"no valid checkpoint in {directory}")

@@ -17,7 +17,7 @@ from stream_perceptron.model.perceptron import Features, FloatArray, Perceptron
 from stream_perceptron.model.stats import RunningStats, row_norms
 from stream_perceptron.settings import Settings
 from stream_perceptron.sources import no_positive_class, open_source
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, new_model_id
+from stream_perceptron.state.stored import StateFiles, StoredState, new_model_id
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def _read(spec: str, source: Iterable[tuple[Features, int]], limits: Limits) -> 
     return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), ys
 
 
-def _refuse_a_model_there(store: CheckpointStore) -> None:
+def _refuse_a_model_there(store: StateFiles) -> None:
     """Raise :class:`CheckpointExistsError` when ``store`` holds checkpoint files: a new model
     saved beside them would make one directory hold two models (a worker restores the newest,
     and falls back to the other's files when that one is damaged)."""
@@ -128,9 +128,9 @@ def fit_source(
 
     A checkpoint directory that already holds checkpoints is refused
     (:class:`CheckpointExistsError`, before the source is read) unless ``replace``: its files
-    are then moved aside (:meth:`CheckpointStore.set_aside`) just before the new one is written.
+    are then moved aside (:meth:`StateFiles.set_aside`) just before the new one is written.
     """
-    store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+    store = StateFiles(settings.checkpoint.dir, settings.checkpoint.keep)
     if not replace:
         _refuse_a_model_there(store)
     limits = settings.limits.codec_limits()
@@ -169,7 +169,7 @@ def fit_source(
     else:
         replaced = None
         _refuse_a_model_there(store)  # again: one may have come while the source was read
-    path = store.save(Checkpoint(model=model_state, config=model.config(), stats=stats_state,
+    path = store.save(StoredState(model=model_state, config=model.config(), stats=stats_state,
                                  offsets={}, model_id=new_model_id()))
     return FitReport(
         source=spec,

@@ -4,10 +4,10 @@ A worker mixing partitions (:mod:`~stream_perceptron.worker.mixer`) writes one r
 point of input partition p to the model topic, key ``"<topic>:<p>"`` (docs/records.md,
 "Model"): ``{"topic", "partition", "state", "log", "ts"}``, where ``log`` lists p's adoptions
 ``{"offset", "epoch", "mix"}`` (``epoch``: the mix version), oldest first. The last entry of p's
-newest record is the mix p adopted last, :math:`w_n = [\theta, \theta_0]` of mix version n at input offset o: from
-o on, p predicts with it until its next mixing point. So a reader that keeps, per (input topic,
-partition), the last log entry of the newest record holds what each partition serves right
-after its latest mixing point, and can score with it elsewhere.
+newest record is the mix p adopted last, :math:`w_n = [\theta, \theta_0]` of mix version n at
+input offset o: from o on, p predicts with it until its next mixing point. So a reader that
+keeps, per (input topic, partition), the last log entry of the newest record holds what each
+partition serves right after its latest mixing point, and can score with it elsewhere.
 
 **Scoring** is the perceptron's rule with the mixed weights: the score of a dense row x is
 

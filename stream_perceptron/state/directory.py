@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from stream_perceptron.errors import CheckpointError, FencedError
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, make_dir
 from stream_perceptron.state.store import partition_of
+from stream_perceptron.state.stored import StateFiles, StoredState, make_dir
 
 PARTITIONS = "partitions"
 CLAIM = "claim"
@@ -40,7 +40,7 @@ class DirectoryStore:
     def __init__(self, directory: str | Path, keep: int = 3) -> None:
         self.directory = Path(directory)
         self.keep = keep
-        self._stores: dict[tuple[str, int], CheckpointStore] = {}
+        self._stores: dict[tuple[str, int], StateFiles] = {}
 
     def open(self) -> None:
         """Create the directory if missing, durably; :class:`CheckpointError` naming
@@ -63,19 +63,19 @@ class DirectoryStore:
         """Where ``topic[partition]``'s files are."""
         return self.directory / PARTITIONS / topic / str(partition)
 
-    def files(self, topic: str, partition: int) -> CheckpointStore:
-        """The partition's checkpoint files, as a :class:`CheckpointStore`."""
+    def files(self, topic: str, partition: int) -> StateFiles:
+        """The partition's checkpoint files, as a :class:`StateFiles`."""
         key = (topic, partition)
         store = self._stores.get(key)
         if store is None:
-            store = self._stores[key] = CheckpointStore(self.partition_dir(topic, partition), self.keep)
+            store = self._stores[key] = StateFiles(self.partition_dir(topic, partition), self.keep)
         return store
 
-    def initial(self) -> Checkpoint | None:
+    def initial(self) -> StoredState | None:
         """The initial model: the newest valid state at the top of the directory (a `fit`
         state, or a version-1 worker's), which starts each partition that has no state yet;
         None if none."""
-        return CheckpointStore(self.directory, self.keep).load()
+        return StateFiles(self.directory, self.keep).load()
 
     def preflight(self, config: dict[str, Any]) -> None:
         """Open the directory and check every partition's newest state against ``config``: a
@@ -136,7 +136,7 @@ class DirectoryStore:
                 raise CheckpointError(f"cannot claim {d}: {exc.strerror or exc}") from None
             return epoch
 
-    def load(self, topic: str, partition: int) -> Checkpoint | None:
+    def load(self, topic: str, partition: int) -> StoredState | None:
         store = self.files(topic, partition)
         ckpt = store.load()
         if ckpt is None and store.files():
@@ -147,7 +147,7 @@ class DirectoryStore:
             )
         return ckpt
 
-    def save(self, state: Checkpoint, epoch: int) -> str:
+    def save(self, state: StoredState, epoch: int) -> str:
         topic, partition, _ = partition_of(state)
         with self._locked(topic, partition) as d:
             now = self._epoch(d)

@@ -9,7 +9,7 @@ topic's partition count), chosen here, never by the key partitioner. Every key i
 ``<topic>:<p>:<kind>:<name>`` (a topic name holds no ``:``):
 
 * ``<topic>:<p>:chunk:<save>:<i>``: the ``i``-th piece (at most ``chunk_bytes``) of a state
-  serialized exactly as a checkpoint file (:func:`~stream_perceptron.state.checkpoint.serialize`:
+  serialized exactly as a checkpoint file (:func:`~stream_perceptron.state.stored.serialize`:
   header line with the body's sha256, then the body). ``<save>`` is random per save, so a
   chunk key is written once and a save never overwrites another's chunks.
 * ``<topic>:<p>:manifest:<writer>``: the manifest, written after every chunk it lists is
@@ -55,8 +55,8 @@ from typing import Any, Protocol
 import orjson
 
 from stream_perceptron.errors import CheckpointError, StreamPerceptronError
-from stream_perceptron.state.checkpoint import Checkpoint, parse, serialize
 from stream_perceptron.state.store import partition_of
+from stream_perceptron.state.stored import StoredState, parse, serialize
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def state_partition(partition: int, partitions: int) -> int:
     return partition % partitions
 
 
-def encode(state: Checkpoint, epoch: int, *, writer: str, chunk_bytes: int, partitions: int,
+def encode(state: StoredState, epoch: int, *, writer: str, chunk_bytes: int, partitions: int,
            save: str | None = None) -> list[StateRecord]:
     """The records that store ``state`` (one partition's): its chunks, then its manifest, last.
 
@@ -381,7 +381,7 @@ class KafkaStore:
                     self._indexes[key] = found
         return sorted(k for k, found in self._indexes.items() if found.manifests)
 
-    def load(self, topic: str, partition: int) -> Checkpoint | None:
+    def load(self, topic: str, partition: int) -> StoredState | None:
         """The partition's state furthest on (module docstring), or None when it has none.
 
         Raises :class:`CheckpointError` when it has manifests and none can be restored, rather
@@ -405,7 +405,7 @@ class KafkaStore:
             " weights: delete its records to start it afresh"
         )
 
-    def _restore(self, found: PartitionIndex) -> tuple[Checkpoint | None, bool]:
+    def _restore(self, found: PartitionIndex) -> tuple[StoredState | None, bool]:
         """The best candidate that reads back whole, and whether one's chunks went meanwhile."""
         for m in found.candidates():
             blob = self._read(m, found)
@@ -452,7 +452,7 @@ class KafkaStore:
         """This store's writer name for a claim of ``epoch``."""
         return f"{self.instance}-{epoch}"
 
-    def encode(self, state: Checkpoint, epoch: int) -> list[StateRecord]:
+    def encode(self, state: StoredState, epoch: int) -> list[StateRecord]:
         """The records that store ``state`` (chunks, then the manifest: :func:`encode`). Once
         they are durable, call :meth:`durable` with them."""
         return encode(state, epoch, writer=self.writer(epoch), chunk_bytes=self.chunk_bytes,
@@ -479,7 +479,7 @@ class KafkaStore:
                         len(doomed), key[0], key[1], self.log.name, exc)
             self._garbage[key] = doomed
 
-    def save(self, state: Checkpoint, epoch: int) -> str:
+    def save(self, state: StoredState, epoch: int) -> str:
         """Append the chunks, then (once they are acknowledged) the manifest, then tombstones.
 
         Raises what the log raises when a record is not acknowledged (the previous state stays

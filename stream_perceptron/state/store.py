@@ -1,6 +1,6 @@
 """The contract every partition-state store keeps (``SP_CHECKPOINT__STORE``).
 
-Each input partition ``(topic, partition)`` has one state of its own: a :class:`Checkpoint`
+Each input partition ``(topic, partition)`` has one state of its own: a :class:`StoredState`
 whose ``offsets`` is ``{topic: {partition: next_offset}}`` and nothing else. A store keeps these
 states; the worker uses it like this:
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from stream_perceptron.state.checkpoint import Checkpoint
+from stream_perceptron.state.stored import StoredState
 
 
 class PartitionStore(Protocol):
@@ -45,11 +45,11 @@ class PartitionStore(Protocol):
         """Take the partition for this worker; returns the fencing epoch to :meth:`save` with."""
         ...
 
-    def load(self, topic: str, partition: int) -> Checkpoint | None:
+    def load(self, topic: str, partition: int) -> StoredState | None:
         """The partition's authoritative state, or None when it has none."""
         ...
 
-    def save(self, state: Checkpoint, epoch: int) -> str:
+    def save(self, state: StoredState, epoch: int) -> str:
         """Store ``state`` (one partition's); returns where it went, for the log line.
         Raises :class:`~stream_perceptron.errors.CheckpointError` when it cannot be stored, and
         :class:`~stream_perceptron.errors.FencedError` when another worker has claimed the
@@ -79,7 +79,7 @@ class TransactionalStore(PartitionStore, Protocol):
         """The state topic's name."""
         ...
 
-    def encode(self, state: Checkpoint, epoch: int) -> Sequence[StateRecord]:
+    def encode(self, state: StoredState, epoch: int) -> Sequence[StateRecord]:
         """``state``'s records (chunks, manifest last), for the transaction to send."""
         ...
 
@@ -88,7 +88,7 @@ class TransactionalStore(PartitionStore, Protocol):
         ...
 
 
-def partition_of(state: Checkpoint) -> tuple[str, int, int]:
+def partition_of(state: StoredState) -> tuple[str, int, int]:
     """(topic, partition, next offset) of one partition's state; ValueError for any other."""
     items = [(t, p, o) for t, ps in state.offsets.items() for p, o in ps.items()]
     if len(items) != 1:

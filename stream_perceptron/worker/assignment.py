@@ -16,8 +16,8 @@ import time
 from stream_perceptron.errors import CheckpointError, KafkaEdgeError
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.settings import Settings
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, Offsets
 from stream_perceptron.state.store import PartitionStore
+from stream_perceptron.state.stored import Offsets, StateFiles, StoredState
 from stream_perceptron.worker.joiner import new_pending
 from stream_perceptron.worker.mixer import Mixer
 from stream_perceptron.worker.observe import NullObserver, Observer
@@ -50,7 +50,7 @@ class Partitions:
         self.released: dict[Partition, PartitionState] = {}
         """The states of partitions revoked since: readable (by a test, or a caller inspecting a
         stopped worker), never reused."""
-        self.initial: Checkpoint | None = None
+        self.initial: StoredState | None = None
         """The initial model: the newest state at the top of ``SP_CHECKPOINT__DIR`` (a `fit`
         checkpoint, or an older worker's), which starts each partition with no state of its own."""
 
@@ -82,7 +82,7 @@ class Partitions:
         :class:`CheckpointError` clearly otherwise)."""
         self._store.preflight(self._new("preflight", -1, 0).config())
         ck = self._settings.checkpoint
-        found = CheckpointStore(ck.dir, ck.keep)
+        found = StateFiles(ck.dir, ck.keep)
         initial = found.load()
         if initial is None:
             damaged = found.files()

@@ -46,8 +46,8 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
 from stream_perceptron.signals import stopping_on_signals
-from stream_perceptron.state.checkpoint import Offsets
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
+from stream_perceptron.state.stored import Offsets
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.checkpointer import Checkpointer, TransactionalCheckpointer

@@ -21,7 +21,7 @@ from stream_perceptron.model.pending import PendingLabels
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import Settings
-from stream_perceptron.state.checkpoint import Checkpoint, new_model_id
+from stream_perceptron.state.stored import StoredState, new_model_id
 
 
 def new_learner(settings: Settings) -> Learner:
@@ -107,7 +107,7 @@ class PartitionState:
             config["features"] = self.spec
         return config
 
-    def adopt(self, ckpt: Checkpoint, settings: Settings, *, own: bool) -> None:
+    def adopt(self, ckpt: StoredState, settings: Settings, *, own: bool) -> None:
         """Take ``ckpt``'s model and statistics: the partition's own stored state (``own``), or
         the initial model (a `fit` state, or a version-1 worker's), whose offset for this partition,
         if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
@@ -196,7 +196,7 @@ class PartitionState:
                 "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
                 "staleness": ml.last["epoch"] - min(m["epochs"])}
 
-    def state(self) -> Checkpoint:
+    def state(self) -> StoredState:
         """The partition's state to store (its offset must be known)."""
         if self.next_offset is None:
             raise ValueError(f"{self.name} has no offset to store")
@@ -208,5 +208,5 @@ class PartitionState:
             stats_state["mix"] = self.mix.get_state()
         if len(self.standardizer):
             stats_state["features"] = self.standardizer.get_state()
-        return Checkpoint(model_state, self.config(), stats_state,
+        return StoredState(model_state, self.config(), stats_state,
                           {self.topic: {self.partition: self.next_offset}}, model_id=self.model_id)

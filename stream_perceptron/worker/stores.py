@@ -15,10 +15,10 @@ from stream_perceptron.errors import CheckpointError
 from stream_perceptron.kafka.admin import partition_count
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import Checkpoint
 from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.state.kafka_store import KafkaStore, StateRecord
 from stream_perceptron.state.store import PartitionStore
+from stream_perceptron.state.stored import StoredState
 
 
 class OnOpen:
@@ -48,10 +48,10 @@ class OnOpen:
     def claim(self, topic: str, partition: int) -> int:
         return self._made().claim(topic, partition)
 
-    def load(self, topic: str, partition: int) -> Checkpoint | None:
+    def load(self, topic: str, partition: int) -> StoredState | None:
         return self._made().load(topic, partition)
 
-    def save(self, state: Checkpoint, epoch: int) -> str:
+    def save(self, state: StoredState, epoch: int) -> str:
         return self._made().save(state, epoch)
 
     def close(self) -> None:
@@ -64,7 +64,7 @@ class OnOpen:
         """The state topic's name."""
         return self._made().log.name
 
-    def encode(self, state: Checkpoint, epoch: int) -> list[StateRecord]:
+    def encode(self, state: StoredState, epoch: int) -> list[StateRecord]:
         return self._made().encode(state, epoch)
 
     def durable(self, records: Sequence[StateRecord]) -> None:

@@ -11,11 +11,11 @@ import os
 import signal
 from typing import Any
 
-import stream_perceptron.state.checkpoint as checkpoint_module
+import stream_perceptron.state.stored as checkpoint_module
 
 
 class _OsCrashingOnRename:
-    """The ``os`` module as ``checkpoint.py`` sees it, with a fatal ``replace``."""
+    """The ``os`` module as ``stored.py`` sees it, with a fatal ``replace``."""
 
     def __init__(self, at: int) -> None:
         self._at = at

@@ -25,8 +25,8 @@ from bench.bench_scale import GroupAdmin, group_members
 from stream_perceptron.commands.read import read_topic
 from stream_perceptron.kafka.admin import client_config, consumer_config
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import Checkpoint, read
 from stream_perceptron.state.directory import DirectoryStore
+from stream_perceptron.state.stored import StoredState, read
 from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import core_reference
 
@@ -35,7 +35,7 @@ from .support import fault_settings, reap, start_worker
 STORES = ("directory", "kafka")
 
 
-def final_state(settings: Settings, topic: str, partition: int) -> Checkpoint | None:
+def final_state(settings: Settings, topic: str, partition: int) -> StoredState | None:
     """The state the store of ``settings`` holds for ``topic[partition]`` at the end of a run
     (None: none); the one place these tests read a stored state, through the store's own
     ``load`` (:func:`~stream_perceptron.worker.stores.open_store`, reading the state topic as it
@@ -479,7 +479,7 @@ def check(kafka: KafkaSettings, topics: dict[str, str], settings: Settings, watc
     return out
 
 
-def model_difference(state: Checkpoint, model: Any, topic: str, partition: int, n: int,
+def model_difference(state: StoredState, model: Any, topic: str, partition: int, n: int,
                      rows: list[tuple[list[float], int]]) -> str:
     """"exact" when the stored state is the reference's model after all ``n`` records, else what
     differs."""

@@ -19,8 +19,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.checkpoint import Checkpoint
 from stream_perceptron.state.directory import DirectoryStore
+from stream_perceptron.state.stored import StoredState
 from tests.integration.helpers import worker_env, worker_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +168,7 @@ def temp_files(ckpt_dir: Path) -> list[Path]:
     return sorted(ckpt_dir.glob("partitions/*/*/.ckpt-*.json.tmp"), key=lambda p: p.name)
 
 
-def stored(ckpt_dir: Path, topic: str, partition: int = 0) -> Checkpoint | None:
+def stored(ckpt_dir: Path, topic: str, partition: int = 0) -> StoredState | None:
     """``topic[partition]``'s newest stored state under ``ckpt_dir`` (the directory store)."""
     return DirectoryStore(ckpt_dir).load(topic, partition)
 

@@ -16,7 +16,7 @@ import pytest
 
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.settings import KafkaSettings
-from stream_perceptron.state.checkpoint import read
+from stream_perceptron.state.stored import read
 from tests.integration.conftest import BACKENDS
 from tests.integration.helpers import (
     core_reference,

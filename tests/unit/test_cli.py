@@ -395,7 +395,7 @@ def test_run_exits_with_the_code_of_its_error_kind(tmp_path, monkeypatch, error,
     (["dashboard"], "stream_perceptron.commands.dashboard.run_dashboard", "KafkaAuthError", 1),
     (["demo"], "stream_perceptron.commands.demo.run_demo", "SettingsError", 1),
     (["broker", "--port", "1"], "stream_perceptron.commands.broker.EmbeddedBroker.start", "BrokerError", 1),
-    (["checkpoint", "show", "."], "stream_perceptron.state.checkpoint.CheckpointStore.load",
+    (["checkpoint", "show", "."], "stream_perceptron.state.stored.StateFiles.load",
      "CheckpointError", 1),
 ])
 def test_the_other_commands_exit_with_the_code_of_their_error_kind(

@@ -22,8 +22,8 @@ from stream_perceptron.errors import CheckpointError
 from stream_perceptron.kafka.admin import client_config, ensure_topics
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.settings import KafkaSettings
-from stream_perceptron.state.checkpoint import serialize
 from stream_perceptron.state.kafka_store import Manifest, StateRecord, parse_key
+from stream_perceptron.state.stored import serialize
 from stream_perceptron.worker.stores import open_kafka_store
 from tests.apache_kafka import SCRAM_USER
 from tests.integration.conftest import is_tansu, wait_for_leaders

@@ -62,14 +62,14 @@ def test_the_fit_is_the_same_whatever_the_blocks(tmp_path, monkeypatch):
 
 
 def test_an_averaged_fit_is_a_checkpoint_the_averaged_worker_restores(tmp_path):
-    from stream_perceptron.state.checkpoint import CheckpointStore
+    from stream_perceptron.state.stored import StateFiles
     from stream_perceptron.worker.loop import Worker
 
     spec = "separable:d=5,gamma=0.05,n=1000,seed=2,noise=0.1"
     settings = Settings(checkpoint={"dir": str(tmp_path)}, observe={"enabled": False},
                         model={"average": True})
     offline.fit_source(settings, spec, passes=2)
-    ckpt = CheckpointStore(tmp_path).load()
+    ckpt = StateFiles(tmp_path).load()
     assert ckpt is not None and ckpt.config["average"] is True
     assert ckpt.model["average"]["steps"] > 1000  # two passes of labeled examples
     worker = Worker(settings)

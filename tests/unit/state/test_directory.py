@@ -12,17 +12,17 @@ from stream_perceptron.errors import CheckpointError, FencedError
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore
 from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.state.store import partition_of
+from stream_perceptron.state.stored import StateFiles, StoredState
 
 
-def _state(topic: str, partition: int, offset: int, n: int = 5) -> Checkpoint:
+def _state(topic: str, partition: int, offset: int, n: int = 5) -> StoredState:
     learner = Learner(Perceptron(), RunningStats())
     for i in range(n):
         learner.model.learn_one([1.0, float(i % 3) - 1.0], 1 if i % 2 else -1)
     model, stats = learner.state()
-    return Checkpoint(model, learner.model.config(), stats, {topic: {partition: offset}})
+    return StoredState(model, learner.model.config(), stats, {topic: {partition: offset}})
 
 
 def test_each_partition_has_files_of_its_own_and_load_answers_its_newest(tmp_path):
@@ -74,7 +74,7 @@ def test_a_partition_whose_files_are_all_damaged_is_refused(tmp_path):
 
 def test_the_seed_is_the_newest_checkpoint_at_the_top(tmp_path):
     assert DirectoryStore(tmp_path).initial() is None
-    CheckpointStore(tmp_path).save(_state("in", 0, 3))
+    StateFiles(tmp_path).save(_state("in", 0, 3))
     store = DirectoryStore(tmp_path)
     store.save(_state("in", 0, 9), store.claim("in", 0))
     assert store.initial().offsets == {"in": {0: 3}}  # the partitions' own files are not the initial model

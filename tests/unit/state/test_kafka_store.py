@@ -12,7 +12,6 @@ import orjson
 import pytest
 
 from stream_perceptron.errors import CheckpointError, KafkaEdgeError
-from stream_perceptron.state.checkpoint import serialize
 from stream_perceptron.state.kafka_store import (
     KafkaStore,
     Manifest,
@@ -20,6 +19,7 @@ from stream_perceptron.state.kafka_store import (
     encode,
     parse_key,
 )
+from stream_perceptron.state.stored import serialize
 from tests.partition_states import partition_state
 
 

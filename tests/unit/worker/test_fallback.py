@@ -124,14 +124,14 @@ def test_a_handoff_stores_and_commits_every_moved_partition(tmp_path, reason):
 
 
 def test_an_intact_state_this_worker_cannot_restore_is_one_error(tmp_path):
-    from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore
+    from stream_perceptron.state.stored import StateFiles, StoredState
 
     _checkpointed(tmp_path, 10)
-    store = CheckpointStore(tmp_path / "ck" / "partitions" / "in" / "0")
+    store = StateFiles(tmp_path / "ck" / "partitions" / "in" / "0")
     good = store.load()
     assert good is not None
     stats = {k: v for k, v in good.stats.items() if k != "window_mistakes"}  # as a foreign writer might
-    store.save(Checkpoint(good.model, good.config, stats, good.offsets))
+    store.save(StoredState(good.model, good.config, stats, good.offsets))
     edge = GroupEdge({})
     worker = _worker(tmp_path, edge)
     _assign(worker, edge, 0)  # raised by the loop after the poll that ran the callback
@@ -201,7 +201,7 @@ def test_a_partition_s_learning_does_not_depend_on_how_partitions_interleave(tmp
 
 
 def test_a_fit_checkpoint_seeds_each_partition_without_a_state_of_its_own(tmp_path):
-    from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore
+    from stream_perceptron.state.stored import StateFiles, StoredState
     from stream_perceptron.worker.partition import new_learner
 
     learner = new_learner(Settings())
@@ -209,8 +209,8 @@ def test_a_fit_checkpoint_seeds_each_partition_without_a_state_of_its_own(tmp_pa
     for i in range(50):
         fitted.learn_one([1.0, float(i % 7) - 3.0], 1 if i % 2 else -1)
     model_state, stats_state = learner.state()
-    CheckpointStore(tmp_path / "ck").save(
-        Checkpoint(model_state, fitted.config(), stats_state, {}, model_id="ab" * 16))
+    StateFiles(tmp_path / "ck").save(
+        StoredState(model_state, fitted.config(), stats_state, {}, model_id="ab" * 16))
     _checkpointed(tmp_path, 10)  # in[0] has a state of its own now (seeded, then learned)
     edge = GroupEdge({("in", 1): 7})
     worker = _worker(tmp_path, edge)
@@ -222,14 +222,14 @@ def test_a_fit_checkpoint_seeds_each_partition_without_a_state_of_its_own(tmp_pa
 
 
 def test_a_version_1_directory_resumes_its_partition_where_it_stopped(tmp_path):
-    from stream_perceptron.state.checkpoint import CheckpointStore
+    from stream_perceptron.state.stored import StateFiles
 
     _checkpointed(tmp_path, 300)
-    state = CheckpointStore(tmp_path / "ck" / "partitions" / "in" / "0").load()
+    state = StateFiles(tmp_path / "ck" / "partitions" / "in" / "0").load()
     import shutil
 
     shutil.rmtree(tmp_path / "ck" / "partitions")
-    CheckpointStore(tmp_path / "ck").save(state)  # a version-1 worker's checkpoint: at the top
+    StateFiles(tmp_path / "ck").save(state)  # a version-1 worker's checkpoint: at the top
     edge = GroupEdge({("in", 0): 100})
     worker = _worker(tmp_path, edge)
     _assign(worker, edge, 0)
@@ -287,7 +287,7 @@ def test_exactly_once_waits_for_the_state_the_group_s_commit_was_made_with(tmp_p
             HeldBack.loads += 1
             files = self.files(topic, partition)
             if HeldBack.loads <= 2:
-                from stream_perceptron.state.checkpoint import read
+                from stream_perceptron.state.stored import read
 
                 return read(sorted(files.directory.glob("ckpt-*.json"))[-2])
             return super().load(topic, partition)

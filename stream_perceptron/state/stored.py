@@ -54,7 +54,7 @@ def fingerprint(config: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class Checkpoint:
+class StoredState:
     """One checkpoint's content."""
 
     model: dict[str, Any]
@@ -120,7 +120,7 @@ class Checkpoint:
             )
 
 
-class CheckpointStore:
+class StateFiles:
     """Checkpoints under one directory: atomic writes, keep the last ``keep``, load newest valid."""
 
     def __init__(self, directory: str | Path, keep: int = 3) -> None:
@@ -173,7 +173,7 @@ class CheckpointStore:
             ) from None
         return aside
 
-    def save(self, ckpt: Checkpoint) -> Path:
+    def save(self, ckpt: StoredState) -> Path:
         """Write ``ckpt`` durably and prune old files; returns its path.
 
         Raises :class:`CheckpointError` when the directory cannot be written; the previous
@@ -212,7 +212,7 @@ class CheckpointStore:
                 log.warning("cannot remove old checkpoint %s: %s", old, exc)
         return path
 
-    def load(self) -> Checkpoint | None:
+    def load(self) -> StoredState | None:
         """The newest valid checkpoint, or None when there is none; damaged ones are skipped.
 
         Raises :class:`CheckpointError` when the directory's path exists but is not a directory
@@ -259,12 +259,12 @@ class CheckpointStore:
         return None
 
 
-# How many times :meth:`CheckpointStore.load` lists the directory again when the files it listed
+# How many times :meth:`StateFiles.load` lists the directory again when the files it listed
 # were pruned before it could read them.
 _RELISTS = 5
 
 
-def read(path: Path, seq: int = 0) -> Checkpoint:
+def read(path: Path, seq: int = 0) -> StoredState:
     """Read and verify one checkpoint file (:func:`parse`)."""
     try:
         raw = path.read_bytes()
@@ -275,7 +275,7 @@ def read(path: Path, seq: int = 0) -> Checkpoint:
     return parse(raw, seq, path)
 
 
-def serialize(ckpt: Checkpoint) -> bytes:
+def serialize(ckpt: StoredState) -> bytes:
     """A checkpoint file's bytes: the header line, then the body line (``docs/state-format.md``)."""
     body = orjson.dumps(ckpt.body(), option=orjson.OPT_SERIALIZE_NUMPY)
     header = orjson.dumps(
@@ -289,7 +289,7 @@ def serialize(ckpt: Checkpoint) -> bytes:
     return header + b"\n" + body + b"\n"
 
 
-def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> Checkpoint:
+def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> StoredState:
     """Verify and decode a checkpoint file's bytes (as :func:`serialize` writes them);
     :class:`CheckpointError` saying what is wrong when they are not a valid checkpoint."""
     head, sep, rest = raw.partition(b"\n")
@@ -316,7 +316,7 @@ def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> Checkpoint:
             model_id = header["sha256"][:32]  # restart from this file agrees until the next save
         if not (isinstance(model_id, str) and _MODEL_ID.match(model_id)):
             raise ValueError(f"model_id {str(model_id)[:40]!r} is not 32 hex digits")
-        return Checkpoint(
+        return StoredState(
             model=data["model"],
             config=data["config"],
             stats=data["stats"],

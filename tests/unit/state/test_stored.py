@@ -12,7 +12,7 @@ import pytest
 from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.errors import CheckpointError, CheckpointMismatchError, CheckpointUnreadableError
 from stream_perceptron.model.learner import Learner
-from stream_perceptron.state.checkpoint import Checkpoint, CheckpointStore, new_model_id, read
+from stream_perceptron.state.stored import StateFiles, StoredState, new_model_id, read
 from tests.symlinks import point
 
 
@@ -27,13 +27,13 @@ def _trained(seed=0, n=300, d=6):
 
 def _ckpt(learner, offsets=None):
     model, stats = learner.state()
-    return Checkpoint(model=model, config=learner.model.config(), stats=stats,
+    return StoredState(model=model, config=learner.model.config(), stats=stats,
                       offsets=offsets or {"in": {0: 300}})
 
 
 def test_round_trip_restores_bit_identical_weights(tmp_path):
     learner = _trained()
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     store.save(_ckpt(learner, {"in": {0: 300, 3: 12}}))
     loaded = store.load()
     restored = Learner(Perceptron(), RunningStats(window=50))
@@ -48,7 +48,7 @@ def test_round_trip_restores_bit_identical_weights(tmp_path):
 def test_the_model_id_round_trips_and_a_file_without_one_still_reads(tmp_path):
     model_id = new_model_id()
     assert len(model_id) == 32 and int(model_id, 16) >= 0 and model_id != new_model_id()
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     ckpt = _ckpt(_trained())
     ckpt.model_id = model_id
     path = store.save(ckpt)
@@ -59,11 +59,11 @@ def test_the_model_id_round_trips_and_a_file_without_one_still_reads(tmp_path):
     assert b"model_id" not in raw
     # named by its checksum: every restart from this file gives the model the same id
     named = orjson.loads(raw.split(b"\n")[0])["sha256"][:32]
-    assert store.load().model_id == named == CheckpointStore(tmp_path).load().model_id
+    assert store.load().model_id == named == StateFiles(tmp_path).load().model_id
 
 
 def test_keeps_the_last_k(tmp_path):
-    store = CheckpointStore(tmp_path, keep=2)
+    store = StateFiles(tmp_path, keep=2)
     learner = _trained()
     for i in range(5):
         store.save(_ckpt(learner, {"in": {0: i}}))
@@ -109,7 +109,7 @@ _DAMAGE = {
 
 @pytest.mark.parametrize("damage", sorted(_DAMAGE))
 def test_damaged_newest_file_falls_back_to_the_previous(tmp_path, damage, caplog):
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     store.save(_ckpt(_trained(1), {"in": {0: 100}}))
     newest = store.save(_ckpt(_trained(2), {"in": {0: 200}}))
     newest.write_bytes(_DAMAGE[damage](newest.read_bytes()))
@@ -121,7 +121,7 @@ def test_damaged_newest_file_falls_back_to_the_previous(tmp_path, damage, caplog
 
 
 def test_leftover_temp_file_is_ignored(tmp_path):
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     store.save(_ckpt(_trained(), {"in": {0: 1}}))
     (tmp_path / ".ckpt-000000000002.json.tmp").write_bytes(b"half a write")
     assert store.load().offsets == {"in": {0: 1}}
@@ -129,11 +129,11 @@ def test_leftover_temp_file_is_ignored(tmp_path):
 
 
 def test_empty_directory_has_no_checkpoint(tmp_path):
-    assert CheckpointStore(tmp_path / "missing").load() is None
+    assert StateFiles(tmp_path / "missing").load() is None
 
 
 def test_mismatched_configuration_fails_clearly(tmp_path):
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     store.save(_ckpt(_trained(d=6)))
     loaded = store.load()
     with pytest.raises(CheckpointMismatchError,
@@ -147,12 +147,12 @@ def test_mismatched_configuration_fails_clearly(tmp_path):
 
 
 def test_unwritable_directory_raises_and_keeps_the_old_checkpoint(tmp_path):
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
     store.save(_ckpt(_trained(), {"in": {0: 1}}))
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(CheckpointError, match="cannot write checkpoint"):
-        CheckpointStore(blocker / "sub").save(_ckpt(_trained()))
+        StateFiles(blocker / "sub").save(_ckpt(_trained()))
     assert store.load().offsets == {"in": {0: 1}}
 
 
@@ -161,7 +161,7 @@ def test_storage_returning_during_a_save_still_gives_the_newest_number(tmp_path,
     real.mkdir()
     blocker.write_text("not a directory\n")
     point(link, real)
-    store, learner = CheckpointStore(link, keep=3), _trained()
+    store, learner = StateFiles(link, keep=3), _trained()
     for offset in (1, 2, 3, 4):
         store.save(_ckpt(learner, {"in": {0: offset}}))
     point(link, blocker)  # the storage goes away: the directory is now a regular file
@@ -177,55 +177,55 @@ def test_storage_returning_during_a_save_still_gives_the_newest_number(tmp_path,
     path = store.save(_ckpt(learner, {"in": {0: 6}}))
     monkeypatch.undo()
     assert path.name == "ckpt-000000000005.json"
-    assert [p.name for p in CheckpointStore(link).files()] == [
+    assert [p.name for p in StateFiles(link).files()] == [
         "ckpt-000000000003.json", "ckpt-000000000004.json", "ckpt-000000000005.json"]
-    assert CheckpointStore(link).load().offsets == {"in": {0: 6}}  # what a restart would load
+    assert StateFiles(link).load().offsets == {"in": {0: 6}}  # what a restart would load
 
 
 def test_a_loaded_store_numbers_past_every_file_it_saw(tmp_path):
     learner = _trained()
-    first = CheckpointStore(tmp_path)
+    first = StateFiles(tmp_path)
     for offset in (1, 2):
         first.save(_ckpt(learner, {"in": {0: offset}}))
     (tmp_path / "ckpt-000000000002.json").write_text("damaged")
-    second = CheckpointStore(tmp_path)
+    second = StateFiles(tmp_path)
     assert second.load().offsets == {"in": {0: 1}}
     assert second.save(_ckpt(learner, {"in": {0: 3}})).name == "ckpt-000000000003.json"
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 3}}
+    assert StateFiles(tmp_path).load().offsets == {"in": {0: 3}}
 
 
 def test_a_checkpoint_path_that_is_not_a_directory_is_refused(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(CheckpointError, match="is not a directory"):
-        CheckpointStore(tmp_path / "file").load()
+        StateFiles(tmp_path / "file").load()
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     with pytest.raises(CheckpointError, match="a symlink to nothing"):
-        CheckpointStore(tmp_path / "dangling").load()
-    assert CheckpointStore(tmp_path / "absent").load() is None  # a first start
+        StateFiles(tmp_path / "dangling").load()
+    assert StateFiles(tmp_path / "absent").load() is None  # a first start
 
 
 def test_a_newest_checkpoint_that_cannot_be_read_stops_the_load(tmp_path):
-    store, learner = CheckpointStore(tmp_path), _trained()
+    store, learner = StateFiles(tmp_path), _trained()
     for offset in (1, 2):
         store.save(_ckpt(learner, {"in": {0: offset}}))
     (tmp_path / "ckpt-000000000003.json").mkdir()  # reading it fails with an OSError, not damage
     with pytest.raises(CheckpointUnreadableError, match="ckpt-000000000003.json"):
-        CheckpointStore(tmp_path).load()
+        StateFiles(tmp_path).load()
 
 
 def test_an_old_checkpoint_that_cannot_be_pruned_does_not_fail_the_save(tmp_path, caplog):
     (tmp_path / "ckpt-000000000001.json").mkdir()
     (tmp_path / "ckpt-000000000001.json" / "x").write_text("")
-    store = CheckpointStore(tmp_path, keep=1)
+    store = StateFiles(tmp_path, keep=1)
     path = store.save(_ckpt(_trained(), {"in": {0: 5}}))
     assert path.name == "ckpt-000000000002.json"
     assert "cannot remove old checkpoint" in caplog.text
-    assert CheckpointStore(tmp_path).load().offsets == {"in": {0: 5}}
+    assert StateFiles(tmp_path).load().offsets == {"in": {0: 5}}
 
 
 def test_a_directory_that_cannot_be_listed_is_one_error_not_damage(tmp_path, monkeypatch):
     # EACCES or EIO on the directory itself (a volume mounted for another user, say)
-    store = CheckpointStore(tmp_path)
+    store = StateFiles(tmp_path)
 
     def refuse(self):
         raise PermissionError(13, "Permission denied", str(self))
@@ -237,20 +237,20 @@ def test_a_directory_that_cannot_be_listed_is_one_error_not_damage(tmp_path, mon
 
 
 def test_a_directory_the_first_save_creates_is_made_durable_in_its_parent(tmp_path, monkeypatch):
-    import stream_perceptron.state.checkpoint as checkpoint
+    import stream_perceptron.state.stored as stored
 
     synced: list[Path] = []
-    real = checkpoint._fsync_dir
-    monkeypatch.setattr(checkpoint, "_fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
-    CheckpointStore(tmp_path / "a" / "b").save(_ckpt(_trained()))
+    real = stored._fsync_dir
+    monkeypatch.setattr(stored, "_fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
+    StateFiles(tmp_path / "a" / "b").save(_ckpt(_trained()))
     assert synced == [tmp_path, tmp_path / "a", tmp_path / "a" / "b"]
     synced.clear()
-    CheckpointStore(tmp_path / "a" / "b").save(_ckpt(_trained()))
+    StateFiles(tmp_path / "a" / "b").save(_ckpt(_trained()))
     assert synced == [tmp_path / "a" / "b"]  # nothing new above it
 
 
 def test_set_aside_moves_every_checkpoint_file_into_a_subdirectory_load_does_not_read(tmp_path):
-    store = CheckpointStore(tmp_path, keep=3)
+    store = StateFiles(tmp_path, keep=3)
     assert store.set_aside() is None  # nothing to move
     for _ in range(2):
         store.save(_ckpt(_trained(d=3)))
@@ -259,7 +259,7 @@ def test_set_aside_moves_every_checkpoint_file_into_a_subdirectory_load_does_not
     aside = store.set_aside()
     assert aside is not None and aside.parent == tmp_path and aside.name.startswith("replaced-")
     assert {p.name: p.read_bytes() for p in aside.iterdir()} == before
-    assert list(tmp_path.glob("ckpt-*.json")) == [] and CheckpointStore(tmp_path).load() is None
+    assert list(tmp_path.glob("ckpt-*.json")) == [] and StateFiles(tmp_path).load() is None
     newest = store.save(_ckpt(_trained(d=3)))
     second = store.set_aside()  # the same second: a directory of its own
     assert second is not None and second != aside and [p.name for p in second.iterdir()] == [newest.name]
@@ -269,10 +269,10 @@ def test_a_reader_whose_listed_files_were_all_pruned_lists_again(tmp_path, monke
     # a reader beside a running worker (a test polling its directory, `checkpoint show`) lists
     # the files, is descheduled while the worker saves `keep` more, and finds every listed file
     # pruned: it must read the newer ones, not report the directory as holding none valid
-    from stream_perceptron.state import checkpoint as module
+    from stream_perceptron.state import stored as module
 
     learner = _trained()
-    writer = CheckpointStore(tmp_path, keep=2)
+    writer = StateFiles(tmp_path, keep=2)
     for offset in (100, 200):
         writer.save(_ckpt(learner, {"in": {0: offset}}))
     real_read, calls = module.read, []
@@ -285,7 +285,7 @@ def test_a_reader_whose_listed_files_were_all_pruned_lists_again(tmp_path, monke
         return real_read(path, seq)
 
     monkeypatch.setattr(module, "read", read_after_the_writer_moved_on)
-    loaded = CheckpointStore(tmp_path).load()
+    loaded = StateFiles(tmp_path).load()
     assert loaded is not None and loaded.offsets == {"in": {0: 400}}
     assert calls[:2] == ["ckpt-000000000002.json", "ckpt-000000000001.json"]  # both pruned
     assert "skipping checkpoint" not in caplog.text  # pruned is not damaged
