@@ -28,7 +28,7 @@ from stream_perceptron.errors import (
     StreamPerceptronError,
 )
 from stream_perceptron.extras import require
-from stream_perceptron.logs import report_held, setup_logging
+from stream_perceptron.logs import report_suppressed, setup_logging
 from stream_perceptron.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -218,7 +218,7 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     try:
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
     finally:
-        report_held()  # client lines held back in the last minute, before any last line
+        report_suppressed()  # client lines suppressed in the last minute, before any last line
     sys.exit(code)
 
 

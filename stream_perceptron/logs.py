@@ -53,15 +53,15 @@ class RepeatedClientLines(logging.Filter):
     :data:`stream_perceptron.throttle.EVERY_S` seconds, and the next one let through ends with
     "(N similar suppressed)" (and carries ``suppressed=N``, a field of its own in JSON lines), as
     librdkafka's lines do on the confluent-kafka backend. A kind is the logger, level and text
-    with its numbers blanked. Never held back: the worker's own lines, lines below WARNING
+    with its numbers blanked. Never suppressed: the worker's own lines, lines below WARNING
     (kafka-python's are shown only if the ``kafka`` logger is lowered by hand), and lines with a
     traceback. A line that cannot be formatted is passed on, for the handler to report.
 
-    A kind that stops recurring (the broker is back) leaves held lines with no later line to
-    count them. Given its ``handler``, the filter writes the last one held there itself, late,
-    with ``held_back`` set and the count of the others: at the next line of any kind that
+    A kind that stops recurring (the broker is back) leaves suppressed lines with no later line to
+    count them. Given its ``handler``, the filter writes the last one suppressed there itself, late,
+    with ``held_back`` set (a JSON field of that name) and the count of the others: at the next line of any kind that
     reaches the handler once the minute is up (at INFO the worker reports its progress every
-    ``SP_STATS__EVERY_SECONDS``), and at the end of ``run`` (:func:`report_held`). Such lines go
+    ``SP_STATS__EVERY_SECONDS``), and at the end of ``run`` (:func:`report_suppressed`). Such lines go
     straight to the handler, not through a logger (pytest's ``caplog`` does not see them).
     """
 
@@ -71,14 +71,14 @@ class RepeatedClientLines(logging.Filter):
         self._handler = handler
 
     def report_overdue(self, *, every: bool = False) -> None:
-        """Write the last line held of each kind past its minute (of every kind holding one, with
-        ``every``) to the handler, with the count of the others held."""
+        """Write the last line suppressed of each kind past its minute (of every kind holding one, with
+        ``every``) to the handler, with the count of the others suppressed."""
         if self._handler is None:
             return
         for _, sample, others in self._throttle.overdue(every=every):
             name, level, pathname, lineno, text = sample
             line = logging.LogRecord(name, level, pathname, lineno, text + suppressed(others), None, None)
-            line.held_back = True
+            line.held_back = True  # the JSON field keeps its name
             if others:
                 line.suppressed = others
             self._handler.handle(line)
@@ -128,8 +128,8 @@ def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
 
 
-def report_held() -> None:
-    """Write every count of client lines still held back (at the end of ``run``): the lines of
+def report_suppressed() -> None:
+    """Write every count of client lines still suppressed (at the end of ``run``): the lines of
     the last minute of an outage would otherwise go uncounted."""
     for handler in logging.getLogger().handlers:
         for f in handler.filters:

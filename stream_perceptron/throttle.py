@@ -1,11 +1,11 @@
-"""Repeated log lines held back: at most one of a kind every so many seconds, with a count.
+"""Repeated log lines suppressed: at most one of a kind every so many seconds, with a count.
 
 A worker runs for months; a broker that is away for an hour makes its client say the same
-thing thousands of times. :class:`Throttle` lets the first line of a kind through, holds the
-rest for ``every_s`` seconds, and tells how many it held on the next line it lets through. A
+thing thousands of times. :class:`Throttle` lets the first line of a kind through, suppresses the
+rest for ``every_s`` seconds, and tells how many it suppressed on the next line it lets through. A
 kind that stops recurring (the broker is back) would keep its last count for good: its writer
 asks :meth:`Throttle.overdue` for such counts now and then, and writes each with the last line
-held.
+suppressed.
 
 :func:`kind` is the key most lines want: the text with its numbers blanked, so that
 "node 1: connection refused (try 7)" and "node 2: connection refused (try 8)" are one kind.
@@ -40,12 +40,12 @@ def kind(text: str) -> str:
 
 
 def suppressed(held: int) -> str:
-    """The suffix that counts the lines held back since the last of their kind (or '')."""
+    """The suffix that counts the lines suppressed since the last of their kind (or '')."""
     return f" ({held} similar suppressed)" if held else ""
 
 
 class Throttle:
-    """At most one message per key every ``every_s`` seconds; counts what it held back.
+    """At most one message per key every ``every_s`` seconds; counts what it suppressed.
 
     >>> now = [0.0]
     >>> t = Throttle(60.0, clock=lambda: now[0])
@@ -58,7 +58,7 @@ class Throttle:
     >>> for now[0] in (62.0, 63.0):
     ...     t.allow("k", f"line at {now[0]}")
     >>> now[0] = 121.0
-    >>> t.overdue()  # two held since 61.0, and no line of their kind came since
+    >>> t.overdue()  # two suppressed since 61.0, and no line of their kind came since
     [('k', 'line at 63.0', 1)]
     """
 
@@ -66,9 +66,9 @@ class Throttle:
         self._every_s = every_s
         self._clock = clock
         self._last: dict[Hashable, float] = {}
-        self._held: dict[Hashable, int] = {}
-        self._samples: dict[Hashable, Any] = {}  # the last line held of each kind
-        self._due_at = math.inf  # no held count is past its interval before this
+        self._suppressed: dict[Hashable, int] = {}
+        self._samples: dict[Hashable, Any] = {}  # the last line suppressed of each kind
+        self._due_at = math.inf  # no suppressed count is past its interval before this
         self._lock = threading.Lock()
         self._forget_above = _MAX_KINDS
 
@@ -81,35 +81,35 @@ class Throttle:
                 self._forget(now)
             last = self._last.get(key)
             if last is not None and now - last < self._every_s:
-                held = self._held[key] = self._held.get(key, 0) + 1
+                held = self._suppressed[key] = self._suppressed.get(key, 0) + 1
                 self._samples[key] = sample
                 if held == 1:
                     self._due_at = min(self._due_at, last + self._every_s)
                 return None
             self._last[key] = now
             self._samples.pop(key, None)
-            return self._held.pop(key, 0)
+            return self._suppressed.pop(key, 0)
 
     def overdue(self, *, every: bool = False) -> list[tuple[Hashable, Any, int]]:
-        """``(key, sample, others)`` for each kind with messages held past its interval (any
-        held, with ``every``: at exit). ``sample`` is the last one held, for its writer to write
-        now, and ``others`` how many besides it were held. The counts are taken, and the
+        """``(key, sample, others)`` for each kind with messages suppressed past its interval (any
+        suppressed, with ``every``: at exit). ``sample`` is the last one suppressed, for its writer to write
+        now, and ``others`` how many besides it were suppressed. The counts are taken, and the
         intervals start again now, as if ``sample`` had been let through. Cheap when nothing is
         due: the writer may ask at every line."""
         now = self._clock()
         with self._lock:
             if not every and now < self._due_at:
                 return []
-            due = [k for k in self._held if every or now - self._last[k] >= self._every_s]
-            out = [(k, self._samples.pop(k, None), self._held.pop(k) - 1) for k in due]
+            due = [k for k in self._suppressed if every or now - self._last[k] >= self._every_s]
+            out = [(k, self._samples.pop(k, None), self._suppressed.pop(k) - 1) for k in due]
             for k in due:
                 self._last[k] = now
-            self._due_at = min((self._last[k] + self._every_s for k in self._held), default=math.inf)
+            self._due_at = min((self._last[k] + self._every_s for k in self._suppressed), default=math.inf)
         return out
 
     def _forget(self, now: float) -> None:
-        """Drop the kinds last let through over ``every_s`` ago with nothing held: their next
+        """Drop the kinds last let through over ``every_s`` ago with nothing suppressed: their next
         line goes through anyway (those with a count wait for :meth:`overdue`)."""
-        for key in [k for k, t in self._last.items() if now - t >= self._every_s and k not in self._held]:
+        for key in [k for k, t in self._last.items() if now - t >= self._every_s and k not in self._suppressed]:
             del self._last[key]
         self._forget_above = max(_MAX_KINDS, 2 * len(self._last))  # no scan per line in a flood

@@ -76,7 +76,7 @@ from stream_perceptron.kafka.fastpath import fetch as kafka_fetch
 from stream_perceptron.kafka.fastpath import wake as kafka_wake
 from stream_perceptron.kafka.fastpath.append import append_many
 from stream_perceptron.kafka.fastpath.append import refusal as append_refusal
-from stream_perceptron.logs import report_held
+from stream_perceptron.logs import report_suppressed
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class KafkaEdge(EdgeBase):
     def log_held(self) -> None:
         """kafka-python's lines still held back: its loggers' lines are held by the filter on
         the CLI's log handler (:class:`stream_perceptron.logs.RepeatedClientLines`)."""
-        report_held()
+        report_suppressed()
 
     def _close_consumer(self, consumer: Any) -> None:
         try:

@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 
-from stream_perceptron.logs import JsonFormatter, RepeatedClientLines, report_held, setup_logging
+from stream_perceptron.logs import JsonFormatter, RepeatedClientLines, report_suppressed, setup_logging
 from stream_perceptron.settings import load_settings, redacted
 from stream_perceptron.throttle import Throttle
 
@@ -159,8 +159,8 @@ def test_at_the_end_of_run_every_count_still_held_is_written(capsys):
     conn = logging.getLogger("kafka.conn")
     for node in range(1, 4):
         conn.warning("node %d refused", node)
-    report_held()
-    report_held()  # written once
+    report_suppressed()
+    report_suppressed()  # written once
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [(rec["msg"], rec.get("suppressed"), rec.get("held_back")) for rec in lines] == [
         ("node 1 refused", None, None),
