@@ -58,11 +58,12 @@ class RepeatedClientLines(logging.Filter):
     traceback. A line that cannot be formatted is passed on, for the handler to report.
 
     A kind that stops recurring (the broker is back) leaves suppressed lines with no later line to
-    count them. Given its ``handler``, the filter writes the last one suppressed there itself, late,
-    with ``held_back`` set (a JSON field of that name) and the count of the others: at the next line of any kind that
-    reaches the handler once the minute is up (at INFO the worker reports its progress every
-    ``SP_STATS__EVERY_SECONDS``), and at the end of ``run`` (:func:`report_suppressed`). Such lines go
-    straight to the handler, not through a logger (pytest's ``caplog`` does not see them).
+    count them. Given its ``handler``, the filter writes the last one suppressed there itself,
+    late, with ``held_back`` set (a JSON field of that name) and the count of the others: at the
+    next line of any kind that reaches the handler once the minute is up (at INFO the worker
+    reports its progress every ``SP_STATS__EVERY_SECONDS``), and at the end of ``run``
+    (:func:`report_suppressed`). Such lines go straight to the handler, not through a logger
+    (pytest's ``caplog`` does not see them).
     """
 
     def __init__(self, throttle: Throttle | None = None, handler: logging.Handler | None = None) -> None:

@@ -110,6 +110,7 @@ class Throttle:
     def _forget(self, now: float) -> None:
         """Drop the kinds last let through over ``every_s`` ago with nothing suppressed: their next
         line goes through anyway (those with a count wait for :meth:`overdue`)."""
-        for key in [k for k, t in self._last.items() if now - t >= self._every_s and k not in self._suppressed]:
+        quiet = [k for k, t in self._last.items() if now - t >= self._every_s and k not in self._suppressed]
+        for key in quiet:
             del self._last[key]
         self._forget_above = max(_MAX_KINDS, 2 * len(self._last))  # no scan per line in a flood
