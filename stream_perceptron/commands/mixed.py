@@ -2,7 +2,7 @@
 
 A worker mixing partitions (``SP_MIX__EVERY_EXAMPLES`` > 0) writes a record to the model topic
 (``SP_MIX__TOPIC``) at each mixing point of a partition; the last entry of its log is the mix the
-partition adopted there (:mod:`stream_perceptron.model.mixed`). :func:`mixed_lines` reads the
+partition adopted there (:mod:`stream_perceptron.model.newest_mix`). :func:`mixed_lines` reads the
 topic to its end, as the worker's own reader does
 (:class:`~stream_perceptron.worker.mixer.KafkaModelTopic`, read without creating the topic), and
 yields one line per input partition, its newest mix: ``{"topic", "partition", "epoch",
@@ -30,7 +30,7 @@ import orjson
 
 from stream_perceptron.errors import ModelTopicError
 from stream_perceptron.kafka.admin import partition_count
-from stream_perceptron.model.mixed import Adopted, newest_mixes
+from stream_perceptron.model.newest_mix import Adopted, newest_mixes
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.mixer import KafkaModelTopic
 

@@ -9,7 +9,7 @@ JSON lines), ``river_data`` (river's datasets), ``separable`` (a generated separ
 """
 
 from stream_perceptron.sources.base import Example, Source, dense_matrix
-from stream_perceptron.sources.labels import no_positive_class
+from stream_perceptron.sources.classes import no_positive_class
 from stream_perceptron.sources.river_data import SUPPORTED_RIVER_DATASETS
 from stream_perceptron.sources.separable import separable_params
 from stream_perceptron.sources.spec import open_source

@@ -15,7 +15,7 @@ from typing import IO, Any
 from stream_perceptron.contract import finite_text, json_object
 from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, limited, number
-from stream_perceptron.sources.labels import Classes, label_from_text, label_from_value
+from stream_perceptron.sources.classes import Classes, label_from_text, label_from_value
 
 __all__ = ["csv_source", "existing_file", "jsonl_source"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, cap, limited, number
-from stream_perceptron.sources.labels import POSITIVE_CLASS_SETTING, Classes, label_from_value
+from stream_perceptron.sources.classes import POSITIVE_CLASS_SETTING, Classes, label_from_value
 
 __all__ = ["SUPPORTED_RIVER_DATASETS", "river_source"]
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import Source
+from stream_perceptron.sources.classes import Classes
 from stream_perceptron.sources.drifting import hyperplane_source, sea_source
 from stream_perceptron.sources.files import csv_source, existing_file, jsonl_source
-from stream_perceptron.sources.labels import Classes
 from stream_perceptron.sources.river_data import river_source
 from stream_perceptron.sources.separable import separable_source
 

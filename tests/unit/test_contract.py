@@ -27,7 +27,7 @@ from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.model.labels import LabelSpace
 from stream_perceptron.sources import open_source
 from stream_perceptron.sources.base import BadRecord, number
-from stream_perceptron.sources.labels import Classes, label_from_value
+from stream_perceptron.sources.classes import Classes, label_from_value
 from stream_perceptron.sources.spec_args import parse_args
 
 POSITIVE, NEGATIVE = "spam", "ham"

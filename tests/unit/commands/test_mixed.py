@@ -15,8 +15,8 @@ from click.testing import CliRunner
 import stream_perceptron.commands.mixed as mixed
 from stream_perceptron.cli import main
 from stream_perceptron.errors import ModelTopicError
-from stream_perceptron.model.mixed import Adopted
 from stream_perceptron.model.mixing import Published, mix
+from stream_perceptron.model.newest_mix import Adopted
 from stream_perceptron.settings import Settings
 
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
-from stream_perceptron.model.mixed import Adopted, newest_mixes
 from stream_perceptron.model.mixing import MixLog, Published, adopt, mix
+from stream_perceptron.model.newest_mix import Adopted, newest_mixes
 
 
 def _records(topic: str, partitions: int, points: int, seed: int) -> list[dict]:

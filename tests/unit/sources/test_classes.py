@@ -1,4 +1,4 @@
-"""Tests for stream_perceptron.sources.labels: fixed spellings and class names."""
+"""Tests for stream_perceptron.sources.classes: fixed spellings and class names."""
 
 from __future__ import annotations
 
