@@ -243,22 +243,12 @@ class RegistrySettings(_Section):
     @field_validator("url")
     @classmethod
     def _url_of_an_api(cls, value: str | None) -> str | None:
-        """Blank is unset; else an ``http`` or ``https`` URL with a host, no credentials, query or
-        fragment; a trailing ``/`` dropped."""
+        """Blank is unset; else as :func:`registry_url_problem` asks, a trailing ``/`` dropped."""
         if value is None or not value.strip():
             return None
-        parts = urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("is not an http:// or https:// URL with a host")
-        if "@" in parts.netloc:
-            raise ValueError("holds credentials: set SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD (or "
-                             "SP_REGISTRY__TOKEN) instead")
-        if parts.query or parts.fragment:
-            raise ValueError("has a query or a fragment: give the API's base URL")
-        try:
-            parts.port  # noqa: B018 - raises ValueError for a port out of range
-        except ValueError:
-            raise ValueError("has a port that is not a number from 1 to 65535") from None
+        problem = registry_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value.strip().rstrip("/")
 
     @field_validator("password", "token")
@@ -282,6 +272,28 @@ class RegistrySettings(_Section):
             raise ValueError(f"SP_REGISTRY__{tls[0].upper()} is for an https:// registry, and"
                              f" SP_REGISTRY__URL is {'unset' if self.url is None else 'not https'}")
         return self
+
+
+def registry_url_problem(url: str) -> str | None:
+    """What is wrong with a schema registry's URL, or None: it must be ``http`` or ``https`` with a
+    host, and hold no credentials, no query and no fragment.
+
+    >>> registry_url_problem("https://registry:8081/apis/ccompat/v7"), registry_url_problem("registry:8081")
+    (None, 'is not an http:// or https:// URL with a host')
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http:// or https:// URL with a host"
+    if "@" in parts.netloc:
+        return ("holds credentials: set SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD (or"
+                " SP_REGISTRY__TOKEN) instead")
+    if parts.query or parts.fragment:
+        return "has a query or a fragment: give the API's base URL"
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        return "has a port that is not a number from 1 to 65535"
+    return None
 
 
 class TopicSettings(_Section):

@@ -42,7 +42,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import SecretStr
 
 from stream_perceptron.errors import RegistryRefused, RegistryUnavailable, SchemaNotFound, SettingsError
-from stream_perceptron.settings import RegistrySettings
+from stream_perceptron.settings import RegistrySettings, registry_url_problem
 
 MAX_SCHEMA_BYTES = 1_048_576
 """The most bytes an answer of the registry may hold (a schema's JSON text is within it)."""
@@ -91,12 +91,10 @@ class SchemaRegistry:
         max_schema_bytes: int = MAX_SCHEMA_BYTES,
         max_cached: int = MAX_CACHED,
     ) -> None:
+        problem = registry_url_problem(url)
+        if problem is not None:
+            raise ValueError(f"the schema registry's URL {problem}")
         parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("the schema registry's URL is not an http:// or https:// URL with a host")
-        if "@" in parts.netloc:
-            raise ValueError("the schema registry's URL holds credentials: pass username and password "
-                             "(or token) instead")
         if (username is None) != (password is None) or (token is not None and username is not None):
             raise ValueError("log in with a username and its password, or a token, or neither")
         if timeout_s <= 0 or max_schema_bytes < 1 or max_cached < 1:
@@ -106,7 +104,7 @@ class SchemaRegistry:
         self.max_schema_bytes = max_schema_bytes
         self.max_cached = max_cached
         self._https = parts.scheme == "https"
-        self._host = parts.hostname
+        self._host = parts.hostname or ""  # a host: checked above
         self._port = parts.port or (443 if self._https else 80)
         self._base_path = parts.path.rstrip("/")
         self._username = username

@@ -101,18 +101,19 @@ def apache_kafka_required() -> bool:
             or os.environ.get("CI", "").lower() in ("true", "1"))
 
 
-def _no_apache_kafka(reason: str) -> None:
+def _cannot_run(what: str, reason: str) -> None:
+    """Skip the test that needs ``what``, saying why; fail it where that is required (in CI)."""
     if apache_kafka_required():
-        pytest.fail(f"Apache Kafka is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}",
-                    pytrace=False)
-    pytest.skip(f"needs Apache Kafka: {reason}")
+        pytest.fail(f"{what} is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}", pytrace=False)
+    pytest.skip(f"needs {what}: {reason}")
+
+
+def _no_apache_kafka(reason: str) -> None:
+    _cannot_run("Apache Kafka", reason)
 
 
 def _no_schema_registry(reason: str) -> None:
-    if apache_kafka_required():
-        pytest.fail(f"the schema registry is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}",
-                    pytrace=False)
-    pytest.skip(f"needs the schema registry: {reason}")
+    _cannot_run("the schema registry", reason)
 
 
 def broker_choice() -> str:

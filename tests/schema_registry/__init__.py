@@ -23,9 +23,7 @@ come from the schema's content: the same text under two subjects may share an id
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -39,6 +37,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from stream_perceptron.commands.broker import _die_with_parent_hook, free_port
+from tests.apache_kafka import fetched_once, file_tail, java_version
 
 APICURIO_VERSION = "3.3.3"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
@@ -80,19 +79,6 @@ def cache_dir() -> Path:
     return base / f"apicurio-registry-{APICURIO_VERSION}"
 
 
-def java_version(java: str) -> int | None:
-    """The major version of ``java`` (``java -version`` prints it on stderr), or None."""
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if found is None:
-        return None
-    major = int(found.group(1))
-    return int(found.group(2) or 0) if major == 1 else major
-
-
 def find_java() -> tuple[str | None, str]:
     """The ``java`` to run the registry with, or None; and what was looked at (for a reason)."""
     try:
@@ -129,36 +115,22 @@ def why_not() -> str | None:
 
 def fetch() -> Path:
     """The directory of the unpacked server (``quarkus-run.jar``), fetched with Maven on first use."""
-    target = cache_dir() / "server"
-    if (target / ".complete").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest-xdist process may be fetching
-        if (target / ".complete").exists():
-            return target
-        mvn, tar = shutil.which("mvn"), shutil.which("tar")
-        if mvn is None or tar is None:
-            raise ApicurioUnavailable(f"no `{'mvn' if mvn is None else 'tar'}` on PATH to fetch "
-                                      f"Apicurio Registry {APICURIO_VERSION}")
-        staging = Path(tempfile.mkdtemp(prefix="server-", dir=target.parent))
-        try:
-            download = staging / "download"
-            _run([mvn, "--batch-mode", "--quiet", "dependency:copy", f"-Dartifact={ARTIFACT}",
-                  f"-DoutputDirectory={download}"], staging, f"mvn could not fetch {ARTIFACT}")
-            (archive,) = download.glob("*.tar.gz")
-            _run([tar, "-xzf", str(archive), "-C", str(staging)], staging,
-                 f"tar could not unpack {archive.name}")
-            shutil.rmtree(download)
-            if not (staging / "quarkus-run.jar").is_file():
-                raise ApicurioUnavailable(f"{archive.name} holds no quarkus-run.jar")
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        (staging / ".complete").write_text(ARTIFACT + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-    return target
+    return fetched_once(cache_dir() / "server", _unpack_server, ARTIFACT)
+
+
+def _unpack_server(staging: Path) -> None:
+    mvn, tar = shutil.which("mvn"), shutil.which("tar")
+    if mvn is None or tar is None:
+        raise ApicurioUnavailable(f"no `{'mvn' if mvn is None else 'tar'}` on PATH to fetch "
+                                  f"Apicurio Registry {APICURIO_VERSION}")
+    download = staging / "download"
+    _run([mvn, "--batch-mode", "--quiet", "dependency:copy", f"-Dartifact={ARTIFACT}",
+          f"-DoutputDirectory={download}"], staging, f"mvn could not fetch {ARTIFACT}")
+    (archive,) = download.glob("*.tar.gz")
+    _run([tar, "-xzf", str(archive), "-C", str(staging)], staging, f"tar could not unpack {archive.name}")
+    shutil.rmtree(download)
+    if not (staging / "quarkus-run.jar").is_file():
+        raise ApicurioUnavailable(f"{archive.name} holds no quarkus-run.jar")
 
 
 def _run(argv: list[str], cwd: Path, failure: str) -> None:
@@ -283,12 +255,7 @@ class Apicurio:
 
     def log_tail(self, chars: int = 4000) -> str:
         """The end of its log (an empty string once its directory is removed)."""
-        try:
-            with open(self.log_path, "rb") as fh:
-                fh.seek(max(0, self.log_path.stat().st_size - chars))
-                return fh.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.log_path, chars)
 
     def __enter__(self) -> Self:
         self.start()

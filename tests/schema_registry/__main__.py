@@ -7,11 +7,10 @@ Runs until Ctrl-C, printing the URL of its Confluent-compatible API, then remove
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 
+from stream_perceptron.signals import stopping_on_signals
 from tests.schema_registry import APICURIO_VERSION, Apicurio, ApicurioUnavailable, fetch, why_not
 
 
@@ -33,16 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     except ApicurioUnavailable as exc:
         print(f"schema-registry: {exc}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where a shell ignored it
-        signal.signal(signum, lambda *_: stop.set())
     try:
-        print(f"Apicurio Registry {APICURIO_VERSION}, ready in {time.monotonic() - started:.1f} s "
-              f"(storage and log in {registry.root})")
-        print(f"  {registry.url}   e.g. SP_REGISTRY__URL={registry.url}")
-        print("Ctrl-C stops it and removes its storage.", flush=True)
-        while not stop.wait(0.5):
-            pass
+        with stopping_on_signals(again=None) as stop:
+            print(f"Apicurio Registry {APICURIO_VERSION}, ready in {time.monotonic() - started:.1f} s "
+                  f"(storage and log in {registry.root})")
+            print(f"  {registry.url}   e.g. SP_REGISTRY__URL={registry.url}")
+            print("Ctrl-C stops it and removes its storage.", flush=True)
+            while not stop.wait(0.5):
+                pass
     finally:
         registry.close()
     return 0

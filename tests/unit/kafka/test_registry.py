@@ -288,8 +288,10 @@ def test_a_url_with_credentials_is_refused_without_saying_them():
         SchemaRegistry(f"http://worker:{PASSWORD}@localhost:8081")
     assert PASSWORD not in str(refused.value)
     for url in ("ftp://host", "localhost:8081", "http://"):
-        with pytest.raises(ValueError, match="not an http:// or https:// URL with a host"):
+        with pytest.raises(ValueError, match="URL is not an http:// or https:// URL with a host"):
             SchemaRegistry(url)
+    with pytest.raises(ValueError, match="URL has a query or a fragment"):
+        SchemaRegistry("http://registry/?x=1")
     with pytest.raises(ValueError, match="a username and its password, or a token"):
         SchemaRegistry("http://h", username="u", token=SecretStr(TOKEN))
 
