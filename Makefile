@@ -8,10 +8,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-tansu unit integration kafka kafka-jars lint lock bench bench-worker clean
+.PHONY: help install demo test test-tansu unit integration kafka kafka-jars registry registry-jars lint lock bench bench-worker clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ kafka-jars: $(STAMP)  ## fetch Apache Kafka's jars with Maven into ~/.cache/stre
 
 kafka: $(STAMP)  ## run a local Apache Kafka (KRaft, from its jars; NODES=3, SECURE=1) until Ctrl-C
 	$(BIN)/python -m tests.apache_kafka --nodes $(or $(NODES),1) $(if $(SECURE),--secure)
+
+registry-jars: $(STAMP)  ## fetch the schema registry (Apicurio Registry) with Maven into ~/.cache/stream-perceptron (once)
+	$(BIN)/python -m tests.schema_registry --fetch
+
+registry: $(STAMP)  ## run a local schema registry (Apicurio, Confluent-compatible API) until Ctrl-C
+	$(BIN)/python -m tests.schema_registry
 
 lint: $(STAMP)  ## ruff and mypy (strict) on the package
 	$(BIN)/ruff check stream_perceptron tests bench

@@ -99,3 +99,24 @@ class TransactionFencedError(TransactionAbortedError):
     for: the consumer lost its partitions (the group moved on to a newer generation, e.g. while
     this worker was stalled), or another producer took this worker's transactional id. Nothing of
     the transaction is visible; the worker drops its partitions and polls again."""
+
+
+class RegistryError(StreamPerceptronError):
+    """The schema registry could not give what was asked (``kafka/registry.py``)."""
+
+
+class RegistryUnavailable(RegistryError):
+    """The schema registry did not answer within its timeout (refused, unreachable, timed out) or
+    failed (HTTP 5xx, 408, 429): a fault to retry later, not a property of a record."""
+
+
+class RegistryRefused(RegistryError):
+    """The schema registry refused a request for good: the credentials (HTTP 401, 403), a schema
+    it does not take (409 incompatible, 422 invalid), a certificate not trusted, or an address
+    that is no registry's API (another 404, a redirect, an answer that is not its JSON). A setting
+    or a schema to fix, not a fault to retry."""
+
+
+class SchemaNotFound(RegistryError, DecodeError):
+    """The schema registry holds no schema of this id (HTTP 404, error code 40403): a record
+    naming it is bad input, a dead letter with this reason."""

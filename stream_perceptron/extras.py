@@ -16,7 +16,7 @@ PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "worker": (
         ("kafka", "kafka-python"), ("pydantic", "pydantic"), ("pydantic_settings", "pydantic-settings"),
         ("orjson", "orjson"), ("msgspec", "msgspec"), ("click", "click"), ("rich", "rich"),
-        ("prometheus_client", "prometheus-client"),
+        ("prometheus_client", "prometheus-client"), ("fastavro", "fastavro"),
     ),
     "confluent": (("confluent_kafka", "confluent-kafka"),),
     "plot": (("matplotlib", "matplotlib"),),

@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -203,6 +204,98 @@ def server_list(value: str | None) -> list[str]:
     (['a:1', 'b:2'], [])
     """
     return [s.strip() for s in (value or "").split(",") if s.strip()]
+
+
+class RegistrySettings(_Section):
+    """The schema registry that gives Avro records' writer schemas by id (Confluent's REST API)."""
+
+    url: str | None = Field(
+        None,
+        description="the registry's Confluent-compatible REST API, `http(s)://host:port[/path]` (Confluent "
+        "Schema Registry: its root; Apicurio Registry: `.../apis/ccompat/v7`); unset: no registry. "
+        "Credentials go in the settings below, never in the URL",
+    )
+    username: str | None = Field(
+        None, description="HTTP basic authentication's user (with `SP_REGISTRY__PASSWORD`)",
+    )
+    password: SecretStr | None = Field(None, description="secret: the basic authentication user's password")
+    token: SecretStr | None = Field(
+        None,
+        description="secret: a bearer token, sent as `Authorization: Bearer ...` (instead of a user and "
+        "password)",
+    )
+    ssl_cafile: FilePath | None = Field(
+        None,
+        description="CA bundle that verifies an `https` registry's certificate (unset: the system's); each "
+        "of these three files must exist when the settings load",
+    )
+    ssl_certfile: FilePath | None = Field(
+        None, description="client certificate, for a registry that asks for one",
+    )
+    ssl_keyfile: FilePath | None = Field(
+        None, description="the client certificate's key (unset: it is in the certificate's file)",
+    )
+    timeout_s: float = Field(
+        10.0, gt=0, le=300,
+        description="how long one request may wait on the registry: connecting at most this long, the rest "
+        "of the request within what is left of it; a registry silent that long is unavailable "
+        "(retried later), never a record's fault",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url_of_an_api(cls, value: str | None) -> str | None:
+        """Blank is unset; else as :func:`registry_url_problem` asks, a trailing ``/`` dropped."""
+        if value is None or not value.strip():
+            return None
+        problem = registry_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value.strip().rstrip("/")
+
+    @field_validator("password", "token")
+    @classmethod
+    def _secret_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is blank: leave it unset")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_log_in(self) -> RegistrySettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD go together: set both or"
+                             " neither")
+        if self.token is not None and self.username is not None:
+            raise ValueError("SP_REGISTRY__TOKEN and SP_REGISTRY__USERNAME are two ways to log in: set one")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("SP_REGISTRY__SSL_KEYFILE is the key of SP_REGISTRY__SSL_CERTFILE: set that too")
+        tls = [name for name in ("ssl_cafile", "ssl_certfile") if getattr(self, name) is not None]
+        if tls and not (self.url or "").startswith("https://"):
+            raise ValueError(f"SP_REGISTRY__{tls[0].upper()} is for an https:// registry, and"
+                             f" SP_REGISTRY__URL is {'unset' if self.url is None else 'not https'}")
+        return self
+
+
+def registry_url_problem(url: str) -> str | None:
+    """What is wrong with a schema registry's URL, or None: it must be ``http`` or ``https`` with a
+    host, and hold no credentials, no query and no fragment.
+
+    >>> registry_url_problem("https://registry:8081/apis/ccompat/v7"), registry_url_problem("registry:8081")
+    (None, 'is not an http:// or https:// URL with a host')
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http:// or https:// URL with a host"
+    if "@" in parts.netloc:
+        return ("holds credentials: set SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD (or"
+                " SP_REGISTRY__TOKEN) instead")
+    if parts.query or parts.fragment:
+        return "has a query or a fragment: give the API's base URL"
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        return "has a port that is not a number from 1 to 65535"
+    return None
 
 
 class TopicSettings(_Section):
@@ -606,6 +699,7 @@ class Settings(BaseSettings):
     )
 
     kafka: KafkaSettings = KafkaSettings()
+    registry: RegistrySettings = RegistrySettings()
     topics: TopicSettings = TopicSettings()
     checkpoint: CheckpointSettings = CheckpointSettings()
     model: ModelSettings = ModelSettings()
@@ -746,7 +840,8 @@ def describe_validation_error(exc: ValidationError) -> str:
             lines.append(f"invalid settings {env_name(loc)}{ENV_NESTED}* ({dotted}): {msg}")
             continue
         # an unknown name may be a misspelt secret (SP_KAFKA__SASL_PASSWD): its value is not shown
-        hidden = _is_secret_loc(loc) or isinstance(value, dict) or err["type"] == "extra_forbidden"
+        hidden = (_is_secret_loc(loc) or isinstance(value, dict) or err["type"] == "extra_forbidden"
+                  or _holds_credentials(value))
         shown = "" if hidden else f" (got {value!r})"
         lines.append(f"invalid setting {env_name(loc)} ({dotted}): {msg}{shown}")
     return "\n".join(lines)
@@ -803,7 +898,12 @@ def _section_names() -> list[str]:
 
 
 def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
-    return any("password" in str(p) or "secret" in str(p) for p in loc)
+    return any("password" in str(p) or "secret" in str(p) or "token" in str(p) for p in loc)
+
+
+def _holds_credentials(value: Any) -> bool:
+    """Whether ``value`` is a URL with a user or password in it (``https://u:p@host``)."""
+    return isinstance(value, str) and "@" in value.partition("://")[2].partition("/")[0]
 
 
 def redacted(settings: Settings) -> dict[str, Any]:

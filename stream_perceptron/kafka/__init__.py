@@ -10,4 +10,6 @@ no codec, and loads no numpy.
 * :mod:`.factory`: :func:`~.factory.open_edge`, the one place a backend is chosen;
 * :mod:`.reader`: a topic read without a consumer group, to its end or followed (the commands,
   the state topic's scans).
+* :mod:`.registry`: a schema registry's client (the writer's schema of an Avro record by id),
+  over its Confluent-compatible REST API.
 """

@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -107,27 +108,43 @@ def why_not() -> str | None:
 
 def fetch_jars() -> Path:
     """The directory of Apache Kafka's jars, fetched with Maven on first use."""
-    target = cache_dir() / "jars"
+    return fetched_once(cache_dir() / "jars", _copy_jars, KAFKA_VERSION)
+
+
+def _copy_jars(staging: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaUnavailable("no `mvn` on PATH to fetch Apache Kafka's jars")
+    done = subprocess.run(
+        [mvn, "--batch-mode", "--quiet", "-f", str(POM), "dependency:copy-dependencies",
+         "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
+        capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        said = " ".join((done.stdout + done.stderr).split())[-600:]
+        raise KafkaUnavailable(f"mvn could not fetch Apache Kafka {KAFKA_VERSION}: {said}")
+
+
+def fetched_once(target: Path, fill: Callable[[Path], None], stamp: str) -> Path:
+    """``target``, a cache directory filled once by ``fill(staging)`` and reused after that.
+
+    It is filled under a file lock (another pytest-xdist process may be filling it) in a staging
+    directory beside it, renamed to ``target`` and marked complete only once ``fill`` returns; a
+    ``fill`` that raises leaves nothing behind.
+    """
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest-xdist process may be fetching
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / ".complete").exists():
             return target
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise KafkaUnavailable("no `mvn` on PATH to fetch Apache Kafka's jars")
-        staging = Path(tempfile.mkdtemp(prefix="jars-", dir=target.parent))
-        done = subprocess.run(
-            [mvn, "--batch-mode", "--quiet", "-f", str(POM), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
-            capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, check=False)
-        if done.returncode != 0:
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+        try:
+            fill(staging)
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-            said = " ".join((done.stdout + done.stderr).split())[-600:]
-            raise KafkaUnavailable(f"mvn could not fetch Apache Kafka {KAFKA_VERSION}: {said}")
-        (staging / ".complete").write_text(KAFKA_VERSION + "\n")
+            raise
+        (staging / ".complete").write_text(stamp + "\n")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     return target
@@ -427,13 +444,7 @@ class ApacheKafka:
 
     def log_tail(self, node_id: int = 1, chars: int = 4000) -> str:
         """The end of one node's log (an empty string once the cluster is removed)."""
-        path = self.nodes[node_id - 1].log_path
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, path.stat().st_size - chars))
-                return fh.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.nodes[node_id - 1].log_path, chars)
 
     def leader(self, topic: str, partition: int = 0, timeout_s: float = 30.0,
                other_than: int | None = None) -> int:
@@ -476,6 +487,16 @@ def _cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def file_tail(path: Path, chars: int) -> str:
+    """The last ``chars`` bytes of a log file as text (an empty string when it is gone)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - chars))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def port_open(port: int) -> bool:

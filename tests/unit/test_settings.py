@@ -420,3 +420,80 @@ def test_drift_settings_default_to_adwin_reporting_only_and_a_bad_one_is_one_lin
             load_settings()
         assert err.value.args[0].count("\n") == 0 and name in str(err.value)
         monkeypatch.delenv(name)
+
+
+# ------------------------------------------------------------------------ the schema registry
+
+
+@pytest.mark.parametrize(("value", "url"), [
+    ("http://registry:8081", "http://registry:8081"),
+    (" https://registry.example/apis/ccompat/v7/ ", "https://registry.example/apis/ccompat/v7"),
+    ("http://[::1]:8081", "http://[::1]:8081"),
+    ("", None),
+    ("  ", None),
+])
+def test_a_registry_url_is_kept_without_its_trailing_slash_and_blank_is_unset(monkeypatch, value, url):
+    monkeypatch.setenv("SP_REGISTRY__URL", value)
+    assert load_settings().registry.url == url
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("registry:8081", "is not an http:// or https:// URL with a host"),
+    ("ftp://registry", "is not an http:// or https:// URL with a host"),
+    ("http://registry:99999", "has a port that is not a number from 1 to 65535"),
+    ("http://registry:8081/?debug=1", "has a query or a fragment: give the API's base URL"),
+])
+def test_a_bad_registry_url_is_one_line_naming_the_variable(monkeypatch, value, says):
+    monkeypatch.setenv("SP_REGISTRY__URL", value)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value) == f"invalid setting SP_REGISTRY__URL (registry.url): {says} (got {value!r})"
+
+
+def test_a_registry_url_with_credentials_is_refused_without_showing_them(monkeypatch):
+    monkeypatch.setenv("SP_REGISTRY__URL", "https://worker:hunter2@registry:8081")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value) == ("invalid setting SP_REGISTRY__URL (registry.url): holds credentials: set "
+                              "SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD (or SP_REGISTRY__TOKEN) "
+                              "instead")
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"SP_REGISTRY__USERNAME": "worker"},
+     "SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD go together: set both or neither"),
+    ({"SP_REGISTRY__PASSWORD": "pw"},
+     "SP_REGISTRY__USERNAME and SP_REGISTRY__PASSWORD go together: set both or neither"),
+    ({"SP_REGISTRY__USERNAME": "worker", "SP_REGISTRY__PASSWORD": "pw", "SP_REGISTRY__TOKEN": "t"},
+     "SP_REGISTRY__TOKEN and SP_REGISTRY__USERNAME are two ways to log in: set one"),
+    ({"SP_REGISTRY__URL": "http://registry", "SP_REGISTRY__SSL_CAFILE": "{file}"},
+     "SP_REGISTRY__SSL_CAFILE is for an https:// registry, and SP_REGISTRY__URL is not https"),
+    ({"SP_REGISTRY__SSL_CERTFILE": "{file}"},
+     "SP_REGISTRY__SSL_CERTFILE is for an https:// registry, and SP_REGISTRY__URL is unset"),
+    ({"SP_REGISTRY__URL": "https://registry", "SP_REGISTRY__SSL_KEYFILE": "{file}"},
+     "SP_REGISTRY__SSL_KEYFILE is the key of SP_REGISTRY__SSL_CERTFILE: set that too"),
+])
+def test_registry_settings_that_do_not_go_together_are_one_line(monkeypatch, tmp_path, env, says):
+    (tmp_path / "f.pem").write_text("-")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(file=tmp_path / "f.pem"))
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert str(err.value) == f"invalid settings SP_REGISTRY__* (registry): {says}"
+    assert "pw" not in str(err.value).replace("PASSWORD", "")
+
+
+def test_the_registrys_secrets_are_masked_and_never_echoed(monkeypatch, tmp_path):
+    monkeypatch.setenv("SP_REGISTRY__URL", "https://registry:8081")
+    monkeypatch.setenv("SP_REGISTRY__TOKEN", "tok-secret-1")
+    s = load_settings()
+    assert s.registry.token.get_secret_value() == "tok-secret-1"
+    assert "tok-secret-1" not in repr(s) and "tok-secret-1" not in str(redacted(s))
+    assert redacted(s)["registry"]["token"] == "**********"
+    monkeypatch.delenv("SP_REGISTRY__TOKEN")
+    cfg = tmp_path / "sp.toml"
+    cfg.write_text("[registry]\ntoken = 98765\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(cfg)
+    assert "98765" not in str(err.value) and "SP_REGISTRY__TOKEN" in str(err.value)
