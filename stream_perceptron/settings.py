@@ -731,6 +731,9 @@ class Settings(BaseSettings):
         if self.input.format != "envelope" and not spec:
             raise ValueError(f"SP_INPUT__FORMAT={self.input.format} needs a feature spec: the config"
                              " file's [features] table, or SP_FEATURES__SPEC")
+        if self.input.format == "avro" and self.registry.url is None:
+            raise ValueError("SP_INPUT__FORMAT=avro needs the schema registry's address:"
+                             " SP_REGISTRY__URL")
         if self.input.format == "envelope" and spec:
             raise ValueError("a feature spec (SP_FEATURES__*) reads events: set SP_INPUT__FORMAT=json"
                              " or avro")

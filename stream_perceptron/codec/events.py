@@ -22,7 +22,8 @@ from stream_perceptron.codec.inputs import Decoded, LabelRecord
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.contract import json_object
 from stream_perceptron.errors import DecodeError
-from stream_perceptron.features.extract import Bounds, Event, Extractor
+from stream_perceptron.features.compiled import compile_spec
+from stream_perceptron.features.extract import Bounds, Event
 from stream_perceptron.features.spec import FeatureSpec
 from stream_perceptron.features.standardize import Standardizer
 
@@ -36,7 +37,7 @@ class EventDecoder:
     def __init__(self, spec: FeatureSpec, limits: Limits) -> None:
         self.spec = spec
         self._limits = limits
-        self._extractor = Extractor(spec, Bounds(
+        self._event = compile_spec(spec, Bounds(
             max_features=limits.max_features, max_name_chars=limits.max_name_chars,
             max_abs_value=limits.max_abs_value, max_id_chars=limits.max_id_chars,
             max_echo_chars=limits.max_id_chars,
@@ -48,7 +49,7 @@ class EventDecoder:
         event accepted); ``parse`` reads a value (JSON by default)."""
         out = Decoded(xs=[], ys=[], ids=[], rows=[], rejected={}, labels={},
                       echo=[] if self.spec.echo else None)
-        limits, extract = self._limits, self._extractor.event
+        limits, extract = self._limits, self._event
         for i, (value, key) in enumerate(zip(values, keys, strict=True)):
             try:
                 if key is not None and len(key) > limits.max_key_bytes:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from stream_perceptron.contract import json_kind, label_sign
+from stream_perceptron.contract import float64, json_kind, label_sign
 from stream_perceptron.errors import DecodeError
 from stream_perceptron.features.paths import MISSING, Path
 from stream_perceptron.features.spec import Categorical, FeatureSpec, LabelValue, Numeric, Text
@@ -182,7 +182,7 @@ class Extractor:
         elif isinstance(value, bool):
             v = 1.0 if value else 0.0
         elif isinstance(value, int | float):
-            v = float(value)
+            v = float64(value)
             if not math.isfinite(v):
                 raise DecodeError(f"{num.path}: {shown(value)} is not finite")
         else:

@@ -37,11 +37,13 @@ from stream_perceptron.errors import (
     CheckpointError,
     KafkaAuthError,
     KafkaEdgeError,
+    RegistryUnavailable,
     SettingsError,
 )
 from stream_perceptron.kafka.admin import ensure_topics, missing_topics
 from stream_perceptron.kafka.edge import Batch, Edge, Partition
 from stream_perceptron.kafka.factory import open_edge
+from stream_perceptron.kafka.registry import SchemaRegistry
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
@@ -122,7 +124,9 @@ class Worker:
         self.processor = BatchProcessor(
             settings, self.partitions, outputs, dead_letters,
             LabelJoiner(outputs, dead_letters, drifts, topic=settings.topics.outcomes), self.mixer, drifts,
-            observer=self.observer, counters=self.counters)
+            observer=self.observer, counters=self.counters,
+            registry=SchemaRegistry.from_settings(settings.registry) if settings.input.format == "avro"
+            else None)
         self.publisher = StatsPublisher(settings, self.edge, outputs, self.partitions, self.observer,
                                         lines=lines, started=started)
         policy = Every(settings.checkpoint.every_examples, settings.checkpoint.every_seconds)
@@ -182,7 +186,10 @@ class Worker:
 
     def process(self, batch: Batch) -> None:
         """Process one partition's batch (offset order). A batch that raises half-way leaves the
-        worker's state one not to resume from: no checkpoint stores it."""
+        worker's state one not to resume from: no checkpoint stores it. What decoding it needs
+        from outside (Avro schemas) is fetched first: :class:`RegistryUnavailable` then leaves
+        everything as it was."""
+        self.processor.prepare(batch)
         with self.checkpointer.batch(f"the batch of {batch.topic}[{batch.partition}] from offset"
                                      f" {batch.offsets[0] if len(batch) else None}"):
             self.processor.process(batch)
@@ -255,16 +262,26 @@ class Worker:
         it too), so after a burst it does not wait up to ``SP_STATS__EVERY_SECONDS`` to show it."""
         poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
         chunk_records = self.settings.output.chunk_records
+        backoff = 0.0  # while the schema registry does not answer, the wait before the next poll
         while not self.shutdown.asked:
             batches = self.edge.poll(poll_ms, max_records)
             if self._refused is not None:  # a partition's state could not be restored
                 raise self._refused
             self.observer.polled()
+            retry_in, deferred = min(max(2 * backoff, 0.5), 30.0), False
             for batch in batches:
                 for chunk in batch.chunks(chunk_records):
-                    self.process(chunk)
+                    try:
+                        self.process(chunk)
+                    except RegistryUnavailable as exc:
+                        deferred = True
+                        self._defer(chunk, exc, retry_in)
+                        break  # the rest of the partition's batch comes again with it
             if self.shutdown.asked:
                 return
+            backoff = retry_in if deferred else 0.0
+            if deferred:
+                self._wait(backoff)
             if self.publisher.due():
                 self.publisher.publish()
             else:
@@ -273,6 +290,22 @@ class Worker:
                 self.checkpointer.checkpoint("interval")
             if until is not None and until(self):
                 return
+
+    def _defer(self, batch: Batch, exc: RegistryUnavailable, retry_in: float) -> None:
+        """``batch`` cannot be decoded while the schema registry does not answer: nothing of it
+        was processed; the consumer goes back to its first record, which the first poll after
+        ``retry_in`` seconds brings again."""
+        first = batch.offsets[0]
+        self.edge.seek(batch.topic, batch.partition, first)
+        log.warning("%s[%d]@%d waits for the schema registry (%s); read again in %.1f s", batch.topic,
+                    batch.partition, first, exc, retry_in)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless a stop is asked, telling /healthz the loop is alive."""
+        deadline = time.monotonic() + seconds
+        while not self.shutdown.asked and (left := deadline - time.monotonic()) > 0:
+            self.observer.polled()
+            self.shutdown.wait(min(left, 1.0))
 
     def _start_edge(self) -> bool:
         """Check the topics and connect, retrying with backoff until Kafka answers or a stop is
@@ -290,10 +323,7 @@ class Worker:
                 raise
             except KafkaEdgeError as exc:
                 log.warning("Kafka not reachable yet (%s); retrying in %.1f s", exc, delay)
-                deadline = time.monotonic() + delay
-                while not self.shutdown.asked and (left := deadline - time.monotonic()) > 0:
-                    self.observer.polled()  # the backoff can outlast liveness_timeout_s
-                    self.shutdown.wait(min(left, 1.0))
+                self._wait(delay)  # the backoff can outlast liveness_timeout_s: alive throughout
                 delay = min(delay * 2, 30.0)
         return False
 

@@ -20,11 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from stream_perceptron.codec.avro import AvroDecoder, wire_schema_id
 from stream_perceptron.codec.events import EventDecoder
 from stream_perceptron.codec.inputs import BatchDecoder, Decoded
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import configured_classes, encode_predictions
+from stream_perceptron.errors import DecodeError, SchemaNotFound
 from stream_perceptron.kafka.edge import Batch
+from stream_perceptron.kafka.registry import SchemaRegistry
 from stream_perceptron.model.learner import take_rows
 from stream_perceptron.model.perceptron import Refusal, Rows
 from stream_perceptron.settings import Settings
@@ -63,11 +66,16 @@ class BatchProcessor:
 
     def __init__(self, settings: Settings, partitions: Partitions, outputs: Outputs,
                  dead_letters: DeadLetters, joiner: LabelJoiner, mixer: Mixer, drifts: DriftReporter, *,
-                 observer: Observer | NullObserver, counters: Counters) -> None:
+                 observer: Observer | NullObserver, counters: Counters,
+                 registry: SchemaRegistry | None = None) -> None:
         limits: Limits = settings.limits.codec_limits()
         self._decoder = BatchDecoder(limits)
         spec = settings.features.feature_spec()
         self._events = None if spec is None else EventDecoder(spec, limits)
+        # SP_INPUT__FORMAT=avro: the writers' schemas, fetched by id before a batch is decoded
+        self._registry = registry
+        self._avro = AvroDecoder() if settings.input.format == "avro" else None
+        self._schemas: dict[int, str | SchemaNotFound] = {}
         self._classes = configured_classes(limits)  # names in each prediction's "class"
         out = settings.output.predictions
         self._publish = (out in ("all", "unlabeled"), out == "all")  # (unlabeled, labeled)
@@ -81,8 +89,41 @@ class BatchProcessor:
         self._observer = observer
         self._counters = counters
 
+    def prepare(self, batch: Batch) -> None:
+        """Fetch what decoding ``batch`` needs from outside the worker: with Avro events, the
+        writer's schema of every id the batch names that the decoder does not hold. Changes no
+        state; raises :class:`RegistryUnavailable` while the registry does not answer, for the
+        loop to take the batch again later."""
+        if self._avro is None:
+            return
+        schemas = self._schemas
+        schemas.clear()
+        for value in batch.values:
+            try:
+                schema_id = wire_schema_id(value or b"")
+            except DecodeError:
+                continue  # refused when decoded, with its reason
+            if schema_id not in schemas:
+                assert self._registry is not None
+                try:
+                    schemas[schema_id] = self._registry.schema(schema_id)
+                except SchemaNotFound as exc:
+                    schemas[schema_id] = exc
+
+    def _schema(self, schema_id: int) -> str:
+        """The writer's schema :meth:`prepare` fetched for ``schema_id``."""
+        found = self._schemas[schema_id]
+        if isinstance(found, SchemaNotFound):
+            raise DecodeError(found.reason)
+        return found
+
+    def _parse_avro(self, value: bytes) -> Any:
+        assert self._avro is not None
+        return self._avro.decode_wire(value, self._schema)
+
     def process(self, batch: Batch) -> None:
-        """Decode, score, learn and publish one partition's batch (offset order)."""
+        """Decode, score, learn and publish one partition's batch (offset order); with Avro
+        events, after :meth:`prepare`."""
         n = len(batch)
         if not n:
             return
@@ -90,8 +131,12 @@ class BatchProcessor:
         if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
             return
         dead_before = self._counters.dead_letters
-        decoded = (self._decoder.decode_many(batch.values, batch.keys) if self._events is None
-                   else self._events.decode_many(batch.values, batch.keys, st.standardizer))
+        if self._events is None:
+            decoded = self._decoder.decode_many(batch.values, batch.keys)
+        elif self._avro is None:
+            decoded = self._events.decode_many(batch.values, batch.keys, st.standardizer)
+        else:
+            decoded = self._events.decode_many(batch.values, batch.keys, st.standardizer, self._parse_avro)
         for i, reason in decoded.rejected.items():
             self._dead_letters.send(st, batch, i, reason)
         clock = stream_clock(batch) if st.pending.max_entries else []

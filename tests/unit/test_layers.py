@@ -37,9 +37,11 @@ ALLOWED: dict[str, set[str]] = {
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors", "contract"},
     "worker": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
-               "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader"},
+               "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader",
+               "kafka.registry"},
     "commands": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
-                 "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader"},
+                 "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader",
+                 "kafka.registry"},
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed
     "__init__": {"model"},
