@@ -28,7 +28,7 @@ from typing import Any
 
 from stream_perceptron.errors import CheckpointError, FencedError
 from stream_perceptron.state.store import partition_of
-from stream_perceptron.state.stored import StateFiles, StoredState, make_dir
+from stream_perceptron.state.stored import FILE_MODE, StateFiles, StoredState, make_dir
 
 PARTITIONS = "partitions"
 CLAIM = "claim"
@@ -50,7 +50,7 @@ class DirectoryStore:
         try:
             make_dir(d)
             probe = d / f".probe-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            probe.write_bytes(b"")
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
             probe.unlink()
         except OSError as exc:
             raise CheckpointError(
@@ -102,8 +102,8 @@ class DirectoryStore:
     def _locked(self, topic: str, partition: int) -> Iterator[Path]:
         d = self.partition_dir(topic, partition)
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            make_dir(d)
+            fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise CheckpointError(
                 f"checkpoint directory {d} cannot be used: {exc.strerror or exc} (SP_CHECKPOINT__DIR)"
@@ -127,7 +127,7 @@ class DirectoryStore:
             epoch = self._epoch(d) + 1
             tmp = d / f".{CLAIM}.tmp"
             try:
-                with open(tmp, "w") as fh:
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "w") as fh:
                     fh.write(f"{epoch}\n")
                     fh.flush()
                     os.fsync(fh.fileno())

@@ -159,7 +159,7 @@ class StateFiles:
             for n in itertools.count(1):
                 aside = self.directory / (f"replaced-{stamp}" if n == 1 else f"replaced-{stamp}-{n}")
                 try:
-                    aside.mkdir()
+                    aside.mkdir(mode=DIR_MODE)
                     break
                 except FileExistsError:
                     continue
@@ -192,7 +192,7 @@ class StateFiles:
             seq = max(self._seq, files[-1][0] if files else 0) + 1
             path = self.directory / f"ckpt-{seq:012d}.json"
             tmp = self.directory / f".ckpt-{seq:012d}.json.tmp"
-            with open(tmp, "wb") as fh:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -330,17 +330,27 @@ def parse(raw: bytes, seq: int = 0, path: Path | None = None) -> StoredState:
         raise CheckpointError(f"body is not a checkpoint: {type(exc).__name__}: {exc}") from None
 
 
+FILE_MODE = 0o600
+"""The mode of every file the worker writes (state files, claims, locks): its states hold feature
+names taken from the input, for its own user alone. The process's umask can only narrow it."""
+
+DIR_MODE = 0o700
+"""The mode of every directory the worker makes; one that exists keeps its own."""
+
+
 def make_dir(directory: Path) -> None:
-    """Create ``directory`` and its missing ancestors durably: a directory made here survives a
-    power loss once its parent's entry is fsynced (POSIX; ext4 and XFS mostly do it anyway)."""
+    """Create ``directory`` and its missing ancestors (mode :data:`DIR_MODE`) durably: a directory
+    made here survives a power loss once its parent's entry is fsynced (POSIX; ext4 and XFS
+    mostly do it anyway)."""
     missing = []
     for d in (directory, *directory.absolute().parents):
         if d.exists():
             break
         missing.append(d)
-    directory.mkdir(parents=True, exist_ok=True)
     for d in reversed(missing):
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
         _fsync_dir(d.parent)
+    directory.mkdir(mode=DIR_MODE, exist_ok=True)  # there already: refused unless a directory
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -3,6 +3,8 @@ that lost its partition, the seed at the top, and a clear error for a directory 
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 
@@ -95,3 +97,34 @@ def test_a_state_holds_exactly_one_partition(tmp_path):
     two.offsets["in"][1] = 2
     with pytest.raises(ValueError, match="one offset"):
         DirectoryStore(tmp_path).save(two, 1)
+
+
+@pytest.mark.parametrize(("umask", "file_mode", "dir_mode"), [
+    (0o022, 0o600, 0o700),  # the usual umask: the worker's modes
+    (0o000, 0o600, 0o700),  # no umask: the worker's modes still
+    (0o077, 0o600, 0o700),
+    (0o277, 0o400, 0o500),  # a stricter umask wins
+])
+def test_the_workers_files_are_its_users_alone_unless_the_umask_is_stricter(
+        tmp_path, umask, file_mode, dir_mode):
+    previous = os.umask(umask)
+    try:
+        store = DirectoryStore(tmp_path / "ck" / "deep")
+        store.open()
+        epoch = store.claim("in", 0)
+        store.save(_state("in", 0, 7), epoch)
+    finally:
+        os.umask(previous)
+    made = [tmp_path / "ck", tmp_path / "ck" / "deep", *(tmp_path / "ck").rglob("*")]
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in made}
+    assert {m for p, m in modes.items() if (tmp_path / p).is_dir()} == {dir_mode}, modes
+    assert {m for p, m in modes.items() if (tmp_path / p).is_file()} == {file_mode}, modes
+    assert any(p.endswith(".json") for p in modes) and any(p.endswith("claim") for p in modes)
+
+
+def test_a_directory_that_exists_keeps_its_mode(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o770)
+    os.chmod(shared, 0o770)  # a group's volume, as an operator made it
+    DirectoryStore(shared).open()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o770
