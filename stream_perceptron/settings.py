@@ -526,6 +526,50 @@ class ObserveSettings(_Section):
         60.0, gt=0,
         description="`/healthz` fails when the loop has not polled for this long",
     )
+    token: SecretStr | None = Field(
+        None,
+        description="secret: `/metrics` asks for it (`Authorization: Bearer <token>`, or basic auth with "
+        "the token as the password); `/healthz` and `/readyz` stay open for probes. At least 16 "
+        "characters, printable ASCII without spaces. Unset: `/metrics` is open to whoever reaches the "
+        "port ([Operations](operations.md#who-may-reach-the-endpoints))",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _token_usable(cls, value: SecretStr | None) -> SecretStr | None:
+        return _usable_token(value)
+
+
+class DashboardSettings(_Section):
+    """The web dashboard of ``stream-perceptron dashboard`` (its address and port are options)."""
+
+    token: SecretStr | None = Field(
+        None,
+        description="secret: every page of the dashboard asks for it (a browser asks for a user name, "
+        "any, and a password, the token; or `Authorization: Bearer <token>`). As "
+        "`SP_OBSERVE__TOKEN`: at least 16 characters, printable ASCII without spaces",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _token_usable(cls, value: SecretStr | None) -> SecretStr | None:
+        return _usable_token(value)
+
+
+TOKEN_CHARS = 16
+"""The fewest characters a token may have."""
+
+
+def _usable_token(value: SecretStr | None) -> SecretStr | None:
+    """A token of at least :data:`TOKEN_CHARS` printable ASCII characters without spaces, which
+    goes unchanged into a bearer token and a basic-auth password; the error never shows it."""
+    if value is None:
+        return None
+    token = value.get_secret_value()
+    if len(token) < TOKEN_CHARS or not all("!" <= c <= "~" for c in token):
+        raise ValueError(f"must be at least {TOKEN_CHARS} printable ASCII characters without spaces"
+                         " (e.g. `openssl rand -hex 32`)")
+    return value
 
 
 class Settings(BaseSettings):
@@ -550,6 +594,7 @@ class Settings(BaseSettings):
     labels: LabelSettings = LabelSettings()
     mix: MixSettings = MixSettings()
     observe: ObserveSettings = ObserveSettings()
+    dashboard: DashboardSettings = DashboardSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="the lowest level of the lines written",
@@ -723,8 +768,12 @@ def _section_names() -> list[str]:
     return [name for name, f in Settings.model_fields.items() if isinstance(f.default, BaseModel)]
 
 
+_SECRET_WORDS = ("password", "secret", "token")
+"""A setting whose name holds one of these is a secret: its value is never shown."""
+
+
 def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
-    return any("password" in str(p) or "secret" in str(p) for p in loc)
+    return any(word in str(p) for p in loc for word in _SECRET_WORDS)
 
 
 def redacted(settings: Settings) -> dict[str, Any]:
@@ -733,6 +782,6 @@ def redacted(settings: Settings) -> dict[str, Any]:
     for section in data.values():
         if isinstance(section, dict):
             for name, value in section.items():
-                if value is not None and ("password" in name or "secret" in name):
+                if value is not None and any(word in name for word in _SECRET_WORDS):
                     section[name] = "**********"
     return data

@@ -67,6 +67,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
 from stream_perceptron.kafka.edge import Partition
+from stream_perceptron.settings import ObserveSettings
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ class Observer:
             self._thread.start()
         log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz); %s", self.host, self.port,
                  "/metrics asks for the token" if self._token is not None
-                 else "/metrics open to whoever reaches the port")
+                 else "/metrics open to whoever reaches the port (SP_OBSERVE__TOKEN sets a token)")
 
     def stop(self) -> None:
         """Stop serving and free the port (idempotent)."""
@@ -554,6 +555,16 @@ class NullObserver:
 def _health(ok: bool, reason: str) -> Response:
     """``/healthz`` and ``/readyz``: 200 or 503, ``{"ok", "reason"}``."""
     return Response(200 if ok else 503, json.dumps({"ok": ok, "reason": reason}).encode(), "application/json")
+
+
+def observer_for(settings: ObserveSettings) -> Observer | NullObserver:
+    """The observer ``SP_OBSERVE__*`` describe: an :class:`Observer`, or a :class:`NullObserver`
+    when disabled."""
+    if not settings.enabled:
+        return NullObserver()
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    return Observer(host=settings.host, port=settings.port, liveness_timeout_s=settings.liveness_timeout_s,
+                    token=token)
 
 
 def probe(url: str, timeout_s: float = 3.0) -> tuple[bool, str]:
