@@ -15,9 +15,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -513,49 +514,6 @@ class LabelSettings(_Section):
     )
 
 
-class ObserveSettings(_Section):
-    """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
-
-    enabled: bool = Field(True, description="serve `/metrics`, `/healthz`, `/readyz`")
-    host: str = Field(
-        "0.0.0.0",  # noqa: S104 - a daemon's probes and scrapes come from outside the pod
-        description="the address the endpoint listens on",
-    )
-    port: int = Field(9464, ge=0, le=65535, description="the endpoint's port; `0` picks a free port")
-    liveness_timeout_s: float = Field(
-        60.0, gt=0,
-        description="`/healthz` fails when the loop has not polled for this long",
-    )
-    token: SecretStr | None = Field(
-        None,
-        description="secret: `/metrics` asks for it (`Authorization: Bearer <token>`, or basic auth with "
-        "the token as the password); `/healthz` and `/readyz` stay open for probes. At least 16 "
-        "characters, printable ASCII without spaces. Unset: `/metrics` is open to whoever reaches the "
-        "port ([Operations](operations.md#who-may-reach-the-endpoints))",
-    )
-
-    @field_validator("token")
-    @classmethod
-    def _token_usable(cls, value: SecretStr | None) -> SecretStr | None:
-        return _usable_token(value)
-
-
-class DashboardSettings(_Section):
-    """The web dashboard of ``stream-perceptron dashboard`` (its address and port are options)."""
-
-    token: SecretStr | None = Field(
-        None,
-        description="secret: every page of the dashboard asks for it (a browser asks for a user name, "
-        "any, and a password, the token; or `Authorization: Bearer <token>`). As "
-        "`SP_OBSERVE__TOKEN`: at least 16 characters, printable ASCII without spaces",
-    )
-
-    @field_validator("token")
-    @classmethod
-    def _token_usable(cls, value: SecretStr | None) -> SecretStr | None:
-        return _usable_token(value)
-
-
 TOKEN_CHARS = 16
 """The fewest characters a token may have."""
 
@@ -570,6 +528,43 @@ def _usable_token(value: SecretStr | None) -> SecretStr | None:
         raise ValueError(f"must be at least {TOKEN_CHARS} printable ASCII characters without spaces"
                          " (e.g. `openssl rand -hex 32`)")
     return value
+
+
+Token = Annotated[SecretStr | None, AfterValidator(_usable_token)]
+"""A secret token of an HTTP endpoint, unset or usable (:func:`_usable_token`)."""
+
+
+class ObserveSettings(_Section):
+    """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
+
+    enabled: bool = Field(True, description="serve `/metrics`, `/healthz`, `/readyz`")
+    host: str = Field(
+        "0.0.0.0",  # noqa: S104 - a daemon's probes and scrapes come from outside the pod
+        description="the address the endpoint listens on",
+    )
+    port: int = Field(9464, ge=0, le=65535, description="the endpoint's port; `0` picks a free port")
+    liveness_timeout_s: float = Field(
+        60.0, gt=0,
+        description="`/healthz` fails when the loop has not polled for this long",
+    )
+    token: Token = Field(
+        None,
+        description="secret: `/metrics` asks for it (`Authorization: Bearer <token>`, or basic auth with "
+        "the token as the password); `/healthz` and `/readyz` stay open for probes. At least 16 "
+        "characters, printable ASCII without spaces. Unset: `/metrics` is open to whoever reaches the "
+        "port ([Operations](operations.md#who-may-reach-the-endpoints))",
+    )
+
+
+class DashboardSettings(_Section):
+    """The web dashboard of ``stream-perceptron dashboard`` (its address and port are options)."""
+
+    token: Token = Field(
+        None,
+        description="secret: every page of the dashboard asks for it (a browser asks for a user name, "
+        "any, and a password, the token; or `Authorization: Bearer <token>`). As "
+        "`SP_OBSERVE__TOKEN`: at least 16 characters, printable ASCII without spaces",
+    )
 
 
 class Settings(BaseSettings):
