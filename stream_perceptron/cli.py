@@ -210,11 +210,13 @@ def run(ctx: click.Context, until_caught_up: bool) -> None:
     """Run the worker: learn from the input topic until SIGTERM/SIGINT."""
     from stream_perceptron.runtime import limit_malloc_arenas
     from stream_perceptron.worker.loop import Worker
+    from stream_perceptron.worker.observe import observer_for
 
     limit_malloc_arenas()  # before any thread: the Kafka clients' threads start in worker.run
     settings = cluster_settings_from(ctx)
-    # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded
-    worker = Worker(settings, owns_process=True)  # a backend not installed: SettingsError
+    # its own process: SIGTERM and SIGINT stop it, and its shutdown is bounded; a backend not
+    # installed: SettingsError
+    worker = Worker(settings, owns_process=True, observer=observer_for(settings.observe))
     try:
         code = worker.run(until=Worker.caught_up if until_caught_up else None)
     finally:
@@ -398,7 +400,8 @@ def watch(ctx: click.Context, topic: str | None, refresh: float, duration: float
 @main.command()
 @click.option("--topic", "-t", help="Default: the stats topic setting.")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="The address to serve on (keep it local: the page has no login).")
+              help="The address to serve on (keep it local, or set SP_DASHBOARD__TOKEN: every page then"
+                   " asks for the token).")
 @click.option("--port", "-p", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="0 takes a free port.")
 @click.option("--refresh", default=1.0, show_default=True, type=click.FloatRange(min=0.1),
@@ -419,8 +422,10 @@ def dashboard(ctx: click.Context, topic: str | None, host: str, port: int, refre
     def ready(url: str) -> None:
         click.echo(f"dashboard of {stats} at {url} (Ctrl+C stops it)")
 
+    token = settings.dashboard.token
     sys.exit(run_dashboard(settings.kafka, stats, host=host, port=port, refresh_s=refresh,
-                           duration_s=duration, on_ready=ready))
+                           duration_s=duration, on_ready=ready,
+                           token=None if token is None else token.get_secret_value()))
 
 
 @main.command()

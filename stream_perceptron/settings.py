@@ -16,10 +16,11 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -608,6 +609,26 @@ class LabelSettings(_Section):
     )
 
 
+TOKEN_CHARS = 16
+"""The fewest characters a token may have."""
+
+
+def _usable_token(value: SecretStr | None) -> SecretStr | None:
+    """A token of at least :data:`TOKEN_CHARS` printable ASCII characters without spaces, which
+    goes unchanged into a bearer token and a basic-auth password; the error never shows it."""
+    if value is None:
+        return None
+    token = value.get_secret_value()
+    if len(token) < TOKEN_CHARS or not all("!" <= c <= "~" for c in token):
+        raise ValueError(f"must be at least {TOKEN_CHARS} printable ASCII characters without spaces"
+                         " (e.g. `openssl rand -hex 32`)")
+    return value
+
+
+Token = Annotated[SecretStr | None, AfterValidator(_usable_token)]
+"""A secret token of an HTTP endpoint, unset or usable (:func:`_usable_token`)."""
+
+
 class ObserveSettings(_Section):
     """The HTTP endpoint serving ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``."""
 
@@ -620,6 +641,24 @@ class ObserveSettings(_Section):
     liveness_timeout_s: float = Field(
         60.0, gt=0,
         description="`/healthz` fails when the loop has not polled for this long",
+    )
+    token: Token = Field(
+        None,
+        description="secret: `/metrics` asks for it (`Authorization: Bearer <token>`, or basic auth with "
+        "the token as the password); `/healthz` and `/readyz` stay open for probes. At least 16 "
+        "characters, printable ASCII without spaces. Unset: `/metrics` is open to whoever reaches the "
+        "port ([Operations](operations.md#who-may-reach-the-endpoints))",
+    )
+
+
+class DashboardSettings(_Section):
+    """The web dashboard of ``stream-perceptron dashboard`` (its address and port are options)."""
+
+    token: Token = Field(
+        None,
+        description="secret: every page of the dashboard asks for it (a browser asks for a user name, "
+        "any, and a password, the token; or `Authorization: Bearer <token>`). As "
+        "`SP_OBSERVE__TOKEN`: at least 16 characters, printable ASCII without spaces",
     )
 
 
@@ -712,6 +751,7 @@ class Settings(BaseSettings):
     observe: ObserveSettings = ObserveSettings()
     input: InputSettings = InputSettings()
     features: FeatureSettings = FeatureSettings()
+    dashboard: DashboardSettings = DashboardSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="the lowest level of the lines written",
@@ -900,8 +940,12 @@ def _section_names() -> list[str]:
     return [name for name, f in Settings.model_fields.items() if isinstance(f.default, BaseModel)]
 
 
+_SECRET_WORDS = ("password", "secret", "token")
+"""A setting whose name holds one of these is a secret: its value is never shown."""
+
+
 def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
-    return any("password" in str(p) or "secret" in str(p) or "token" in str(p) for p in loc)
+    return any(word in str(p) for p in loc for word in _SECRET_WORDS)
 
 
 def _holds_credentials(value: Any) -> bool:
@@ -915,6 +959,6 @@ def redacted(settings: Settings) -> dict[str, Any]:
     for section in data.values():
         if isinstance(section, dict):
             for name, value in section.items():
-                if value is not None and ("password" in name or "secret" in name):
+                if value is not None and any(word in name for word in _SECRET_WORDS):
                     section[name] = "**********"
     return data

@@ -10,7 +10,9 @@
   polls: only what came after the version the page already has.
 * :class:`DashboardServer` serves the page (plain HTML, JavaScript and SVG shipped in
   ``dashboard_page/``; no build step, nothing fetched from elsewhere), the web renderer of that
-  view, and ``/api/state`` from a thread (the standard library's ``http.server``).
+  view, and ``/api/state`` from a thread: a :class:`~stream_perceptron.http_server.HTTPServer`,
+  bounded against hostile clients, which asks for a token when given one
+  (``SP_DASHBOARD__TOKEN``).
 * :func:`run_dashboard` follows the topic (:func:`~stream_perceptron.commands.follow.follow_stats`,
   every partition from its beginning, no consumer group) until Ctrl+C, SIGTERM or a duration.
 
@@ -29,14 +31,13 @@ import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.stats_view import HISTORY, StatsView
 from stream_perceptron.errors import OutputError
+from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.signals import stopping_on_signals
@@ -55,69 +56,50 @@ def page_file(name: str) -> bytes:
     return resources.files("stream_perceptron.commands").joinpath(PAGE, name).read_bytes()
 
 
-class DashboardServer(ThreadingHTTPServer):
+class DashboardServer(HTTPServer):
     """The page and ``/api/state?since=N`` (:meth:`StatsView.snapshot` as JSON), served from
-    ``state``; ``refresh_s`` is how often the page polls. Bound at construction: port 0 takes a
-    free one, :attr:`url` names it. Raises :class:`OutputError` when the address cannot be bound."""
+    ``state``; ``refresh_s`` is how often the page polls; with a ``token``, every path asks for it.
+    Bound at construction: port 0 takes a free one, :attr:`url` names it. Raises
+    :class:`OutputError` when the address cannot be bound."""
 
-    daemon_threads = True
-
-    def __init__(self, host: str, port: int, state: StatsView, *, refresh_s: float = 1.0) -> None:
+    def __init__(self, host: str, port: int, state: StatsView, *, refresh_s: float = 1.0,
+                 token: str | None = None, limits: Limits | None = None) -> None:
         self.state = state
         self.refresh_s = refresh_s
-        self.files = {path: (page_file(name), kind) for path, (name, kind) in _PAGE_FILES.items()}
+        routes = {path: _file(page_file(name), kind) for path, (name, kind) in _PAGE_FILES.items()}
+        routes["/api/state"] = self._api_state
         try:
-            super().__init__((host, port), _Handler)
+            super().__init__((host, port), routes, token=token, limits=limits,
+                             name="stream-perceptron-dashboard")
         except OSError as exc:
             raise OutputError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}") from exc
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        shown = host if isinstance(host, str) else host.decode()
-        return f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+    def _api_state(self, request: Request) -> Response:
+        try:
+            since = int(parse_qs(request.query).get("since", ["0"])[0])
+        except ValueError:
+            return Response(HTTPStatus.BAD_REQUEST, b"since: not an integer\n")
+        body = {**self.state.snapshot(since), "refresh_s": self.refresh_s}
+        return Response(HTTPStatus.OK, json.dumps(body, allow_nan=False).encode(), "application/json")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: DashboardServer
-    server_version = "stream-perceptron-dashboard"
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        parts = urlsplit(self.path)
-        if parts.path == "/api/state":
-            query = parse_qs(parts.query)
-            try:
-                since = int(query.get("since", ["0"])[0])
-            except ValueError:
-                self._send(HTTPStatus.BAD_REQUEST, b"since: not an integer\n", "text/plain; charset=utf-8")
-                return
-            body = {**self.server.state.snapshot(since), "refresh_s": self.server.refresh_s}
-            self._send(HTTPStatus.OK, json.dumps(body, allow_nan=False).encode(), "application/json")
-        elif parts.path in self.server.files:
-            self._send(HTTPStatus.OK, *self.server.files[parts.path])
-        else:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
-
-    def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        # nothing from elsewhere: the page, its script and its style come from here only
-        self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
-        log.debug("%s " + format, self.address_string(), *args)
+def _file(body: bytes, kind: str) -> Callable[[Request], Response]:
+    """The route of a file of the page."""
+    return lambda request: Response(HTTPStatus.OK, body, kind)
 
 
 def run_dashboard(
     kafka: KafkaSettings, topic: str, *, host: str = "127.0.0.1", port: int = 8765, refresh_s: float = 1.0,
     duration_s: float | None = None, history: int = HISTORY, on_ready: Callable[[str], None] | None = None,
+    token: str | None = None,
 ) -> int:
     """Serve the dashboard of ``topic`` on ``host``:``port`` until Ctrl+C or ``duration_s``; 0.
+    With a ``token``, every page asks for it.
 
     ``on_ready`` is called with the page's URL once it is served. The topic is read from its
     beginning, every partition, with no consumer group; a topic that does not exist yet is waited
@@ -128,7 +110,7 @@ def run_dashboard(
         raise ValueError("refresh_s must be positive")
     check_reachable(kafka, connect_timeout_s(kafka))  # before the page is offered
     state = StatsView(history, topic=topic)
-    server = DashboardServer(host, port, state, refresh_s=refresh_s)
+    server = DashboardServer(host, port, state, refresh_s=refresh_s, token=token)
     thread = threading.Thread(target=server.serve_forever, name="dashboard-http", daemon=True)
     batches = follow_stats(kafka, topic, poll_timeout_ms=max(50, min(500, int(refresh_s * 500))),
                            on_skip=state.count_skipped)

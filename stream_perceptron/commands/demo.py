@@ -23,6 +23,7 @@ from stream_perceptron.kafka.admin import ensure_topics
 from stream_perceptron.settings import Settings
 from stream_perceptron.sources import open_source
 from stream_perceptron.worker.loop import Worker
+from stream_perceptron.worker.observe import observer_for
 
 DEMO_SOURCE = "river:Shuttle"
 
@@ -82,7 +83,7 @@ def run_demo(
             settings.kafka, source, t.input, on_progress=lambda n: progress.advance(task, n)
         )
         learn = progress.add_task("learn", total=sent, info="")
-        worker = Worker(settings)
+        worker = Worker(settings, observer=observer_for(settings.observe))
         started = time.monotonic()
 
         def until(w: Worker) -> bool:

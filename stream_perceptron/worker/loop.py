@@ -57,7 +57,7 @@ from stream_perceptron.worker.deadline import Shutdown, ShutdownDeadline
 from stream_perceptron.worker.drift_reporter import DriftReporter
 from stream_perceptron.worker.joiner import LabelJoiner
 from stream_perceptron.worker.mixer import Mixer, ModelTopic
-from stream_perceptron.worker.observe import NullObserver, Observer
+from stream_perceptron.worker.observe import NullObserver, Observer, observer_for
 from stream_perceptron.worker.outputs import DeadLetters, Outputs
 from stream_perceptron.worker.partition import PartitionState
 from stream_perceptron.worker.policy import Counters, Every
@@ -90,11 +90,7 @@ class Worker:
                  store: PartitionStore | None = None, model_topic: ModelTopic | None = None,
                  observer: Observer | NullObserver | None = None) -> None:
         self.settings = settings
-        obs = settings.observe
-        self.observer = observer or (
-            Observer(host=obs.host, port=obs.port, liveness_timeout_s=obs.liveness_timeout_s)
-            if obs.enabled else NullObserver()
-        )
+        self.observer = observer or observer_for(settings.observe)
         # a worker run by another program (the demo, a test) leaves its process to it: unbounded
         bound = settings.checkpoint.shutdown_timeout_s if owns_process else math.inf
         self.shutdown = Shutdown(ShutdownDeadline(bound, self._overran))

@@ -1,12 +1,17 @@
 """Prometheus metrics and health endpoints for the worker, served by one small HTTP server.
 
 An :class:`Observer` owns its own :class:`prometheus_client.CollectorRegistry` (no global state, so
-several workers and tests share a process without colliding) and one ``ThreadingHTTPServer`` in a
-daemon thread answering
+several workers and tests share a process without colliding) and one
+:class:`~stream_perceptron.http_server.HTTPServer` (bounded against hostile clients: see there) in a
+daemon thread answering ``GET`` and ``HEAD`` on
 
-* ``GET /metrics``: the registry in the Prometheus text format;
-* ``GET /healthz``: liveness, 200 ``{"ok": true, "reason": ...}`` or 503 ``{"ok": false, "reason": ...}``;
-* ``GET /readyz``: readiness, the same shape.
+* ``/metrics``: the registry in the Prometheus text format;
+* ``/healthz``: liveness, 200 ``{"ok": true, "reason": ...}`` or 503 ``{"ok": false, "reason": ...}``;
+* ``/readyz``: readiness, the same shape.
+
+With a token (``SP_OBSERVE__TOKEN``), ``/metrics`` asks for it (``Authorization: Bearer <token>``,
+or basic auth with the token as the password); ``/healthz`` and ``/readyz`` stay open, for the
+probes of a kubelet or a container engine, which send no secret.
 
 The worker calls it once per poll batch (never per record); every method is cheap and thread-safe.
 
@@ -51,18 +56,18 @@ import http.client
 import json
 import logging
 import math
-import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
+from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
 from stream_perceptron.kafka.edge import Partition
+from stream_perceptron.settings import ObserveSettings
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +162,10 @@ class Observer:
         Not ready while there is lag and no record has been processed for this long.
     clock
         Monotonic seconds (injectable for tests).
+    token
+        ``/metrics`` asks for it when set (``/healthz`` and ``/readyz`` never do).
+    limits
+        What one client may take of the server (:class:`~stream_perceptron.http_server.Limits`).
     """
 
     def __init__(
@@ -167,6 +176,8 @@ class Observer:
         liveness_timeout_s: float = 60.0,
         stall_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        token: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if liveness_timeout_s <= 0 or stall_timeout_s <= 0:
             raise ValueError("liveness_timeout_s and stall_timeout_s must be positive")
@@ -175,8 +186,10 @@ class Observer:
         self.liveness_timeout_s = liveness_timeout_s
         self.stall_timeout_s = stall_timeout_s
         self._clock = clock
+        self._token = token
+        self._limits = limits
         self._lock = threading.Lock()
-        self._server: _Server | None = None
+        self._server: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._started_at: float | None = None
         self._last_poll: float | None = None
@@ -256,17 +269,21 @@ class Observer:
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("observer already started")
-            server = _Server((self.host, self.port), self)
+            server = HTTPServer(
+                (self.host, self.port),
+                {"/metrics": self._metrics, "/healthz": self._healthz, "/readyz": self._readyz},
+                token=self._token, open_paths=("/healthz", "/readyz"), limits=self._limits,
+            )
             self.port = int(server.server_address[1])
             self._server = server
             self._started_at = self._progress_since = self._clock()
             self._last_poll = None
-            self._thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                name=f"observer-{self.port}", daemon=True,
-            )
+            self._thread = threading.Thread(target=server.serve_forever, name=f"observer-{self.port}",
+                                            daemon=True)
             self._thread.start()
-        log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", self.host, self.port)
+        log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz); %s", self.host, self.port,
+                 "/metrics asks for the token" if self._token is not None
+                 else "/metrics open to whoever reaches the port (SP_OBSERVE__TOKEN sets a token)")
 
     def stop(self) -> None:
         """Stop serving and free the port (idempotent)."""
@@ -412,6 +429,15 @@ class Observer:
         self._rebalances.inc()
 
     # ------------------------------------------------------------------ what the endpoints answer
+    def _metrics(self, request: Request) -> Response:
+        return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+
+    def _healthz(self, request: Request) -> Response:
+        return _health(*self.liveness())
+
+    def _readyz(self, request: Request) -> Response:
+        return _health(*self.readiness())
+
     def liveness(self) -> tuple[bool, str]:
         """(alive, reason): polled within ``liveness_timeout_s`` (or started that recently)."""
         with self._lock:
@@ -526,49 +552,19 @@ class NullObserver:
         """No counters."""
 
 
-class _Server(ThreadingHTTPServer):
-    """The HTTP server of one :class:`Observer` (IPv6 when the host is an IPv6 address)."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], observer: Observer) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        self.observer = observer
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("error answering %s", client_address, exc_info=True)
+def _health(ok: bool, reason: str) -> Response:
+    """``/healthz`` and ``/readyz``: 200 or 503, ``{"ok", "reason"}``."""
+    return Response(200 if ok else 503, json.dumps({"ok": ok, "reason": reason}).encode(), "application/json")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """``/metrics``, ``/healthz`` and ``/readyz``; anything else is 404."""
-
-    # a client that stops half-way through its request frees its thread and socket after this
-    timeout = 10
-
-    def do_GET(self) -> None:
-        observer = cast(_Server, self.server).observer
-        path = urllib.parse.urlsplit(self.path).path
-        if path == "/metrics":
-            self._send(200, CONTENT_TYPE_LATEST, generate_latest(observer.registry))
-        elif path in ("/healthz", "/readyz"):
-            ok, reason = observer.liveness() if path == "/healthz" else observer.readiness()
-            body = json.dumps({"ok": ok, "reason": reason}).encode()
-            self._send(200 if ok else 503, "application/json", body)
-        else:
-            self._send(404, "text/plain; charset=utf-8", b"not found; try /metrics, /healthz, /readyz\n")
-
-    def _send(self, status: int, content_type: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+def observer_for(settings: ObserveSettings) -> Observer | NullObserver:
+    """The observer ``SP_OBSERVE__*`` describe: an :class:`Observer`, or a :class:`NullObserver`
+    when disabled."""
+    if not settings.enabled:
+        return NullObserver()
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    return Observer(host=settings.host, port=settings.port, liveness_timeout_s=settings.liveness_timeout_s,
+                    token=token)
 
 
 def probe(url: str, timeout_s: float = 3.0) -> tuple[bool, str]:

@@ -251,6 +251,44 @@ def test_run_bounds_its_shutdown_and_a_worker_made_elsewhere_is_not_bounded(tmp_
     assert elsewhere.shutdown.deadline.seconds == math.inf
 
 
+def test_run_serves_metrics_behind_sp_observe_token_and_the_probes_open(tmp_path, monkeypatch):
+    from stream_perceptron.worker.loop import Worker
+    from tests.http_raw import request
+
+    token = "run-token-0123456789abcdef"
+    statuses: list[int] = []
+
+    def serve_once(self, until=None):
+        self.observer.start()
+        try:
+            port = self.observer.port
+            statuses.extend([request(port, "GET", "/metrics").status,
+                             request(port, "GET", "/metrics", f"Authorization: Bearer {token}").status,
+                             request(port, "GET", "/healthz").status])
+        finally:
+            self.observer.stop()
+        return 0
+
+    monkeypatch.setattr(Worker, "run", serve_once)
+    res = CliRunner().invoke(main, ["run"], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                                                 "SP_CHECKPOINT__DIR": str(tmp_path),
+                                                 "SP_OBSERVE__HOST": "127.0.0.1", "SP_OBSERVE__PORT": "0",
+                                                 "SP_OBSERVE__TOKEN": token})
+    assert res.exit_code == 0, res.output
+    assert statuses == [401, 200, 200]
+
+
+def test_dashboard_hands_sp_dashboard_token_to_its_server(monkeypatch):
+    seen: dict[str, object] = {}
+    monkeypatch.setattr("stream_perceptron.commands.dashboard.run_dashboard",
+                        lambda *args, **kwargs: seen.update(kwargs) or 0)
+    res = CliRunner().invoke(main, ["dashboard"],
+                             env={**_CLUSTER, "SP_DASHBOARD__TOKEN": "dash-token-0123456789"})
+    assert res.exit_code == 0 and seen["token"] == "dash-token-0123456789"
+    res = CliRunner().invoke(main, ["dashboard"], env=_CLUSTER)
+    assert res.exit_code == 0 and seen["token"] is None
+
+
 def test_run_writes_the_client_lines_held_back_before_its_last_line(tmp_path, monkeypatch):
     import logging
 

@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "throttle": set(),
     "runtime": set(),
     "signals": set(),
+    "http_server": set(),  # an HTTP server bounded against hostile clients: no model, no Kafka
     "logs": {"throttle"},
     "contract": {"errors"},
     "model": {"errors", "contract"},
@@ -36,12 +37,12 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"errors"},
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors", "contract"},
-    "worker": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
-               "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader",
-               "kafka.registry"},
-    "commands": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
-                 "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader",
-                 "kafka.registry"},
+    "worker": {"errors", "settings", "throttle", "runtime", "signals", "http_server", "model", "features",
+               "codec", "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log",
+               "kafka.reader", "kafka.registry"},
+    "commands": {"errors", "settings", "throttle", "runtime", "signals", "http_server", "model", "features",
+                 "codec", "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config",
+                 "kafka.reader", "kafka.registry"},
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed
     "__init__": {"model"},
@@ -258,6 +259,10 @@ def _planted(tmp_path: Path, module: str, line: str) -> Path:
         ("worker/loop.py", "logging.basicConfig()", "worker.loop: configures logging (logging.basicConfig)"),
         ("commands/watch.py", "from stream_perceptron.logs import setup_logging\nsetup_logging()",
          "commands.watch: configures logging (setup_logging)"),
+        ("http_server.py", "from stream_perceptron.kafka import edge",
+         "http_server: imports stream_perceptron.kafka"),
+        ("http_server.py", "from stream_perceptron.model import perceptron",
+         "http_server: imports stream_perceptron.model"),
     ],
 )
 def test_a_planted_violation_is_caught(tmp_path, module, line, expected):

@@ -286,6 +286,39 @@ def test_invalid_secret_value_is_not_echoed(tmp_path):
     assert "12345" not in str(err.value) and "SP_KAFKA__SASL_PASSWORD" in str(err.value)
 
 
+@pytest.mark.parametrize("name", ["SP_OBSERVE__TOKEN", "SP_DASHBOARD__TOKEN"])
+@pytest.mark.parametrize("token", ["short-token", "a token with spaces ok", "tøken-with-ø-0123456789", ""])
+def test_a_token_too_short_or_not_printable_ascii_is_refused_without_being_shown(monkeypatch, name, token):
+    monkeypatch.setenv(name, token)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.startswith(f"invalid setting {name} ") and "at least 16 printable ASCII" in msg
+    assert msg.count("\n") == 0 and (not token or token not in msg)
+
+
+def test_the_tokens_are_kept_and_masked(monkeypatch):
+    monkeypatch.setenv("SP_OBSERVE__TOKEN", "observe-token-0123456789")
+    monkeypatch.setenv("SP_DASHBOARD__TOKEN", "dashboard-token-0123456789")
+    s = load_settings()
+    assert s.observe.token.get_secret_value() == "observe-token-0123456789"
+    assert s.dashboard.token.get_secret_value() == "dashboard-token-0123456789"
+    assert redacted(s)["observe"]["token"] == redacted(s)["dashboard"]["token"] == "**********"
+    shown = str(redacted(s)) + repr(s) + str(s)
+    assert "0123456789" not in shown
+    assert load_settings().observe.token is not None
+    monkeypatch.delenv("SP_OBSERVE__TOKEN")
+    assert load_settings().observe.token is None  # unset by default: /metrics open
+
+
+def test_an_invalid_token_in_the_config_file_is_not_echoed(tmp_path):
+    cfg = tmp_path / "sp.toml"
+    cfg.write_text("[observe]\ntoken = 'not long enough'\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(cfg)
+    assert "not long enough" not in str(err.value) and "SP_OBSERVE__TOKEN" in str(err.value)
+
+
 def _settings_table():
     """docs/hooks/settings_table.py, the MkDocs hook that renders the settings page's table."""
     import importlib.util

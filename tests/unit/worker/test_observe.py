@@ -12,7 +12,9 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_perceptron.worker.observe import Observer, probe
+from stream_perceptron.http_server import Limits
+from stream_perceptron.settings import ObserveSettings
+from stream_perceptron.worker.observe import NullObserver, Observer, observer_for, probe
 
 P = "stream_perceptron_"
 
@@ -357,12 +359,9 @@ def test_outputs_confirmed_after_a_failed_flush_make_the_worker_ready_again(make
     assert value(scrape(obs), "checkpoints_total", result="ok") == checkpoints  # none written
 
 
-def test_a_client_that_stops_half_way_through_its_request_is_let_go(make, monkeypatch):
-    import stream_perceptron.worker.observe as observe
-
-    assert observe._Handler.timeout == 10  # the limit served; 1 s here, to keep the suite short
-    monkeypatch.setattr(observe._Handler, "timeout", 1)
-    obs = make()
+def test_a_client_that_stops_half_way_through_its_request_is_let_go(make):
+    assert Limits().read_timeout_s == 10  # the limit served; 1 s here, to keep the suite short
+    obs = make(limits=Limits(read_timeout_s=1))
     with socket.create_connection(("127.0.0.1", obs.port)) as stalled:
         stalled.sendall(b"GET /metr")  # and nothing more
         stalled.settimeout(30)
@@ -459,6 +458,18 @@ def test_probe_never_raises():
     assert probe("ftp://example.invalid/x") == (False, "not an http(s) URL: 'ftp://example.invalid/x'")
     assert probe("http://127.0.0.1:notaport/")[0] is False
     assert probe("not a url at all")[0] is False
+
+
+def test_the_observer_of_the_settings_asks_for_their_token_on_metrics_only():
+    token = "tok-0123456789abcdef"
+    assert isinstance(observer_for(ObserveSettings(enabled=False, token=token)), NullObserver)
+    obs = observer_for(ObserveSettings(host="127.0.0.1", port=0, token=token))
+    assert isinstance(obs, Observer)
+    with obs:
+        assert probe(url(obs, "/metrics")) == (False, "the token is needed")
+        assert probe(url(obs, "/healthz"))[0]  # the probes stay open
+    with observer_for(ObserveSettings(host="127.0.0.1", port=0)) as open_obs:
+        assert probe(url(open_obs, "/metrics"))[0]
 
 
 def test_two_observers_in_one_process_do_not_collide(make):
