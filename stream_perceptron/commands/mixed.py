@@ -30,8 +30,9 @@ import orjson
 
 from stream_perceptron.errors import ModelTopicError
 from stream_perceptron.kafka.admin import partition_count
-from stream_perceptron.model.newest_mix import Adopted, newest_mixes
+from stream_perceptron.model.newest_mix import Adopted
 from stream_perceptron.settings import Settings
+from stream_perceptron.state.model_topic import ModelTopicIndex
 from stream_perceptron.worker.mixer import KafkaModelTopic
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,12 @@ def mixed_lines(
                               " creates it when it starts with SP_MIX__EVERY_EXAMPLES > 0")
     stop = stop or threading.Event()
     reader = KafkaModelTopic(settings)  # the topic exists: nothing is created
+    index = ModelTopicIndex()
     try:
-        held = newest_mixes(_decoded(reader.newer(), topic))
+        held: dict[tuple[str, int], Adopted | None] = {}
+        for _ in _read(reader, index, topic):
+            pass
+        held = _newest(index, topic)
         newest = [a for _, a in sorted(held.items()) if a is not None]
         if not newest and not follow:
             raise ModelTopicError(f"the model topic {topic} holds no mix yet: no partition has"
@@ -94,8 +99,8 @@ def mixed_lines(
         for adopted in newest:
             yield line(adopted, rows)
         while follow and not stop.wait(poll_s):
-            for record in _decoded(reader.newer(), topic):
-                for key, new in newest_mixes([record]).items():
+            for _ in _read(reader, index, topic):  # each record as it comes, its mix if new
+                for key, new in sorted(_newest(index, topic).items()):
                     before, held[key] = held.get(key), new
                     if new is not None and (before is None or before.record() != new.record()):
                         yield line(new, rows)
@@ -103,18 +108,25 @@ def mixed_lines(
         reader.close()
 
 
-def _decoded(records: list[tuple[str | None, bytes | None]], topic: str) -> list[dict[str, Any] | None]:
-    """The values as JSON; one that is not a model record is given as None, with a warning."""
-    out: list[dict[str, Any] | None] = []
-    for key, value in records:
-        if value is None:
-            out.append(None)
-            continue
+def _read(reader: KafkaModelTopic, index: ModelTopicIndex, topic: str) -> Iterator[None]:
+    """What the model topic gained, into ``index``, one record at a time (a record that is not
+    the model topic's is skipped, with a warning)."""
+    for key, value in reader.newer():
         try:
-            decoded = orjson.loads(value)
-            Adopted.from_record(decoded)  # what a model record holds, there
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
-            log.warning("skipping a record of %s (key %r): not a model record", topic, key)
-            decoded = None
-        out.append(decoded)
+            index.add(key, value)
+        except ValueError as exc:
+            log.warning("skipping a record of %s (key %r): not a model record: %s", topic, key, exc)
+            continue
+        yield
+
+
+def _newest(index: ModelTopicIndex, topic: str) -> dict[tuple[str, int], Adopted | None]:
+    """The newest mix of every partition in ``index`` (None while a partition's newest record
+    logs none; a record that is not a mixing record is skipped, with a warning)."""
+    out: dict[tuple[str, int], Adopted | None] = {}
+    for (name, partition), record in index.records().items():
+        try:
+            out[(name, partition)] = Adopted.from_record(record)
+        except (KeyError, IndexError, TypeError, ValueError):
+            log.warning("skipping the record of %s:%d in %s: not a mixing record", name, partition, topic)
     return out

@@ -67,6 +67,32 @@ Weighting = Literal["uniform", "mistakes"]
 WEIGHTINGS: tuple[Weighting, ...] = ("uniform", "mistakes")
 
 
+def weights_record(w: FloatArray) -> list[float] | dict[str, Any]:
+    """Weights as a model-topic record holds them: a list, or, when at most a quarter of them
+    are not +0.0 (a wide hashed model), ``{"size", "at", "values"}`` of those alone. JSON floats
+    round-trip, and -0.0 is kept where it is, so :func:`weights_from` gives them back bit for bit.
+
+    >>> w = np.zeros(16); w[[2, 5]] = [1.5, -0.0]
+    >>> weights_record(w)
+    {'size': 16, 'at': [2, 5], 'values': [1.5, -0.0]}
+    >>> weights_from(weights_record(w)).tobytes() == w.tobytes()
+    True
+    """
+    at = np.flatnonzero(np.ascontiguousarray(w, dtype=np.float64).view(np.uint64))  # -0.0 counts
+    if len(w) < 16 or 4 * len(at) > len(w):
+        return [float(v) for v in w]
+    return {"size": len(w), "at": at.tolist(), "values": w[at].tolist()}
+
+
+def weights_from(record: list[float] | dict[str, Any]) -> FloatArray:
+    """What :func:`weights_record` wrote (a list, or the sparse form)."""
+    if isinstance(record, dict):
+        w = np.zeros(int(record["size"]), dtype=np.float64)
+        w[np.array(record["at"], dtype=np.intp)] = np.array(record["values"], dtype=np.float64)
+        return w
+    return np.array(record, dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class Published:
     """One partition's state as it publishes it at the end of its round (at a mixing point).
@@ -85,14 +111,14 @@ class Published:
 
     def record(self) -> dict[str, Any]:
         """JSON-ready (floats round-trip exactly through JSON)."""
-        return {"partition": self.partition, "weights": self.weights.tolist(),
+        return {"partition": self.partition, "weights": weights_record(self.weights),
                 "intercept": self.intercept, "mistakes": self.mistakes, "epoch": self.version,
                 "offset": self.offset}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Published:
         """What :meth:`record` wrote."""
-        return cls(int(record["partition"]), np.array(record["weights"], dtype=np.float64),
+        return cls(int(record["partition"]), weights_from(record["weights"]),
                    float(record["intercept"]), int(record["mistakes"]), int(record["epoch"]),
                    int(record["offset"]))
 
@@ -119,7 +145,7 @@ class Mix:
 
     def record(self) -> dict[str, Any]:
         """JSON-ready: the mixed θ and θ0 with their sources."""
-        return {"weights": self.weights.tolist(), "intercept": self.intercept,
+        return {"weights": weights_record(self.weights), "intercept": self.intercept,
                 "partitions": list(self.partitions), "epochs": list(self.versions),
                 "offsets": list(self.offsets), "mistakes": list(self.mistakes),
                 "mu": list(self.mu), "rule": self.rule}
@@ -130,7 +156,7 @@ class Mix:
         rule = record["rule"]
         if rule not in WEIGHTINGS:
             raise ValueError(f"a mix's rule is one of {', '.join(WEIGHTINGS)}, got {rule!r}")
-        return cls(np.array(record["weights"], dtype=np.float64), float(record["intercept"]),
+        return cls(weights_from(record["weights"]), float(record["intercept"]),
                    tuple(int(p) for p in record["partitions"]), tuple(int(e) for e in record["epochs"]),
                    tuple(int(o) for o in record["offsets"]), tuple(int(k) for k in record["mistakes"]),
                    tuple(float(m) for m in record["mu"]), rule)

@@ -1,8 +1,9 @@
 r"""The mixed model as a reader of the model topic sees it, and scoring with it (pure: no I/O).
 
-A worker mixing partitions (:mod:`~stream_perceptron.worker.mixer`) writes one record per mixing
-point of input partition p to the model topic, key ``"<topic>:<p>"`` (docs/records.md,
-"Model"): ``{"topic", "partition", "state", "log", "ts"}``, where ``log`` lists p's adoptions
+A worker mixing partitions (:mod:`~stream_perceptron.worker.mixer`) writes a mixing record of
+input partition p to the model topic at each of p's mixing points (docs/records.md, "Model";
+:mod:`~stream_perceptron.state.model_topic` says which record is p's newest):
+``{"topic", "partition", "offset", "state", "log", "ts"}``, where ``log`` lists p's adoptions
 ``{"offset", "epoch", "mix"}`` (``epoch``: the mix version), oldest first. The last entry of p's
 newest record is the mix p adopted last, :math:`w_n = [\theta, \theta_0]` of mix version n at
 input offset o: from o on, p predicts with it until its next mixing point. So a reader that
@@ -23,16 +24,16 @@ side, as the worker predicts (y·s ≤ 0 counts as an error, the boundary includ
 ...     {"offset": 20, "epoch": 1, "mix": {"weights": [1.0, -2.0], "intercept": 0.5,
 ...      "partitions": [0, 1], "epochs": [1, 1], "offsets": [20, 20], "mistakes": [3, 1],
 ...      "mu": [0.5, 0.5], "rule": "uniform"}}]}
->>> newest = newest_mixes([record])[("in", 1)]
+>>> newest = Adopted.from_record(record)
 >>> newest.version, newest.offset, newest.score([2.0, 1.0]), newest.predict([2.0, 1.0])
 (1, 20, 0.5, 1)
->>> newest_mixes([{**record, "log": []}])
-{('in', 1): None}
+>>> Adopted.from_record({**record, "log": []}) is None
+True
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,19 +82,3 @@ class Adopted:
     def predict(self, x: Sequence[float]) -> int:
         """+1 when :meth:`score` is > 0, else −1."""
         return 1 if self.score(x) > 0 else -1
-
-
-def newest_mixes(records: Iterable[dict[str, Any] | None]) -> dict[tuple[str, int], Adopted | None]:
-    """The newest mix of each (input topic, partition) that ``records`` name.
-
-    ``records``: decoded model-topic values in topic order; a later record of a partition
-    replaces an earlier one (the topic is compacted by that key), and its log's last entry is
-    the partition's newest mix (None when that log is empty). A None value (a tombstone, or a
-    value that was not JSON) is skipped.
-    """
-    out: dict[tuple[str, int], Adopted | None] = {}
-    for record in records:
-        if record is None:
-            continue
-        out[(str(record["topic"]), int(record["partition"]))] = Adopted.from_record(record)
-    return out

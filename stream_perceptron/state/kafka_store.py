@@ -250,28 +250,37 @@ def encode(state: StoredState, epoch: int, *, writer: str, chunk_bytes: int, par
     ``SP_CHECKPOINT__CHUNK_BYTES``).
     """
     topic, partition, next_offset = partition_of(state)
+    return chunked(topic, partition, serialize(state), next_offset=next_offset, epoch=epoch, writer=writer,
+                   created=state.created, chunk_bytes=chunk_bytes,
+                   log_partition=state_partition(partition, partitions), save=save, what="state")
+
+
+def chunked(topic: str, partition: int, blob: bytes, *, next_offset: int, epoch: int, writer: str,
+            created: float, chunk_bytes: int, log_partition: int, save: str | None = None,
+            what: str = "state") -> list[StateRecord]:
+    """``blob``, one partition's ``what`` at input ``next_offset``, as records of partition
+    ``log_partition`` of a compacted topic: its chunks of at most ``chunk_bytes``, then their
+    manifest (see the module's docstring; the model topic's records are written the same way)."""
     save = save or uuid.uuid4().hex
-    sp = state_partition(partition, partitions)
-    blob = serialize(state)
     records, refs = [], []
     for i, start in enumerate(range(0, len(blob), chunk_bytes)):
         piece = blob[start:start + chunk_bytes]
         key = chunk_key(topic, partition, save, i)
-        records.append(StateRecord(sp, key, piece))
+        records.append(StateRecord(log_partition, key, piece))
         refs.append(ChunkRef(key, len(piece), hashlib.sha256(piece).hexdigest()))
     manifest = Manifest(
         key=manifest_key(topic, partition, writer), topic=topic, partition=partition,
-        next_offset=next_offset, epoch=epoch, writer=writer, created=state.created,
+        next_offset=next_offset, epoch=epoch, writer=writer, created=created,
         length=len(blob), sha256=hashlib.sha256(blob).hexdigest(), chunks=tuple(refs),
     )
     value = manifest.value()
     if len(value) > chunk_bytes:
         raise CheckpointError(
-            f"the state of {topic}[{partition}] ({len(blob)} bytes) needs {len(refs)} chunks of"
+            f"the {what} of {topic}[{partition}] ({len(blob)} bytes) needs {len(refs)} chunks of"
             f" SP_CHECKPOINT__CHUNK_BYTES={chunk_bytes}, and their manifest ({len(value)} bytes)"
             " would not fit in one: raise SP_CHECKPOINT__CHUNK_BYTES"
         )
-    records.append(StateRecord(sp, manifest.key, value))
+    records.append(StateRecord(log_partition, manifest.key, value))
     return records
 
 

@@ -110,7 +110,7 @@ class Worker:
         lines = Throttle(settings.log_every_seconds)
         started = time.monotonic()
         outputs = Outputs(self.edge)
-        self.mixer = Mixer(settings, outputs, model_topic)
+        self.mixer = Mixer(settings, model_topic)
         self.partitions = Partitions(settings, self.store, self.edge, self.mixer, self.observer,
                                      started=started)
         drifts = DriftReporter(outputs, self.observer, topic=settings.topics.stats,

@@ -4,15 +4,17 @@ the input's partitions (docs/mixing.md; the math is :mod:`stream_perceptron.mode
 
 A mixing point is at an exact record: right after the E-th labeled example since the last one,
 before the next record (:func:`~stream_perceptron.worker.plan.plan` puts it there), so where
-polls cut the stream does not move it. At a mixing point of partition p at input offset o (the next record's):
+polls cut the stream does not move it. At a mixing point of partition p at input offset o (the
+next record's):
 
-1. k = the model's mistakes since the last mixing point; ``Published(p, θ, θ0, k, n, o)``;
+1. k = the model's updates since the last mixing point; ``Published(p, θ, θ0, k, n, o)``;
 2. the newest state of every other partition of the input, as the model topic has shown it so
    far (read without waiting: no barrier, an idle partition's last state stays in the mix);
 3. ``mix`` of them with ``SP_MIX__WEIGHTS``;
-4. one record on the model topic, key ``"<topic>:<p>"``: the state published and the partition's
-   adoption log (every adoption past the group's committed offset, the newest last), then a
-   flush, so the log is durable before any prediction after o is sent;
+4. p's mixing record on the model topic, under p's claim (chunks and a manifest,
+   :mod:`stream_perceptron.state.model_topic`): the state published and the partition's adoption
+   log (every adoption past the group's committed offset, the newest last), acknowledged before
+   any prediction after o is sent;
 5. ``adopt``: θ, θ0 become the mix.
 
 **Exact on replay.** A partition restored from a stored state at offset S reads its newest
@@ -26,35 +28,38 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Protocol
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
 
-import orjson
-
-from stream_perceptron.codec.limits import FRAMING_BYTES, OUTPUT_RECORD_BYTES
 from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.model.mixing import Mix, MixLog, Published, adopt, mix
 from stream_perceptron.settings import Settings
-from stream_perceptron.worker.outputs import Outputs
+from stream_perceptron.state.kafka_store import StateRecord
+from stream_perceptron.state.model_topic import ModelTopicIndex, encode
 from stream_perceptron.worker.partition import PartitionState
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
 
 class ModelTopic(Protocol):
-    """The model topic as the worker follows it: ``newer()`` returns the records (key, value)
-    appended since the last call, up to the topic's end as the call finds it."""
+    """The model topic as the worker uses it: ``newer()`` returns the records (key, value)
+    appended since the last call, up to the topic's end as the call finds it; ``append(records)``
+    writes records and returns once they are acknowledged."""
 
     def newer(self) -> list[tuple[str | None, bytes | None]]: ...
+    def append(self, records: Sequence[StateRecord]) -> None: ...
     def close(self) -> None: ...
 
 
 class KafkaModelTopic:
-    """The model topic through a reader of its own (one partition, compacted, created when
-    missing like the state topic)."""
+    """The model topic through a reader and a writer of its own (one partition, compacted,
+    created when missing like the state topic), records of at most ``chunk_bytes``."""
 
     def __init__(self, settings: Settings) -> None:
-        self._log = KafkaStateLog(settings.kafka, settings.mix.topic, partitions=1)
+        self._log = KafkaStateLog(settings.kafka, settings.mix.topic, partitions=1,
+                                  max_record_bytes=settings.checkpoint.chunk_bytes)
         self._position = 0
 
     def newer(self) -> list[tuple[str | None, bytes | None]]:
@@ -64,30 +69,37 @@ class KafkaModelTopic:
             self._position = record.offset + 1
         return out
 
+    def append(self, records: Sequence[StateRecord]) -> None:
+        self._log.append(records)
+
     def close(self) -> None:
         self._log.close()
-
-
-def mix_key(topic: str, partition: int) -> str:
-    return f"{topic}:{partition}"
 
 
 class Mixer:
     """Iterative parameter mixing for the partitions of one worker (``SP_MIX__*``; off when
     ``SP_MIX__EVERY_EXAMPLES`` is 0). It follows the model topic (its own reader, or
-    ``model_topic`` given) and keeps the newest record of each partition seen there; each
-    partition's mixing counters and adoption log are its state's (:class:`PartitionState`)."""
+    ``model_topic`` given) in a :class:`~stream_perceptron.state.model_topic.ModelTopicIndex`;
+    each partition's mixing counters and adoption log are its state's (:class:`PartitionState`).
+    Its records are written under each partition's claim, so a worker that lost a partition
+    (a zombie) writes records every reader ignores once the partition's owner has claimed it."""
 
-    def __init__(self, settings: Settings, outputs: Outputs, model_topic: ModelTopic | None = None) -> None:
+    def __init__(self, settings: Settings, model_topic: ModelTopic | None = None) -> None:
         self._settings = settings
         self._mix = settings.mix
-        self._outputs = outputs
+        self._chunk_bytes = settings.checkpoint.chunk_bytes
         self._topic = model_topic
-        self._newest: dict[str, dict[int, dict[str, Any]]] = {}
+        self._index = ModelTopicIndex()
+        self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
 
     @property
     def on(self) -> bool:
         return self._mix.every_examples > 0
+
+    @property
+    def every(self) -> int:
+        """The mixing interval E in labeled examples (0: off)."""
+        return self._mix.every_examples
 
     def _reader(self) -> ModelTopic:
         if self._topic is None:
@@ -95,12 +107,12 @@ class Mixer:
         return self._topic
 
     def _follow(self) -> None:
-        """Read what the model topic gained: the newest record of each partition of each input."""
+        """Read what the model topic gained (a record that is none of its own is skipped)."""
         for key, value in self._reader().newer():
-            if key is None or value is None:
-                continue
-            record = orjson.loads(value)
-            self._newest.setdefault(record["topic"], {})[int(record["partition"])] = record
+            try:
+                self._index.add(key, value)
+            except ValueError as exc:
+                log.debug("skipping a record of %s (key %r): %s", self._mix.topic, key, exc)
 
     def start(self) -> None:
         """With mixing on, open the model topic's reader, creating the topic when missing: at
@@ -116,13 +128,14 @@ class Mixer:
 
     def opened(self, st: PartitionState) -> None:
         """At a partition's restore: its mixing counters (from its state, else new) and the
-        adoptions logged past its state's offset, to adopt again at the same offsets."""
+        adoptions logged past its state's offset, to adopt again at the same offsets; then a
+        record of its state under the new claim, which fences every earlier writer's."""
         if not self.on:
             return
         if st.mix is None:
             st.mix = MixLog(mistakes_at=st.learner.model.updates)
         self._follow()
-        record = self._newest.get(st.topic, {}).get(st.partition)
+        record = self._index.newest(st.topic).get(st.partition)
         after = -1 if st.next_offset is None else st.next_offset
         logged = [e for e in (record or {}).get("log", []) if int(e["offset"]) > after]
         st.mix.replay = {int(e["offset"]): e for e in logged}
@@ -130,6 +143,7 @@ class Mixer:
         if logged:
             log.info("%s: %d adoptions logged past offset %d are adopted again at their offsets",
                      st.name, len(logged), after)
+        self._write(st, self._published(st, max(after, 0)), max(after, 0))
 
     def remaining(self, st: PartitionState) -> int:
         """Labeled examples ``st``'s partition learns before its next mixing point (0: off)."""
@@ -137,15 +151,34 @@ class Mixer:
             return 0
         return st.mix.remaining(self._mix.every_examples)
 
-    @property
-    def every(self) -> int:
-        """The mixing interval E in labeled examples (0: off)."""
-        return self._mix.every_examples
-
     def learned(self, st: PartitionState, labeled: int) -> None:
         """Count ``labeled`` examples ``st``'s partition just learned."""
         if self.on and st.mix is not None:
             st.mix.labeled += labeled
+
+    def _published(self, st: PartitionState, offset: int) -> Published:
+        """``st``'s partition's state as it publishes it now, the next mix version's."""
+        ml, model = st.mix, st.learner.model
+        assert ml is not None
+        return Published(st.partition, model.weights.copy(), model.intercept, model.updates - ml.mistakes_at,
+                         ml.version + 1, offset)
+
+    def _write(self, st: PartitionState, own: Published, offset: int) -> None:
+        """Write the partition's record (its state ``own`` and its adoption log) under its claim,
+        then tombstone its earlier ones; returns once it is acknowledged."""
+        record = {"topic": st.topic, "partition": st.partition, "offset": offset, "state": own.record(),
+                  "log": st.mix_log, "ts": time.time()}
+        writer = f"{self._writer}-{st.epoch}"
+        records = encode(record, epoch=st.epoch, writer=writer, chunk_bytes=self._chunk_bytes)
+        topic = self._reader()
+        topic.append(records)  # the adoption is durable before any prediction after it
+        for r in records:
+            self._index.add(r.key, r.value)
+        stale = self._index.stale(st.topic, st.partition, st.epoch, writer, keep=(r.key for r in records))
+        if stale:
+            topic.append([StateRecord(0, key, None) for key in sorted(stale)])
+            for key in stale:
+                self._index.add(key, None)
 
     def point(self, st: PartitionState, offset: int) -> None:
         """``st``'s partition's mixing point, before input ``offset``: adopt the logged mix in a
@@ -164,29 +197,13 @@ class Mixer:
             ml.adopted(offset, mixed, model.updates)
             adopt(model, mixed)
             return
-        k = model.updates - ml.mistakes_at
-        own = Published(st.partition, model.weights.copy(), model.intercept, k, ml.version + 1, offset)
+        own = self._published(st, offset)
         self._follow()
-        states = {p: Published.from_record(r["state"]) for p, r in self._newest.get(st.topic, {}).items()}
+        states = {p: Published.from_record(r["state"]) for p, r in self._index.newest(st.topic).items()}
         states[st.partition] = own
         mixed = mix(states.values(), self._mix.weights)
         entry = ml.adopted(offset, mixed, model.updates)
         floor = -1 if st.committed is None else st.committed
         st.mix_log = [e for e in st.mix_log if int(e["offset"]) > floor] + [entry]
-        record = {"topic": st.topic, "partition": st.partition, "state": own.record(),
-                  "log": st.mix_log, "ts": time.time()}
-        key, value = mix_key(st.topic, st.partition).encode(), orjson.dumps(record)
-        if len(key) + len(value) > OUTPUT_RECORD_BYTES - FRAMING_BYTES:
-            raise SettingsError(
-                f"the model topic's record of {st.name} at offset {offset} takes {len(value):,} bytes"
-                f" (its state and {len(st.mix_log)} adoptions logged past the group's commit,"
-                f" {len(own.weights):,} weights each), over the"
-                f" {OUTPUT_RECORD_BYTES - FRAMING_BYTES:,} a record may take: mix fewer weights"
-                " (SP_MODEL__HASH_BITS, or fewer features), or store and commit more often than"
-                f" SP_MIX__EVERY_EXAMPLES={self._mix.every_examples}"
-                " (SP_CHECKPOINT__EVERY_EXAMPLES)"
-            )
-        self._newest.setdefault(st.topic, {})[st.partition] = record
-        self._outputs.send(self._mix.topic, key, value)
-        self._outputs.flush()  # the adoption is logged before any prediction after it
+        self._write(st, own, offset)
         adopt(model, mixed)

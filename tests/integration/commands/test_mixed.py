@@ -18,10 +18,10 @@ from click.testing import CliRunner
 
 from stream_perceptron import Perceptron
 from stream_perceptron.cli import main
-from stream_perceptron.commands.read import read_topic
 from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import (
     encode_stream,
+    mixing_records,
     noisy_stream,
     run_until_caught_up,
     send_all,
@@ -37,7 +37,7 @@ ROWS = [[0.5, -1.0, 0.25, 2.0], [-0.1, 0.2, 0.3, -0.4]]
 
 def _last_logged(kafka, model_topic: str, topic: str) -> dict[int, dict]:
     """Each partition's last adoption, as its newest model-topic record logs it."""
-    newest = {r["partition"]: r for _, _, _, r in read_topic(kafka, model_topic) if r["topic"] == topic}
+    newest = {r["partition"]: r for r in mixing_records(kafka, model_topic) if r["topic"] == topic}
     return {p: r["log"][-1] for p, r in newest.items()}
 
 

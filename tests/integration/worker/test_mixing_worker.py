@@ -13,12 +13,12 @@ import time
 import numpy as np
 import pytest
 
-from stream_perceptron.commands.read import read_topic
 from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.worker.partition import new_learner
 from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import (
     encode_stream,
+    mixing_records,
     noisy_stream,
     predictions_by_offset,
     send_all,
@@ -112,7 +112,7 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
 
     # every adoption, as every model-topic record logged it: one mix per (partition, offset)
     logged: dict[tuple[int, int], dict] = {}
-    for _, _, _, record in read_topic(kafka, model_topic):
+    for record in mixing_records(kafka, model_topic):
         for entry in record["log"]:
             key = (record["partition"], entry["offset"])
             assert logged.setdefault(key, entry) == entry

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
 from stream_perceptron.model.mixing import MixLog, Published, adopt, mix
-from stream_perceptron.model.newest_mix import Adopted, newest_mixes
+from stream_perceptron.model.newest_mix import Adopted
+from stream_perceptron.state.model_topic import ModelTopicIndex, encode
 
 
 def _records(topic: str, partitions: int, points: int, seed: int) -> list[dict]:
@@ -35,9 +36,25 @@ def _records(topic: str, partitions: int, points: int, seed: int) -> list[dict]:
     return out
 
 
+def _newest(records: list[dict | None], epoch: int = 1) -> dict:
+    """The newest mix of each partition, as a reader of the model topic finds them: each record
+    written as the worker writes it (chunks and a manifest, under the claim ``epoch``; None: the
+    partition's records tombstoned)."""
+    index = ModelTopicIndex()
+    for r in records:
+        if r is None:
+            for key in index.stale("in", 0, epoch + 1, "next"):
+                index.add(key, None)
+            continue
+        for out in encode({**r, "offset": r["log"][-1]["offset"] if r["log"] else 0}, epoch=epoch,
+                          writer=f"w-{epoch}", chunk_bytes=1 << 16):
+            index.add(out.key, out.value)
+    return {key: Adopted.from_record(record) for key, record in index.records().items()}
+
+
 def test_the_newest_record_of_each_partition_gives_its_last_logged_adoption():
     records = _records("in", 3, 40, seed=1) + _records("other", 2, 10, seed=2)
-    got = newest_mixes(records)
+    got = _newest(records)
     assert sorted(got) == [("in", 0), ("in", 1), ("in", 2), ("other", 0), ("other", 1)]
     for (topic, p), adopted in got.items():
         last = [r for r in records if (r["topic"], r["partition"]) == (topic, p)][-1]["log"][-1]
@@ -53,11 +70,11 @@ def test_the_newest_record_of_each_partition_gives_its_last_logged_adoption():
 
 def test_a_later_record_replaces_an_earlier_one_and_an_empty_log_gives_none():
     records = _records("in", 1, 3, seed=3)
-    assert newest_mixes(records)[("in", 0)].version == 3  # type: ignore[union-attr]
-    assert newest_mixes(records[:1])[("in", 0)].version == 1  # type: ignore[union-attr]
-    assert newest_mixes([*records, {**records[-1], "log": []}]) == {("in", 0): None}
-    assert newest_mixes([*records, None])[("in", 0)].version == 3  # type: ignore[union-attr]
-    assert newest_mixes([]) == {}
+    assert _newest(records)[("in", 0)].version == 3  # type: ignore[union-attr]
+    assert _newest(records[:1])[("in", 0)].version == 1  # type: ignore[union-attr]
+    assert _newest([*records, {**records[-1], "log": []}]) == {("in", 0): None}
+    assert _newest([*records, None]) == {}  # tombstoned
+    assert _newest([]) == {}
 
 
 @settings(max_examples=60, deadline=None)

@@ -91,16 +91,32 @@ class FakeEdge:
 
 
 class MemoryModelTopic:
-    """The model topic as the records sent to it through an edge's ``sent`` list."""
+    """A model topic in memory: records appended to ``log`` (a list several workers may share,
+    each topic object reading it from its own position)."""
 
-    def __init__(self, sent: list[tuple[str, bytes | None, Any]], topic: str = "model") -> None:
-        self._sent, self._topic, self._position = sent, topic, 0
+    def __init__(self, log: list[tuple[str | None, bytes | None]] | None = None) -> None:
+        self.log = [] if log is None else log
+        self._read = 0
 
     def newer(self) -> list[tuple[str | None, bytes | None]]:
-        records = [(key.decode() if key else None, orjson.dumps(value))
-                   for topic, key, value in self._sent[self._position:] if topic == self._topic]
-        self._position = len(self._sent)
-        return records
+        out = self.log[self._read:]
+        self._read = len(self.log)
+        return out
+
+    def append(self, records) -> None:
+        self.log.extend((r.key, r.value) for r in records)
 
     def close(self) -> None:
         pass
+
+    def written(self) -> list[dict[str, Any]]:
+        """Every mixing record written, in order (each manifest's chunks put together)."""
+        chunks: dict[str, bytes | None] = {}
+        out = []
+        for key, value in self.log:
+            if key is None or ":chunk:" in key:
+                chunks[key] = value
+            elif ":manifest:" in key and value is not None:
+                manifest = orjson.loads(value)
+                out.append(orjson.loads(b"".join(chunks[c["key"]] for c in manifest["chunks"])))
+        return out

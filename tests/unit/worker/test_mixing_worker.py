@@ -12,6 +12,7 @@ from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.settings import Settings
+from stream_perceptron.state.model_topic import ModelTopicIndex
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.partition import new_learner
 from tests.unit.worker.fakes import MemoryModelTopic
@@ -41,13 +42,14 @@ def _mixing_points(rows):
     return [labeled[k] + 1 for k in range(EVERY - 1, len(labeled), EVERY)]
 
 
-def _worker(tmp_path, sent=None, **mix):
-    edge = MemoryEdge()
-    if sent is not None:
-        edge.sent = sent
+def _worker(tmp_path, log=None, **mix):
+    """A worker mixing every EVERY examples on an in-memory edge and model topic (``log``: the
+    model topic's records so far)."""
+    edge, topic = MemoryEdge(), MemoryModelTopic(log)
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY, **mix})
-    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
+    w = Worker(settings, edge=edge, model_topic=topic)
+    w.model_log = topic  # type: ignore[attr-defined]  # what the test reads back
     return w, edge
 
 
@@ -82,7 +84,7 @@ def test_mixing_points_are_records_not_batch_ends(tmp_path):
         a, b = one.partitions.assigned[("in", p)], two.partitions.assigned[("in", p)]
         assert a.learner.model.weights.tobytes() == b.learner.model.weights.tobytes()
         assert a.mix.version == len(cuts)
-    logs = [[v["log"] for t, _, v in e.sent if t == "model"] for e in (edge1, edge2)]
+    logs = [[r["log"] for r in w.model_log.written()] for w in (one, two)]
     assert logs[0] == logs[1]
     # the mix really mixes: partition 0's latest adoption holds both partitions' states
     last = one.partitions.assigned[("in", 0)].mix.last
@@ -107,8 +109,8 @@ def test_a_restored_state_replays_the_logged_adoptions_bit_for_bit(tmp_path):
     emitted = {p: _preds(edge, p) for p in (0, 1)}
     # killed: nothing more stored. A new worker restores and replays partition 1 first, then 0,
     # in other cuts: a fresh mix would differ (partition 1 would not see partition 0's states)
-    again, edge2 = _worker(tmp_path, sent=list(edge.sent))
-    old = len(edge.sent)
+    again, edge2 = _worker(tmp_path, log=list(first.model_log.log))
+    old = 0
     again.restore()
     for p in (1, 0):
         for a in range(stored[p], crash, 17):
@@ -129,10 +131,9 @@ def test_the_final_state_is_an_offline_replay_of_the_input_with_its_logged_mixes
     w, edge = _worker(tmp_path, weights="mistakes")
     _run(w, data, _mixing_points(data[0]), 2, np.random.default_rng(2))
     logged = {}
-    for t, _, v in edge.sent:
-        if t == "model":
-            for e in v["log"]:
-                assert logged.setdefault((v["partition"], e["offset"]), e) == e  # one mix per point
+    for v in w.model_log.written():
+        for e in v["log"]:
+            assert logged.setdefault((v["partition"], e["offset"]), e) == e  # one mix per point
     for p in (0, 1):
         learner = new_learner(w.settings)
         mixes = sorted((o, e) for (q, o), e in logged.items() if q == p)
@@ -160,32 +161,41 @@ def test_named_features_without_hashing_are_refused_at_the_first_mixing_point(tm
 @pytest.mark.parametrize("average", [False, True])
 def test_hashed_named_features_mix(tmp_path, average):
     """With SP_MODEL__HASH_BITS every partition's index j is the same hashed name: they mix."""
-    edge = MemoryEdge()
+    topic = MemoryModelTopic()
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY}, model={"hash_bits": 6, "average": average})
-    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
+    w = Worker(settings, edge=MemoryEdge(), model_topic=topic)
     n = 3 * EVERY
     for p in (0, 1):
         w.process(Batch.of([InRecord("in", p, i, None, orjson.dumps(
             {"x": {f"f{(i + p) % 7}": 1.0, "g": -0.5}, "y": (i // 3 + p) % 2}), 0) for i in range(n)]))
-    records = [v for t, _, v in edge.sent if t == "model"]
-    assert len(records) == 2 * (n // EVERY)
+    records = topic.written()
+    assert len(records) == 2 + 2 * (n // EVERY)  # each partition's claim, then its mixing points
     last = Mix.from_record(records[-1]["log"][-1]["mix"])
     assert last.partitions == (0, 1) and len(last.weights) == 2**6
     assert w.partitions.assigned[("in", 1)].learner.model.weights.tolist() == last.weights.tolist()
 
 
-def test_a_model_topic_record_too_large_to_send_is_refused_with_what_to_change(tmp_path):
-    """2^17 hashed weights: the state and the adoption logged take two copies, over 1 MB."""
-    edge = MemoryEdge()
-    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
-                        mix={"every_examples": EVERY}, model={"hash_bits": 17})
-    w = Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent))
-    rows = [InRecord("in", 0, i, None, orjson.dumps({"x": {f"f{i % 50}": 1.5}, "y": i % 2}), 0)
-            for i in range(EVERY + 1)]
-    with pytest.raises(SettingsError, match="over the 998,976 a record may take.*SP_MODEL__HASH_BITS"):
-        w.process(Batch.of(rows))
-    assert not [t for t, _, _ in edge.sent if t == "model"]  # nothing half sent
+def test_a_wide_hashed_model_mixes_through_records_in_chunks(tmp_path):
+    """2^20 hashed weights, many of them learned: each mixing record takes several chunks of
+    SP_CHECKPOINT__CHUNK_BYTES, and a reader puts them back together bit for bit."""
+    topic = MemoryModelTopic()
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path), "chunk_bytes": 65_536},
+                        mix={"every_examples": EVERY}, model={"hash_bits": 20})
+    w = Worker(settings, edge=MemoryEdge(), model_topic=topic)
+    rng = np.random.default_rng(0)
+    rows = [InRecord("in", 0, i, None, orjson.dumps(
+        {"x": {f"f{j}": float(rng.normal()) for j in rng.choice(50_000, size=200, replace=False)},
+         "y": i % 2}), 0) for i in range(2 * EVERY)]
+    w.process(Batch.of(rows))
+    chunks = [key for key, _ in topic.log if ":chunk:" in key]
+    assert len(chunks) > 2 * 3  # every record in several chunks
+    assert max(len(v or b"") for _, v in topic.log) <= 65_536
+    written = topic.written()
+    model = w.partitions.assigned[("in", 0)].learner.model
+    last = Mix.from_record(written[-1]["log"][-1]["mix"])
+    assert len(last.weights) == 2**20 and np.count_nonzero(model.weights) > 2_000
+    assert last.weights.tobytes() == model.weights.tobytes()  # one partition: the mix is its own state
 
 
 def test_mixing_refuses_exactly_once(tmp_path):
@@ -212,3 +222,30 @@ def test_checkpoint_show_prints_each_partitions_latest_mix(tmp_path):
     plain.process(Batch.of(_records(data[0], 0, 0, 50)))
     assert plain.checkpoint("test")
     assert "mixed" not in show_directory(tmp_path / "plain")
+
+
+def test_a_zombies_records_are_ignored_once_the_owner_has_claimed_the_partition(tmp_path):
+    """Worker a holds in[0] and mixes; worker b takes in[0] over (a stalled: a zombie) and writes
+    its claim; a, waking, mixes again and writes. Every reader takes b's record for in[0]."""
+    data = _stream(seed=7)
+    zombie, _ = _worker(tmp_path / "ck")  # one store: the two claims are of one partition
+    log = zombie.model_log.log
+    owner, _ = _worker(tmp_path / "ck", log=log)
+    point, second = _mixing_points(data[0])[:2]
+    zombie.process(Batch.of(_records(data[0], 0, 0, point)))  # its first mixing point: written
+    owner.process(Batch.of(_records(data[0], 0, 0, 1)))  # b claims in[0] (a later claim), learns a row
+    assert owner.partitions.assigned[("in", 0)].epoch > zombie.partitions.assigned[("in", 0)].epoch
+    zombie.process(Batch.of(_records(data[0], 0, point, second + 1)))  # the zombie mixes on, writes
+    assert [r["offset"] for r in MemoryModelTopic(log).written()][-1] == second
+    index = ModelTopicIndex()
+    for key, value in MemoryModelTopic(log).newer():
+        index.add(key, value)
+    newest = index.newest("in")[0]
+    assert newest["offset"] == 0  # b's claim: at its stored offset (none: 0)
+    # and the adoption a logged past it, which b adopts again at its offset, as a replay does
+    assert [e["offset"] for e in newest["log"]] == [point]
+    third, _ = _worker(tmp_path / "c", log=log)  # another partition's mixer sees b's state of in[0]
+    third.process(Batch.of(_records(data[1], 1, 0, _mixing_points(data[1])[0])))
+    mixed = third.partitions.assigned[("in", 1)].mix.last["mix"]
+    assert mixed["partitions"] == [0, 1]
+    assert mixed["offsets"][0] == 0  # in[0]'s state as b claimed it, not the zombie's at its mixing point

@@ -51,7 +51,8 @@ class Parts:
         self.store = DirectoryStore(tmp_path)
         self.counters = Counters()
         self.outputs = Outputs(self.edge)
-        self.mixer = Mixer(settings, self.outputs, MemoryModelTopic(self.edge.sent))
+        self.model_topic = MemoryModelTopic()
+        self.mixer = Mixer(settings, self.model_topic)
         self.partitions = Partitions(settings, self.store, self.edge, self.mixer, NullObserver(), started=0.0)
         self.dead_letters = DeadLetters(self.outputs, settings.topics.dead_letter,
                                         settings.limits.codec_limits(), self.counters)
@@ -178,11 +179,11 @@ def test_the_joiner_alone_keeps_and_joins_by_id(tmp_path):
 def test_the_mixer_publishes_and_adopts_at_each_mixing_point(tmp_path):
     parts = Parts(tmp_path, mix={"every_examples": 5})
     parts.processor.process(_events(12))
-    model_records = parts.edge.records("model")
-    assert [r["log"][-1]["offset"] for r in model_records] == [5, 10]  # after the 5th and 10th example
+    written = parts.model_topic.written()
+    assert [r["offset"] for r in written] == [0, 5, 10]  # the claim's, then after the 5th and 10th example
+    assert [r["log"][-1]["offset"] for r in written[1:]] == [5, 10]
     st = parts.partitions.assigned[("in", 0)]
     assert st.mix is not None and st.mix.version == 2 and st.mix.labeled == 2
-    assert parts.edge.flushes == 2  # each adoption durable before the predictions after it
 
 
 # -- checkpoints -----------------------------------------------------------------------------------

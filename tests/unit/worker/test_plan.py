@@ -126,19 +126,20 @@ def streams(draw):
     return values, cuts
 
 
-def _worker(tmp_path, every: int) -> tuple[Worker, FakeEdge]:
-    edge = FakeEdge()
+def _worker(tmp_path, every: int) -> tuple[Worker, FakeEdge, MemoryModelTopic]:
+    edge, topic = FakeEdge(), MemoryModelTopic()
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         labels={"pending_max": 1000}, mix={"every_examples": every})
-    return Worker(settings, edge=edge, model_topic=MemoryModelTopic(edge.sent)), edge
+    return Worker(settings, edge=edge, model_topic=topic), edge, topic
 
 
 def _run(tmp_path, values, cuts, every):
-    worker, edge = _worker(tmp_path, every)
+    worker, edge, topic = _worker(tmp_path, every)
     records = [InRecord("in", 0, i, str(i).encode(), v, 1000 + i) for i, v in enumerate(values)]
     for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True):
         worker.process(Batch.of(records[a:b]))
-    outputs = {t: edge.records(t) for t in ("predictions", "outcomes", "dead-letters", "model")}
+    outputs = {t: edge.records(t) for t in ("predictions", "outcomes", "dead-letters")}
+    outputs["model"] = topic.written()
     for record in outputs["model"]:
         record.pop("ts")
     model_state, stats_state = worker.learner.state()
