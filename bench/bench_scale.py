@@ -40,6 +40,7 @@ from bench.worker.machine import git_state, worktree
 from bench.worker.measures import CLK_TCK, rate_from_timestamps
 from bench.worker.processes import Ctx, RssSampler, broker_at, log_tail, popen_logged, worker_env
 from bench.worker.topics import admin_client, produce_all, read_back
+from stream_perceptron.state.model_topic import written
 
 STORES = ("directory", "kafka")
 SCALE_HEADERS = ["store", "workers", "mix E", "predictions/s", "x 1 worker", "CPU us/record", "CPU x off",
@@ -195,7 +196,9 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: in
                     codes.append(proc.wait(10))
             for sampler in [*cpus, *([broker] if broker else [])]:
                 sampler.stop()
-        points = len(read_back(ctx.bootstrap, f"{group}-model", idle_s=1.0).offsets) if mix else 0
+        model = read_back(ctx.bootstrap, f"{group}-model", values=True, idle_s=1.0) if mix else None
+        pairs = [] if model is None else [(k and k.decode(), v) for k, v in zip(model.keys, model.values, strict=True)]
+        points = len({(r["partition"], e["offset"]) for r in written(pairs) for e in r["log"]})
     if len(back.offsets) != n or any(codes):
         raise RuntimeError(f"{group}: {len(back.offsets)} predictions of {n}, exit codes {codes}; logs: "
                            f"{[str(log) for log in logs]}\n{log_tail(logs[0])}")

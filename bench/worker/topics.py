@@ -127,6 +127,7 @@ class ReadBack:
     offsets: list[int] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
     values: list[bytes] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
 
 
 def read_back(bootstrap: str, topic: str, *, expected: int | None = None, values: bool = False,
@@ -160,6 +161,7 @@ def _read_back_once(bootstrap: str, topic: str, expected: int | None, values: bo
                 out.offsets += [r.offset for r in recs]
                 out.timestamps += [r.timestamp for r in recs]
                 out.values += [r.value for r in recs] if values else []
+                out.keys += [r.key for r in recs] if values else []
             if expected is not None and len(out.offsets) >= expected:
                 break
             hw = consumer.highwater(tp) if expected is None else None

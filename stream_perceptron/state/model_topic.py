@@ -178,3 +178,25 @@ class ModelTopicIndex:
         return {k for k in self._keys.get((topic, partition), set()) - kept
                 if (known := self._writers.get(k)) is not None
                 and (known[0] < epoch or known == (epoch, writer))}
+
+
+def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str, Any]]:
+    """Every mixing record the model topic's ``records`` (key, value; in order) hold, superseded
+    or tombstoned since or not, oldest first: what an audit of the adoptions logged reads (a
+    compacted topic keeps only the newest of each key, so this sees what compaction left)."""
+    chunks: dict[str, bytes] = {}
+    out = []
+    for key, value in records:
+        parsed = parse_key(key)
+        if parsed is None or value is None:
+            continue
+        if parsed[2] == CHUNK:
+            chunks[str(key)] = value
+            continue
+        try:
+            m = Manifest.read(str(key), -1, value)
+            blob = b"".join(chunks[c.key] for c in m.chunks)
+            out.append(orjson.loads(blob))
+        except (ValueError, KeyError):  # not a manifest, or chunks gone: no record to read
+            continue
+    return out

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 from kafka import KafkaProducer
 from pydantic import SecretStr
 
@@ -289,23 +288,13 @@ def fill_partitions(kafka: KafkaSettings, topic: str, counts: dict[int, int]) ->
 
 
 def mixing_records(kafka: KafkaSettings, topic: str) -> list[dict[str, Any]]:
-    """Every mixing record written to the model topic ``topic``, in order: each manifest's chunks
-    put together, whatever was tombstoned since (compaction has not run in a test's minutes)."""
+    """Every mixing record written to the model topic ``topic``, in order, whatever was
+    tombstoned since (compaction has not run in a test's minutes)."""
     from stream_perceptron.kafka.reader import TopicReader
+    from stream_perceptron.state.model_topic import written
 
     reader = TopicReader(kafka, topic)
-    chunks: dict[str, bytes] = {}
-    out = []
     try:
-        for record in reader.read_to_end(timeout_s=30, idle_s=2):
-            key, value = record.key_text(), record.value
-            if key is None or value is None:
-                continue
-            if ":chunk:" in key:
-                chunks[key] = value
-            elif ":manifest:" in key:
-                manifest = orjson.loads(value)
-                out.append(orjson.loads(b"".join(chunks[c["key"]] for c in manifest["chunks"])))
+        return written((r.key_text(), r.value) for r in reader.read_to_end(timeout_s=30, idle_s=2))
     finally:
         reader.close()
-    return out

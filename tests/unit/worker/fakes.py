@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from stream_perceptron.errors import TransactionAbortedError
+from stream_perceptron.state.model_topic import written
 
 
 class FakeEdge:
@@ -110,13 +111,5 @@ class MemoryModelTopic:
         pass
 
     def written(self) -> list[dict[str, Any]]:
-        """Every mixing record written, in order (each manifest's chunks put together)."""
-        chunks: dict[str, bytes | None] = {}
-        out = []
-        for key, value in self.log:
-            if key is None or ":chunk:" in key:
-                chunks[key] = value
-            elif ":manifest:" in key and value is not None:
-                manifest = orjson.loads(value)
-                out.append(orjson.loads(b"".join(chunks[c["key"]] for c in manifest["chunks"])))
-        return out
+        """Every mixing record written, in order."""
+        return written(self.log)
