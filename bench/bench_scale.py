@@ -197,7 +197,8 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: in
             for sampler in [*cpus, *([broker] if broker else [])]:
                 sampler.stop()
         model = read_back(ctx.bootstrap, f"{group}-model", values=True, idle_s=1.0) if mix else None
-        pairs = [] if model is None else [(k and k.decode(), v) for k, v in zip(model.keys, model.values, strict=True)]
+        pairs = [] if model is None else [(k and k.decode(), v)
+                                          for k, v in zip(model.keys, model.values, strict=True)]
         points = len({(r["partition"], e["offset"]) for r in written(pairs) for e in r["log"]})
     if len(back.offsets) != n or any(codes):
         raise RuntimeError(f"{group}: {len(back.offsets)} predictions of {n}, exit codes {codes}; logs: "
