@@ -39,9 +39,9 @@ ALLOWED: dict[str, set[str]] = {
     "worker": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
                "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log", "kafka.reader",
                "kafka.registry"},
-    "commands": {"errors", "settings", "throttle", "runtime", "signals", "model", "features", "codec",
-                 "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config", "kafka.reader",
-                 "kafka.registry"},
+    "commands": {"errors", "contract", "settings", "throttle", "runtime", "signals", "model", "features",
+                 "codec", "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config",
+                 "kafka.reader", "kafka.registry"},
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed
     "__init__": {"model"},
