@@ -1,9 +1,14 @@
 """``stream-perceptron features``: the report of what a feature spec makes of sample events (each
-event as the worker takes it, and the summary), and the command on a JSONL file."""
+event as the worker takes it, and the summary), the command on a JSONL file, and the worked
+example of docs/events.md, whose quoted files, output and prediction records are checked against
+the files, what the command prints and what the worker publishes today.
+tests/integration/commands/test_features.py reads topics of JSON and of Avro events."""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import orjson
@@ -336,3 +341,49 @@ def test_what_stops_the_command_is_one_line(args, env, line, code, spec_env, tmp
     monkeypatch.chdir(tmp_path)
     done = CliRunner().invoke(main, ["features", *args], env=spec_env if env is None else env)
     assert done.exit_code == code and done.output == f"stream-perceptron: {line}\n"
+
+
+# ---------------------------------------------------------------------------------- the docs
+
+
+EVENTS_PAGE = ROOT / "docs" / "events.md"
+
+
+def _quoted(marker: str) -> str:
+    """The fenced block that follows ``<!-- marker -->`` in docs/events.md, without its fences."""
+    page = EVENTS_PAGE.read_text()
+    found = re.search(rf"<!-- {re.escape(marker)} -->\n```[\w-]*\n(.*?)^```\n", page, re.S | re.M)
+    assert found is not None, f"docs/events.md has no block after <!-- {marker} -->"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("name", ["payments.toml", "payments.jsonl", "payment.avsc", "payment-label.avsc"])
+def test_the_docs_quote_the_example_files_as_they_are(name):
+    assert _quoted(f"file: docs/examples/{name}") == (EXAMPLES / name).read_text()
+
+
+def test_the_docs_quote_what_the_command_prints_on_the_example_today(monkeypatch):
+    """The page's session: its ``export`` line sets the environment, its command runs from the
+    repository's root, and what follows is what it prints."""
+    session = _quoted("features-output").splitlines()
+    export, command, printed = session[0], session[1], session[2:]
+    assert export.startswith("$ export ") and command.startswith("$ stream-perceptron features ")
+    env = dict(pair.split("=", 1) for pair in shlex.split(export)[2:])
+    monkeypatch.chdir(ROOT)
+    done = CliRunner().invoke(main, shlex.split(command)[2:], env=env, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines() == printed
+
+
+def test_the_docs_prediction_records_are_what_the_worker_publishes_for_the_example(tmp_path):
+    """The sample file's lines as the records of partition 0 of the topic ``payments``, a second
+    apart: the predictions and the outcome the page shows."""
+    values = [line for line in (EXAMPLES / "payments.jsonl").read_bytes().splitlines() if line.strip()]
+    settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
+                        input={"format": "json"}, features={"spec": str(EXAMPLES / "payments.toml")},
+                        labels={"pending_max": 10_000})
+    edge = FakeEdge(assigned=[("payments", 0)])
+    Worker(settings, edge=edge).process(Batch.of(
+        [InRecord("payments", 0, i, None, v, 1_795_857_243_000 + 1000 * i) for i, v in enumerate(values)]))
+    assert [json.loads(line) for line in _quoted("predictions").splitlines()] == edge.records("predictions")
+    assert [json.loads(line) for line in _quoted("outcomes").splitlines()] == edge.records("outcomes")
