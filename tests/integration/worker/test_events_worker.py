@@ -13,7 +13,8 @@ by a plain loop of ``Perceptron.learn_one`` in offset order):
 * a subject's schema evolving mid-stream (a version adding, removing and renaming optional
   fields, registered under ``BACKWARD`` while the worker runs): no restart, no dead letter;
 * the registry stopped for 20 s while records keep coming, a new schema id first met during the
-  outage: the worker waits (and says so), loses and duplicates nothing, and ends as the plain loop.
+  outage: the worker waits (and says so), loses and duplicates nothing, and ends as the plain loop;
+* late labels found through the spec's id and label paths joining their events.
 """
 
 from __future__ import annotations
@@ -358,3 +359,59 @@ def test_the_registry_stopped_for_20_s_under_load_loses_and_refuses_nothing(
     duplicates = sum(len(c) - 1 for c in predictions_by_offset(kafka, topics["predictions"]).values())
     print(f"\n{backend}: {writers.sent()} records; {len(waits)} WARNING lines; {duplicates} re-emitted;"
           f" {timeline}; mistakes {[loop.model.mistakes for loop in loops.values()]}")
+
+
+# -- late labels ------------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_late_labels_found_through_the_spec_join_their_events_in_label_order(
+        backend, kafka_settings, new_topic, tmp_path):
+    kafka = kafka_settings(backend=backend)
+    topics = {**topics_for(new_topic), "outcomes": new_topic()}
+    rng = random.Random(41)
+    records: list[dict[str, Any]] = []
+    labels, waiting = {}, []
+    for i, event in enumerate(payments(300, seed=41, labels="all")):
+        rid = event["payment"]["id"]
+        if i % 3:  # its label comes later, in a label record of the id and label paths only
+            labels[rid] = event.pop("outcome")
+            waiting.append(rid)
+        records.append(event)
+        while waiting and rng.random() < 0.4:
+            rid = waiting.pop(rng.randrange(len(waiting)))
+            records.append({"outcome": labels[rid], "payment": {"id": rid}})
+    rng.shuffle(waiting)
+    records += [{"payment": {"id": rid}, "outcome": labels[rid]} for rid in waiting]
+    send_all(kafka, topics["input"], [orjson.dumps(r) for r in records],
+             keys=[r["payment"]["id"].encode() for r in records])
+    settings = _settings(kafka, topics, tmp_path / "ckpt", labels={"pending_max": 1000})
+    run_until_caught_up(settings, len(records))
+
+    loop, want_outcomes, events = PlainLoop(), {}, {}
+    for offset, record in enumerate(records):
+        rid = record["payment"]["id"]
+        if "amount" in record["payment"]:
+            loop.event(record, offset)
+            events[offset] = (loop.scores[-1], record)
+            continue
+        y = label_by_hand(record)
+        _, score, event_offset, mistake = loop.late_label(rid, y)
+        prediction = 1 if score > 0 else -1
+        want_outcomes[offset] = {"id": rid, "topic": topics["input"], "partition": 0, "offset": offset,
+                                 "event_offset": event_offset, "prediction": prediction, "score": score,
+                                 "label": y, "correct": prediction == y, "mistake": mistake}
+    assert not loop.kept and len(want_outcomes) == 200 and loop.model.mistakes > 10  # a stream that tests
+    outcomes = {rec["offset"]: rec for *_, rec in read_topic(kafka, topics["outcomes"])}
+    assert sorted(outcomes) == sorted(want_outcomes)
+    for offset, want in want_outcomes.items():
+        got = {k: v for k, v in outcomes[offset].items() if k != "delay_s"}
+        assert got == want, (offset, got, want)
+    preds = predictions_by_offset(kafka, topics["predictions"])
+    assert sorted(preds) == [(0, o) for o in sorted(events)]  # a label record gets no prediction
+    for offset, (score, record) in events.items():
+        ((p),) = preds[(0, offset)]
+        assert p["score"] == score and p["echo"] == echo_by_hand(record)
+    assert not read_topic(kafka, topics["dead_letter"])
+    ckpt = DirectoryStore(tmp_path / "ckpt").load(topics["input"], 0)
+    assert ckpt is not None and stored_as(ckpt) == loop.state()
+    assert ckpt.stats["labeled"] == 300  # 100 labeled at once, 200 late
