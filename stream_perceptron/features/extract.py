@@ -21,7 +21,7 @@ LabelEvent(id='p1', y=1)
 >>> extractor.event({"id": "p2", "amount": "12"}, Standardizer())
 Traceback (most recent call last):
 ...
-stream_perceptron.errors.DecodeError: amount: expected a number or a boolean, got string '12'
+stream_perceptron.errors.DecodeError: amount: expected a number or a boolean, got string "12"
 """
 
 from __future__ import annotations

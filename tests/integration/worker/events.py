@@ -119,16 +119,16 @@ def bad_events(good: dict[str, Any], avro: bool = False) -> list[tuple[dict[str,
     ``avro``, only what the Avro schema below lets a writer write."""
     cases = [
         (_with(good, "payment.amount", "12.50"),
-         "payment.amount: expected a number or a boolean, got string '12.50'"),
+         'payment.amount: expected a number or a boolean, got string "12.50"'),
         (_with(good, "payment.amount", None), "payment.amount: missing"),
         (_with(good, "payment.amount", -3.0), "payment.amount: log1p of -3.0 is not defined"),
-        (_with(good, "user.age", "41"), "user.age: expected a number or a boolean, got string '41'"),
+        (_with(good, "user.age", "41"), 'user.age: expected a number or a boolean, got string "41"'),
         (_with(good, "user.segments", ["web", 2.5]),
          "user.segments: a category is a string, an integer or a boolean, got float 2.5"),
         (_with(good, "payment.method", 2.5),
          "payment.method: a category is a string, an integer or a boolean, got float 2.5"),
         (_with(good, "outcome.fraud", "maybe"),
-         "outcome.fraud: 'maybe' is neither a positive (True, 'fraud') nor a negative (False, 'legit')"
+         'outcome.fraud: "maybe" is neither a positive (true, "fraud") nor a negative (false, "legit")'
          " value"),
         (_with(good, "user.tier", 1.5),
          "user.tier: a category is a string, an integer or a boolean, got float 1.5"),
@@ -143,7 +143,7 @@ def bad_events(good: dict[str, Any], avro: bool = False) -> list[tuple[dict[str,
             (_with(good, "payment.amount", ...), "payment.amount: missing"),
             (_with(good, "note", 12), "note: text is a string, got int 12"),
             (_with(good, "user.verified", "yes"),
-             "user.verified: expected a number or a boolean, got string 'yes'"),
+             'user.verified: expected a number or a boolean, got string "yes"'),
             (_with(good, "user.segments", ["web", {"k": 1}]),
              "user.segments: a category is a string, an integer or a boolean, got object"),
             (_with(good, "payment", "p1"), "payment.amount: missing"),  # a step into a string
