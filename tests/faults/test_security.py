@@ -109,10 +109,14 @@ def test_worker_with_sasl_ssl_credentials(mechanism, backend, apache_kafka, tmp_
     _round_trip(kafka, tmp_path, secrets=(secret,))
     wrong_password = f"not-the-password-{secret[:4]}"
     wrong = kafka.model_copy(update={"sasl_password": SecretStr(wrong_password)})
-    said, _ = _fails_with_one_line(wrong, tmp_path / "wrong", ("sasl", "authentication"),
-                                   secrets=(secret, wrong_password))
-    assert f"mechanism {mechanism}, user {user}" in said, said
-    print(f"\n{backend}, {mechanism}, wrong password: {said}")
+    said, took = _fails_with_one_line(wrong, tmp_path / "wrong", ("authentication failed",),
+                                      secrets=(secret, wrong_password))
+    reason = {"SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials"
+                               " with SASL mechanism SCRAM-SHA-512",
+              "PLAIN": "Authentication failed: Invalid username or password"}[mechanism]
+    assert said == (f"stream-perceptron: Kafka at {apache_kafka.sasl_bootstrap} refused the connection:"
+                    f" SASL authentication failed (mechanism {mechanism}, user {user}): {reason}"), said
+    print(f"\n{backend}, {mechanism}, wrong password, {took:.1f} s: {said}")
 
 
 def _round_trip(kafka: KafkaSettings, tmp_path: Path, secrets: tuple[str, ...]) -> None:

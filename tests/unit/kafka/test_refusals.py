@@ -1,16 +1,19 @@
-"""A broker certificate the settings refuse, named by one line that says which settings are
-involved, without a broker: ``check_reachable`` against TLS listeners with test certificates.
-The same refusals on Apache Kafka itself, both backends, are row 9a
-(tests/faults/test_security.py)."""
+"""A broker certificate the settings refuse and a login the broker refuses, each named by one line
+that says which settings are involved, without a broker: ``check_reachable`` against TLS
+listeners with test certificates, and the kafka-python lines a refused connection leaves
+(``admin.explained``; as kafka-python 3.0.12 wrote them against Apache Kafka 4.1.1). The same
+refusals on Apache Kafka itself, both backends, are rows 9a–9c (tests/faults/test_security.py)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 
 import pytest
 
-from stream_perceptron.errors import KafkaAuthError, SettingsError
+from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError, SettingsError
+from stream_perceptron.kafka.admin import explained
 from stream_perceptron.kafka.config import check_reachable
 from stream_perceptron.settings import KafkaSettings
 from tests.unit.kafka.listeners import certificates, tls_listener
@@ -86,3 +89,73 @@ def test_a_ca_file_that_holds_no_certificate_is_a_setting_to_fix(tmp_path):
                                             r" cannot be loaded: "):
         check_reachable(KafkaSettings(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
                                       ssl_cafile=bogus), 1.0)
+
+
+# kafka-python's ERROR lines after a wrong password (SCRAM-SHA-512 and PLAIN on Apache Kafka
+# 4.1.1's SASL_SSL listener): the broker's reason first, then the connection's close
+_SCRAM_REFUSED = [
+    "<KafkaSSLTransport [127.0.0.1:58899<-44100]>: Abort ([Error 58] SaslAuthenticationFailedError:"
+    " SaslAuthenticationFailedError: Authentication failed during authentication due to invalid"
+    " credentials with SASL mechanism SCRAM-SHA-512)",
+    "<KafkaConnection node_id=bootstrap-0 broker_version=(4, 1) (disconnected)>: Connection lost:"
+    " [Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: Authentication failed"
+    " during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+    "<KafkaSSLTransport [127.0.0.1:58899<-57058]>: Abort (KafkaConnectionError: socket disconnected)",
+    "Bootstrap failed: KafkaTimeoutError: Unable to bootstrap from ['localhost:58899']",
+]
+_PLAIN_REFUSED = [
+    "<KafkaSSLTransport [127.0.0.1:58899<-49382]>: Abort ([Error 58] SaslAuthenticationFailedError:"
+    " SaslAuthenticationFailedError: Authentication failed: Invalid username or password)",
+    "<KafkaSSLTransport [127.0.0.1:58899<-38562]>: Abort (KafkaConnectionError: socket disconnected)",
+]
+# ... and after a certificate that does not name the bootstrap host (SASL_SSL)
+_NAME_REFUSED = [
+    "Connection failed: KafkaConnectionError: Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED]"
+    " certificate verify failed: Hostname mismatch, certificate is not valid for 'vm'. (_ssl.c:1006)",
+    "<KafkaConnection node_id=bootstrap-0 broker_version=unknown (disconnected)>: Connection lost:"
+    " KafkaConnectionError: Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify"
+    " failed: Hostname mismatch, certificate is not valid for 'vm'. (_ssl.c:1006)",
+    "Bootstrap failed: KafkaTimeoutError: Unable to bootstrap from ['vm:58899']",
+]
+
+
+def _explained(kafka: KafkaSettings, lines: list[str]) -> str:
+    """What ``explained`` makes of a client that logged ``lines`` at ERROR, then failed."""
+    with pytest.raises(KafkaEdgeError) as failed, explained(kafka):
+        for line in lines:
+            logging.getLogger("kafka.net.connection").error("%s", line)
+        raise KafkaEdgeError(f"cannot reach Kafka at {kafka.bootstrap_servers}: KafkaTimeoutError: …")
+    return str(failed.value)
+
+
+def _sasl_ssl(mechanism: str, user: str, servers: str = "localhost:58899", **settings) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=servers, security_protocol="SASL_SSL", sasl_mechanism=mechanism,
+                         sasl_username=user, sasl_password="not-the-password", **settings)
+
+
+@pytest.mark.parametrize(("mechanism", "user", "lines", "reason"), [
+    ("SCRAM-SHA-512", "scram-user", _SCRAM_REFUSED, "Authentication failed during authentication due to"
+     " invalid credentials with SASL mechanism SCRAM-SHA-512"),
+    ("PLAIN", "plain-user", _PLAIN_REFUSED, "Authentication failed: Invalid username or password"),
+])
+def test_a_wrong_password_is_named_by_the_broker_s_reason_not_by_the_close_after_it(mechanism, user, lines,
+                                                                                      reason):
+    said = _explained(_sasl_ssl(mechanism, user), lines)
+    assert said == (f"Kafka at localhost:58899 refused the connection: SASL authentication failed"
+                    f" (mechanism {mechanism}, user {user}): {reason}")
+    assert "not-the-password" not in said
+
+
+def test_a_certificate_refused_by_the_client_is_tls_not_a_sasl_failure():
+    kafka = _sasl_ssl("SCRAM-SHA-512", "scram-user", servers="vm:58899", ssl_cafile=__file__)
+    said = _explained(kafka, _NAME_REFUSED)
+    assert said == (
+        f"TLS with Kafka at vm:58899 failed: the name 'vm' is not in the broker's certificate"
+        f" (SP_KAFKA__SSL_CAFILE={__file__}; host name checked: 'vm'): certificate verify failed:"
+        " Hostname mismatch, certificate is not valid for 'vm'.")
+
+
+def test_a_failure_with_no_security_cause_is_left_as_it_was():
+    said = _explained(_sasl_ssl("PLAIN", "u"), [
+        "<KafkaSSLTransport [127.0.0.1:58899<-38562]>: Abort (KafkaConnectionError: socket disconnected)"])
+    assert said.startswith("cannot reach Kafka at localhost:58899")
