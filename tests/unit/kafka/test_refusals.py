@@ -11,10 +11,12 @@ import re
 import time
 
 import pytest
+from confluent_kafka import KafkaError
 
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError, SettingsError
 from stream_perceptron.kafka.admin import explained
 from stream_perceptron.kafka.config import check_reachable
+from stream_perceptron.kafka.confluent_edge import ConfluentEdge
 from stream_perceptron.settings import KafkaSettings
 from tests.unit.kafka.listeners import certificates, tls_listener
 
@@ -159,3 +161,24 @@ def test_a_failure_with_no_security_cause_is_left_as_it_was():
     said = _explained(_sasl_ssl("PLAIN", "u"), [
         "<KafkaSSLTransport [127.0.0.1:58899<-38562]>: Abort (KafkaConnectionError: socket disconnected)"])
     assert said.startswith("cannot reach Kafka at localhost:58899")
+
+
+def test_the_confluent_edge_names_the_settings_of_a_refused_certificate_or_login(caplog):
+    kafka = _sasl_ssl("SCRAM-SHA-512", "scram-user", ssl_cafile=__file__)
+    edge = ConfluentEdge(kafka, "in", print, print)
+    with caplog.at_level(logging.WARNING, logger="stream_perceptron.kafka.confluent_edge"):
+        edge._on_consumer_error(KafkaError(KafkaError._SSL, "sasl_ssl://vm:58899/bootstrap: SSL handshake"
+                                           " failed: certificate verify failed: broker certificate could"
+                                           " not be verified"))
+        edge._on_producer_error(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error:"
+                                           " Authentication failed during authentication due to invalid"
+                                           " credentials with SASL mechanism SCRAM-SHA-512"))
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert said == [
+        ("ERROR", f"Kafka consumer: TLS failed (SP_KAFKA__SSL_CAFILE={__file__}; host name checked: the"
+                  " broker's): _SSL: sasl_ssl://vm:58899/bootstrap: SSL handshake failed: certificate"
+                  " verify failed: broker certificate could not be verified"),
+        ("ERROR", "Kafka producer: SASL authentication failed (mechanism SCRAM-SHA-512, user scram-user):"
+                  " _AUTHENTICATION: SASL authentication error: Authentication failed during authentication"
+                  " due to invalid credentials with SASL mechanism SCRAM-SHA-512"),
+    ]
