@@ -9,7 +9,7 @@ import socket
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +18,11 @@ import pytest
 
 
 @contextmanager
-def listener(answer: bytes | None) -> Iterator[int]:
-    """A TCP listener on a free port that accepts, then writes ``answer`` and closes, or (None)
-    says nothing and keeps the connection open; yields the port."""
+def _serving(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP listener on a free port of 127.0.0.1 that hands each connection to ``handle``, on
+    its own thread; yields the port."""
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(0.05)
-    held: list[socket.socket] = []
     done = threading.Event()
 
     def serve() -> None:
@@ -32,11 +31,7 @@ def listener(answer: bytes | None) -> Iterator[int]:
                 conn, _ = server.accept()
             except TimeoutError:
                 continue
-            if answer is None:
-                held.append(conn)
-            else:
-                conn.sendall(answer)
-                conn.close()
+            handle(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -46,6 +41,25 @@ def listener(answer: bytes | None) -> Iterator[int]:
         done.set()
         thread.join()
         server.close()
+
+
+@contextmanager
+def listener(answer: bytes | None) -> Iterator[int]:
+    """A TCP listener on a free port that accepts, then writes ``answer`` and closes, or (None)
+    says nothing and keeps the connection open; yields the port."""
+    held: list[socket.socket] = []
+
+    def handle(conn: socket.socket) -> None:
+        if answer is None:
+            held.append(conn)
+        else:
+            conn.sendall(answer)
+            conn.close()
+
+    try:
+        with _serving(handle) as port:
+            yield port
+    finally:
         for conn in held:
             conn.close()
 
@@ -87,26 +101,12 @@ def tls_listener(certs: Certificates) -> Iterator[int]:
     makes the handshake (whatever the client then thinks of it) and closes; yields the port."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certs.cert_file, certs.key_file)
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.05)
-    done = threading.Event()
 
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            conn.settimeout(2)
-            with contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True) as tls:
-                tls.recv(1)  # until the client closes
-            conn.close()
+    def handle(conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True) as tls:
+            tls.recv(1)  # until the client closes
+        conn.close()
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        done.set()
-        thread.join()
-        server.close()
+    with _serving(handle) as port:
+        yield port
