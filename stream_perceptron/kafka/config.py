@@ -172,7 +172,7 @@ def certificate_refused(kafka: KafkaSettings, server: str, reason: str, host: st
     """
     name = _NAME_MISMATCH.search(reason)
     if host is None:
-        host = name.group(1) if name else ", ".join(_host_port(s)[0] for s in server.split(","))
+        host = name.group(1) if name else ", ".join(_host_port(s.strip())[0] for s in server.split(","))
     if name:
         what = f"the name {name.group(1)!r} is not in the broker's certificate"
     elif _UNTRUSTED.search(reason):

@@ -111,11 +111,15 @@ def test_worker_with_sasl_ssl_credentials(mechanism, backend, apache_kafka, tmp_
     wrong = kafka.model_copy(update={"sasl_password": SecretStr(wrong_password)})
     said, took = _fails_with_one_line(wrong, tmp_path / "wrong", ("authentication failed",),
                                       secrets=(secret, wrong_password))
-    reason = {"SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials"
-                               " with SASL mechanism SCRAM-SHA-512",
-              "PLAIN": "Authentication failed: Invalid username or password"}[mechanism]
-    assert said == (f"stream-perceptron: Kafka at {apache_kafka.sasl_bootstrap} refused the connection:"
-                    f" SASL authentication failed (mechanism {mechanism}, user {user}): {reason}"), said
+    broker_s = {"SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials"
+                                 " with SASL mechanism SCRAM-SHA-512",
+                "PLAIN": "Authentication failed: Invalid username or password"}[mechanism]
+    # the broker's reason, or, where kafka-python read the broker's answer and its close at once
+    # and dropped the answer (seen under load), the close during the login
+    closed = "the broker closed the connection during the login, its reason unread by the client"
+    assert said in (f"stream-perceptron: Kafka at {apache_kafka.sasl_bootstrap} refused the connection:"
+                    f" SASL authentication failed (mechanism {mechanism}, user {user}): {reason}"
+                    for reason in (broker_s, closed)), said
     print(f"\n{backend}, {mechanism}, wrong password, {took:.1f} s: {said}")
 
 

@@ -110,6 +110,15 @@ _PLAIN_REFUSED = [
     " SaslAuthenticationFailedError: Authentication failed: Invalid username or password)",
     "<KafkaSSLTransport [127.0.0.1:58899<-38562]>: Abort (KafkaConnectionError: socket disconnected)",
 ]
+# ... and, as often under load, a wrong PLAIN password where kafka-python read the broker's
+# answer and its close at once and dropped the answer
+_PLAIN_CLOSED = [
+    "<KafkaSSLTransport [127.0.0.1:54549<-37008]>: socket disconnected",
+    "<KafkaSSLTransport [127.0.0.1:54549<-37008]>: Abort (KafkaConnectionError: socket disconnected)",
+    "<KafkaConnection node_id=bootstrap-0 broker_version=(4, 1) (disconnected)>: Connection lost:"
+    " KafkaConnectionError: socket disconnected",
+    "Bootstrap failed: KafkaTimeoutError: Unable to bootstrap from ['localhost:58899']",
+]
 # ... and after a certificate that does not name the bootstrap host (SASL_SSL)
 _NAME_REFUSED = [
     "Connection failed: KafkaConnectionError: Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED]"
@@ -146,6 +155,28 @@ def test_a_wrong_password_is_named_by_the_broker_s_reason_not_by_the_close_after
     assert said == (f"Kafka at localhost:58899 refused the connection: SASL authentication failed"
                     f" (mechanism {mechanism}, user {user}): {reason}")
     assert "not-the-password" not in said
+
+
+def test_a_connection_closed_during_the_login_with_no_reason_read_is_a_refused_login():
+    said = _explained(_sasl_ssl("PLAIN", "plain-user"), _PLAIN_CLOSED)
+    assert said == ("Kafka at localhost:58899 refused the connection: SASL authentication failed"
+                    " (mechanism PLAIN, user plain-user): the broker closed the connection during the"
+                    " login, its reason unread by the client")
+
+
+def test_a_connection_closed_before_the_broker_s_version_is_known_is_not_taken_for_a_login():
+    lines = [line.replace("broker_version=(4, 1)", "broker_version=unknown") for line in _PLAIN_CLOSED]
+    assert _explained(_sasl_ssl("PLAIN", "plain-user"), lines).startswith("cannot reach Kafka at ")
+    tls_only = KafkaSettings(bootstrap_servers="localhost:58899", security_protocol="SSL")
+    assert _explained(tls_only, _PLAIN_CLOSED).startswith("cannot reach Kafka at ")  # no login: no guess
+
+
+def test_a_tls_failure_other_than_a_certificate_is_named_as_tls():
+    said = _explained(KafkaSettings(bootstrap_servers="localhost:9092", security_protocol="SSL"), [
+        "Connection failed: KafkaConnectionError: Handshake failed: [SSL: WRONG_VERSION_NUMBER] wrong"
+        " version number (_ssl.c:1006)"])
+    assert said == ("TLS with Kafka at localhost:9092 failed: the handshake failed:"
+                    " [SSL: WRONG_VERSION_NUMBER] wrong version number")
 
 
 def test_a_certificate_refused_by_the_client_is_tls_not_a_sasl_failure():
