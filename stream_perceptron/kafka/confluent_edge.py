@@ -265,6 +265,27 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _security_words(kafka: KafkaSettings, err: KafkaError) -> str:
+    """What a TLS failure or a refused login involves, to put before librdkafka's words (whose
+    own name for a certificate that does not name its broker is only "could not be verified").
+
+    >>> kafka = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u")
+    >>> _security_words(kafka, KafkaError(KafkaError._AUTHENTICATION))
+    'SASL authentication failed (mechanism PLAIN, user u): '
+    >>> print(_security_words(kafka, KafkaError(KafkaError._SSL)) + "…")
+    TLS failed (SP_KAFKA__SSL_CAFILE not set; host name checked: the broker's): …
+    """
+    if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        return f"SASL authentication failed (mechanism {kafka.sasl_mechanism}, user {kafka.sasl_username}): "
+    if err.code() == KafkaError._SSL:
+        cafile = ("SP_KAFKA__SSL_CAFILE not set" if kafka.ssl_cafile is None
+                  else f"SP_KAFKA__SSL_CAFILE={kafka.ssl_cafile}")
+        checked = ("the broker's" if kafka.ssl_check_hostname
+                   else "none, SP_KAFKA__SSL_CHECK_HOSTNAME=false")
+        return f"TLS failed ({cafile}; host name checked: {checked}): "
+    return ""
+
+
 def _refused_after_a_rebalance(err: KafkaError) -> bool:
     """Whether a commit failed because the group rebalanced meanwhile (refused for the old
     generation), which is said in a warning: the partitions are being reassigned and the next
@@ -872,14 +893,16 @@ class ConfluentEdge(EdgeBase):
 
     def _client_error(self, client: str, err: KafkaError) -> None:
         # librdkafka logs connection failures itself (throttled by the log bridge); wrong
-        # credentials are retried too (they may be rotated) but deserve an error line
+        # credentials and a refused certificate are retried too (they may be rotated) but
+        # deserve an error line that says which settings are involved
         if err.code() == KafkaError._TRANSPORT:
             level = logging.DEBUG
-        elif err.code() in _CONSUME_FATAL:
+        elif err.code() in _CONSUME_FATAL or err.code() == KafkaError._SSL:
             level = logging.ERROR
         else:
             level = logging.WARNING
-        self._log_throttled(level, (client, err.code()), "Kafka %s: %s", client, _describe_error(err))
+        self._log_throttled(level, (client, err.code()), "Kafka %s: %s%s", client,
+                            _security_words(self._kafka, err), _describe_error(err))
 
     def _log_throttled(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
         line = fmt % args
