@@ -63,8 +63,8 @@ def exit_code(exc: StreamPerceptronError, codes: ExitCodes = EXIT_CODES) -> int:
 
     >>> exit_code(ProduceInterrupted("stopped")), exit_code(KafkaAuthError("refused"))
     (130, 1)
-    >>> exit_code(KafkaAuthError("refused"), RUN_EXIT_CODES), exit_code(RegistryRefused("401"), RUN_EXIT_CODES)
-    (2, 2)
+    >>> [exit_code(e, RUN_EXIT_CODES) for e in (KafkaAuthError("refused"), RegistryRefused("401"))]
+    [2, 2]
     """
     return next(codes[cls] for cls in type(exc).__mro__ if cls in codes)
 
