@@ -184,6 +184,20 @@ def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str
     """Every mixing record the model topic's ``records`` (key, value; in order) hold, superseded
     or tombstoned since or not, oldest first: what an audit of the adoptions logged reads (a
     compacted topic keeps only the newest of each key, so this sees what compaction left)."""
+    return [record for _, record in written_under_claims(records)]
+
+
+def written_under_claims(records: Iterable[tuple[str | None, bytes | None]]
+                         ) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`written` with the epoch of the claim each record was written under, from its
+    manifest: what tells an owner's records from those of a worker that had lost the partition.
+
+    >>> topic = [(r.key, r.value) for offset, epoch in ((4, 2), (7, 1)) for r in encode(
+    ...     {"topic": "in", "partition": 0, "offset": offset, "state": {}, "log": []},
+    ...     epoch=epoch, writer=f"w-{epoch}", chunk_bytes=1024)]
+    >>> [(epoch, r["offset"]) for epoch, r in written_under_claims(topic)]
+    [(2, 4), (1, 7)]
+    """
     chunks: dict[str, bytes] = {}
     out = []
     for key, value in records:
@@ -196,7 +210,7 @@ def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str
         try:
             m = Manifest.read(str(key), -1, value)
             blob = b"".join(chunks[c.key] for c in m.chunks)
-            out.append(orjson.loads(blob))
+            out.append((m.epoch, orjson.loads(blob)))
         except (ValueError, KeyError):  # not a manifest, or chunks gone: no record to read
             continue
     return out
