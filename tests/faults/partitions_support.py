@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from bench.bench_scale import GroupAdmin, group_members
+from bench.bench_scale import GroupAdmin
 from stream_perceptron.commands.read import read_topic
 from stream_perceptron.kafka.admin import client_config, consumer_config
 from stream_perceptron.settings import KafkaSettings, Settings
@@ -66,6 +66,12 @@ def rewinds(directory: Path, topic: str, partitions: int) -> tuple[int, list[tup
 
 
 # -- the consumer group, seen from outside -------------------------------------------------------
+
+def group_members(admin: KafkaAdminClient, group: str) -> tuple[str, frozenset[str]]:
+    """The group's state (``Stable`` once every member has its partitions) and member ids."""
+    desc = admin.describe_groups([group])[group]
+    return desc["group_state"], frozenset(m["member_id"] for m in desc["members"])
+
 
 def group_admin(kafka: KafkaSettings) -> KafkaAdminClient:
     """An admin client that can describe the group on tansu too (:class:`GroupAdmin`)."""
