@@ -12,10 +12,10 @@ writer's newest.
 all there, each with its length and sha256), the one of the **highest epoch** (the claim under
 which it was written), the latest in the topic among those. A worker that lost the partition and
 writes on (a zombie) writes under an older epoch than the partition's owner, which writes a
-record as soon as it claims the partition (:meth:`Mixer.opened
-<stream_perceptron.worker.mixer.Mixer.opened>`): from then on every reader ignores the zombie's
-records, whenever they land. A record of the earlier format (one record keyed ``<topic>:<p>``)
-counts as epoch -1.
+record as soon as it claims the partition, under an epoch above every one the topic has shown
+for the partition (:meth:`Mixer.opened <stream_perceptron.worker.mixer.Mixer.opened>`): from then
+on every reader ignores the zombie's records, whenever they land. A record of the earlier
+format (one record keyed ``<topic>:<p>``) counts as epoch -1.
 
 This module knows records, not a Kafka client; the worker's reader hands it each record in order.
 """
@@ -87,6 +87,7 @@ class ModelTopicIndex:
         self._complete: dict[tuple[str, int], dict[str, _Complete]] = {}
         self._keys: dict[tuple[str, int], set[str]] = {}  # every key seen live, for tombstones
         self._writers: dict[str, tuple[int, str]] = {}  # key -> (epoch, writer), where known
+        self._highest: dict[tuple[str, int], int] = {}  # each partition's highest epoch read
 
     def add(self, key: str | None, value: bytes | None) -> None:
         """The next record of the topic (a tombstone: ``value`` None); ValueError for a record
@@ -113,6 +114,7 @@ class ModelTopicIndex:
         elif kind == MANIFEST:
             m = Manifest.read(key, self._position, value)  # ValueError: not a manifest
             self._waiting[key] = m
+            self._highest[(topic, partition)] = max(m.epoch, self.epoch(topic, partition))
             for k in (key, *(c.key for c in m.chunks)):
                 self._writers[k] = (m.epoch, m.writer)
         self._assemble()
@@ -149,6 +151,7 @@ class ModelTopicIndex:
             raise ValueError(f"not a mixing record: {type(exc).__name__}: {exc}") from None
         self._keys.setdefault((topic, partition), set()).add(key)
         self._writers[key] = (LEGACY_EPOCH, "")
+        self._highest.setdefault((topic, partition), LEGACY_EPOCH)
         self._complete.setdefault((topic, partition), {})[key] = _Complete(
             LEGACY_EPOCH, self._position, record)
 
@@ -167,6 +170,11 @@ class ModelTopicIndex:
         """The newest mixing record of every input partition read so far."""
         found = {key: self._newest(records) for key, records in self._complete.items()}
         return {key: r for key, r in found.items() if r is not None}
+
+    def epoch(self, topic: str, partition: int) -> int:
+        """The highest claim epoch of the partition's records read so far, whether complete,
+        superseded or tombstoned since; -1 (the earlier format's) when there are none."""
+        return self._highest.get((topic, partition), LEGACY_EPOCH)
 
     def stale(self, topic: str, partition: int, epoch: int, writer: str, keep: Iterable[str] = ()
               ) -> set[str]:

@@ -13,7 +13,7 @@ from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.settings import Settings
 from stream_perceptron.state.kafka_store import KafkaStore
-from stream_perceptron.state.model_topic import ModelTopicIndex
+from stream_perceptron.state.model_topic import ModelTopicIndex, written_under_claims
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.partition import new_learner
 from tests.unit.state.test_kafka_store import MemoryLog
@@ -253,13 +253,11 @@ def test_a_zombies_records_are_ignored_once_the_owner_has_claimed_the_partition(
     assert mixed["offsets"][0] == 0  # in[0]'s state as b claimed it, not the zombie's at its mixing point
 
 
-@pytest.mark.xfail(strict=True, reason="the Kafka store's claim is 1 + the highest epoch of the partition's"
-                   " stored states: over a holder that stored none the new owner claims the holder's epoch,"
-                   " and the holder's later records, of the same epoch, are the newest")
 def test_with_the_kafka_store_a_zombie_that_stored_no_state_is_ignored_too(tmp_path):
     """As above, on the Kafka store, before the zombie has stored any state of in[0]: the store
-    gives the owner the zombie's own epoch. The owner's claim record must fence the zombie's later
-    records all the same."""
+    gives the owner the zombie's own epoch (1 + that of the newest stored state). The owner's
+    claim record fences the zombie's later records all the same: on the model topic its claim is
+    above every epoch the topic has shown for the partition."""
     data = _stream(seed=7)
     state_log = MemoryLog(partitions=1)
     zombie, _ = _worker(tmp_path / "a", store=KafkaStore(state_log, chunk_bytes=1 << 20))
@@ -274,3 +272,5 @@ def test_with_the_kafka_store_a_zombie_that_stored_no_state_is_ignored_too(tmp_p
     for key, value in MemoryModelTopic(log).newer():
         index.add(key, value)
     assert index.newest("in")[0]["offset"] == 0  # b's claim, not the zombie's record at `second`
+    assert owner.partitions.assigned[("in", 0)].epoch == zombie.partitions.assigned[("in", 0)].epoch == 1
+    assert [e for e, _ in written_under_claims(log)] == [1, 1, 2, 1]  # a's claim and point, b's, a's
