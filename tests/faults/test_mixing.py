@@ -18,6 +18,7 @@ What must hold (docs/mixing.md, "Exact on replay" and "Fenced by the claim"):
 from __future__ import annotations
 
 import random
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,11 +31,11 @@ import pytest
 from stream_perceptron.kafka.reader import TopicReader
 from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.settings import KafkaSettings, Settings
-from stream_perceptron.state.kafka_store import MANIFEST, parse_key
+from stream_perceptron.state.kafka_store import MANIFEST, Manifest, parse_key
 from stream_perceptron.state.model_topic import ModelTopicIndex, written_under_claims
 from stream_perceptron.worker.partition import new_learner
 from tests.integration.conftest import BACKENDS
-from tests.integration.helpers import encode_stream, noisy_stream, topics_for
+from tests.integration.helpers import encode_stream, noisy_stream, send_all, topics_for
 
 from .partitions_support import (
     STORES,
@@ -46,7 +47,7 @@ from .partitions_support import (
     read_raw,
     watching,
 )
-from .support import committed, env_int, wait_until
+from .support import committed, env_int, fault_settings, kill9, reap, start_worker, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -122,10 +123,11 @@ def winners_log(view: list[tuple[int, dict[str, Any], bool]]) -> tuple[dict[tupl
     return logged, conflicts
 
 
-def mixing_points(rows: Rows) -> list[int]:
-    """The input offsets of a partition's mixing points: right after every EVERY-th labeled row."""
+def mixing_points(rows: Rows, every: int) -> list[int]:
+    """The input offsets of a partition's mixing points: right after every ``every``-th labeled
+    row."""
     labeled = [i for i, (_, y) in enumerate(rows) if y != 0]
-    return [labeled[k] + 1 for k in range(EVERY - 1, len(labeled), EVERY)]
+    return [labeled[k] + 1 for k in range(every - 1, len(labeled), every)]
 
 
 def replay(settings: Settings, rows: Rows, mixes: dict[int, Any]) -> tuple[Any, list[float], list[bool]]:
@@ -288,7 +290,7 @@ def test_a_zombies_mixing_records_are_ignored_and_every_partition_replays_its_ow
     unlike_owner = 0
     models = {}
     for p, prows in sorted(rows.items()):
-        points = mixing_points(prows)
+        points = mixing_points(prows, EVERY)
         mixes = {o: e for (q, o), e in logged.items() if q == p}
         if sorted(mixes) != points:
             problems.append(f"partition {p}: mixing points logged {sorted(mixes)[:5]}…,"
@@ -331,3 +333,126 @@ def test_a_zombies_mixing_records_are_ignored_and_every_partition_replays_its_ow
     if store == "directory":
         assert fenced, "a's log never says its save was refused (fenced) and the partition left"
     assert not problems, problems[:20]
+
+
+# -- a wide hashed model ---------------------------------------------------------------------------
+
+WIDE_BITS = 20  # SP_MODEL__HASH_BITS: 2^20 weights
+WIDE_NAMES, WIDE_ROW = 200_000, 300  # the vocabulary, and the names of each row
+WIDE_N, WIDE_EVERY = 600, 150  # rows per partition (all labeled), SP_MIX__EVERY_EXAMPLES
+WIDE_CHUNK = 128 * 1024  # SP_CHECKPOINT__CHUNK_BYTES
+
+
+def _wide_stream(seed: int) -> dict[int, list[bytes]]:
+    """Two partitions' records: WIDE_ROW names drawn from the vocabulary, values of 3 decimals,
+    the label the sign of a hidden weight vector's score. Few names repeat, so about half the
+    rows are mistakes and each one learns its names: some 60,000-90,000 weights by the end."""
+    rng = np.random.default_rng(seed)
+    hidden = rng.normal(size=WIDE_NAMES)
+    out: dict[int, list[bytes]] = {}
+    for p in (0, 1):
+        stream = []
+        for _ in range(WIDE_N):
+            names = rng.choice(WIDE_NAMES, WIDE_ROW, replace=False)
+            values = np.round(rng.normal(size=WIDE_ROW), 3)
+            x = {f"n{j}": float(v) for j, v in zip(names, values, strict=True)}
+            stream.append((x, 1 if hidden[names] @ values > 0 else -1))
+        out[p] = encode_stream(stream)
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_a_wide_hashed_model_mixes_in_chunks_and_replays_exactly_after_kill_9(
+    fast_kafka: Callable[..., KafkaSettings], new_topic: Callable[..., str], tmp_path: Path,
+) -> None:
+    """``SP_MODEL__HASH_BITS=20``: 2 partitions of rows of 300 names from a vocabulary of
+    200,000, mixing every 150 examples, one worker (kafka-python, directory store) with no
+    interval checkpoint, killed with ``kill -9`` at a random moment once it has predicted half
+    of the first half, then restarted; the second half sent. Its restart restores no state and
+    adopts again every mix the model topic logged, 2^20 weights each, at the same offsets.
+
+    Checked: each mixing record is in chunks of at most ``SP_CHECKPOINT__CHUNK_BYTES`` (every
+    record that logs a mix in more than one); every re-emitted prediction is byte-identical to
+    the first and is the offline replay's score and mistake; each partition's final state is the
+    offline replay with the logged mixes, bit for bit, with at least 50,000 weights learned."""
+    rng = random.Random(SEED + 1)
+    topics = topics_for(new_topic, partitions=2)
+    model_topic = new_topic()
+    kafka = fast_kafka(max_poll_records=100)
+    settings = fault_settings(kafka, topics, tmp_path / "states", model={"hash_bits": WIDE_BITS},
+                              mix={"every_examples": WIDE_EVERY, "topic": model_topic},
+                              checkpoint={"every_examples": 10**9, "every_seconds": 3600,
+                                          "chunk_bytes": WIDE_CHUNK})
+    values = _wide_stream(SEED + 1)
+    half = WIDE_N // 2
+    started = time.monotonic()
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, log=log)
+    try:
+        wait_until(lambda: " assigned " in log.read_text(errors="replace"), 30, "the worker's partitions",
+                   alive=proc, log=log)
+        for p in (0, 1):
+            send_all(kafka, topics["input"], values[p][:half], partition=p)
+        wait_until(lambda: len(read_raw(kafka, topics["predictions"])) >= half, 60,
+                   "half of the first half's predictions", every_s=0.3, alive=proc, log=log)
+        time.sleep(rng.uniform(0.0, 0.3))  # deliberate fault timing: a random moment
+        kill9(proc)
+        proc = start_worker(settings, log=log)
+        for p in (0, 1):
+            send_all(kafka, topics["input"], values[p][half:], partition=p)
+        every_offset = {(p, o) for p in (0, 1) for o in range(WIDE_N)}
+        wait_until(lambda: {(r["partition"], r["offset"]) for r in map(orjson.loads, read_raw(
+                       kafka, topics["predictions"]))} == every_offset, 90,
+                   "a prediction for every offset", every_s=0.5, alive=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        reap(proc)
+    seconds = round(time.monotonic() - started, 1)
+
+    raw = model_topic_records(kafka, model_topic)
+    view, disagreements = readers_view(raw, topics["input"])
+    logged, conflicts = winners_log(view)
+    manifests = [Manifest.read(str(k), -1, v) for k, v in raw
+                 if v is not None and (parsed := parse_key(k)) is not None and parsed[2] == MANIFEST]
+    sizes = [len(v) for k, v in raw if v is not None and ":chunk:" in str(k)]
+    assert len(manifests) == len(view) and sizes and max(sizes) <= WIDE_CHUNK
+    assert all(c.length <= WIDE_CHUNK for m in manifests for c in m.chunks)
+    chunked = [(len(m.chunks), m.length) for m, (_, r, _) in zip(manifests, view, strict=True) if r["log"]]
+    assert chunked and all(n > 1 for n, _ in chunked), chunked  # every record logging a mix
+    assert all(taken for _, _, taken in view), "a record no reader takes, with one worker at a time"
+
+    rows = read_input(kafka, topics["input"])
+    copies: dict[tuple[int, int], list[bytes]] = {}
+    for value in read_raw(kafka, topics["predictions"]):
+        rec = orjson.loads(value)
+        copies.setdefault((rec["partition"], rec["offset"]), []).append(value)
+    problems = [*disagreements, *conflicts]
+    models, learned = {}, {}
+    for p, prows in sorted(rows.items()):
+        points = mixing_points(prows, WIDE_EVERY)
+        mixes = {o: e for (q, o), e in logged.items() if q == p}
+        if sorted(mixes) != points:
+            problems.append(f"partition {p}: mixing points logged {sorted(mixes)}, the input's {points}")
+        learner, scores, mistakes = replay(settings, prows, mixes)
+        for o in range(len(prows)):
+            got = copies.get((p, o), [])
+            if not got:
+                problems.append(f"partition {p} offset {o}: no prediction")
+                continue
+            if any(c != got[0] for c in got[1:]):
+                problems.append(f"partition {p} offset {o}: re-emitted predictions differ")
+            first = orjson.loads(got[0])
+            if first["score"] != scores[o] or first["mistake"] != bool(mistakes[o]):
+                problems.append(f"partition {p} offset {o}: {first['score']} is not the replay's {scores[o]}")
+        models[p] = state_difference(settings, topics["input"], p, prows, learner, len(points))
+        learned[p] = int(np.count_nonzero(learner.model.weights))
+    reemitted = sum(len(c) - 1 for c in copies.values())
+    print(f"\nwide: {len(view)} mixing records in {sum(len(m.chunks) for m in manifests)} chunks "
+          f"(records logging a mix: {min(n for n, _ in chunked)}-{max(n for n, _ in chunked)} chunks, "
+          f"up to {max(length for _, length in chunked):,} bytes); {len(logged)} adoptions logged; "
+          f"{reemitted} predictions re-emitted; weights learned {learned}; partitions {models}; {seconds} s")
+    assert reemitted > 0, "the kill made the worker redo no prediction"
+    problems += [f"partition {p}: {why}" for p, why in models.items() if why != "exact"]
+    assert not problems, problems[:20]
+    assert all(n >= 50_000 for n in learned.values()), learned
