@@ -208,6 +208,14 @@ def test_the_kafka_edge_loads_no_numpy():
     assert not loaded & {"numpy", "river", "simdjson"}
 
 
+def test_the_model_loads_no_pandas():
+    """pandas is optional: the model takes DataFrames without importing pandas itself."""
+    loaded = loaded_by(["stream_perceptron", "stream_perceptron.model.perceptron",
+                        "stream_perceptron.model.frames"])
+    assert "numpy" in loaded and "river" in loaded
+    assert "pandas" not in loaded
+
+
 @pytest.mark.skipif(not _confluent(), reason="confluent-kafka is not installed (pip install '.[confluent]')")
 def test_the_confluent_edge_loads_no_kafka_python_and_no_numpy():
     loaded = loaded_by(["stream_perceptron.kafka.confluent_edge"])

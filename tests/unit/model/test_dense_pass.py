@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
 from stream_perceptron.model import dense_pass
-from tests.unit.model.exactness import assert_learn_many_is_learn_one
+from tests.unit.model.exactness import assert_learn_many_is_learn_one, learned
 
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])
@@ -44,7 +44,7 @@ def _row_by_row(model: Perceptron, X, y, labeled) -> tuple[list, list, list]:
     for i in range(len(X)):
         scores.append(model.score_one(X[i]))
         norms.append(model.norms())
-        flags.append(model.learn_one(X[i], int(y[i])) if labeled[i] else False)
+        flags.append(learned(model, X[i], int(y[i])) if labeled[i] else False)
     return scores, flags, norms
 
 
