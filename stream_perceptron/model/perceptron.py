@@ -340,6 +340,11 @@ class Perceptron(base.MiniBatchClassifier):
         return self._updates
 
     @property
+    def class_labels(self) -> tuple[Any, Any]:
+        """``(negative, positive)``: the labels the model predicts (see Notes)."""
+        return self._labels.pair
+
+    @property
     def last_mistake(self) -> bool:
         """Whether the example :meth:`learn_one` learned last was a mistake, so that θ and θ0
         moved (False before any, and after an example of weight 0). learn_many reports each of
