@@ -42,7 +42,7 @@ from stream_perceptron.errors import DimensionError, FeatureValueError
 from stream_perceptron.model import dense_pass, frames
 from stream_perceptron.model.hashing import FeatureHasher
 from stream_perceptron.model.labels import LabelSpace, Signs
-from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, reduce_sum, value
+from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, dot_pair, reduce_sum, value
 from stream_perceptron.model.sparse import SparseRows, dot_rows
 
 FloatArray = npt.NDArray[np.float64]
@@ -652,22 +652,10 @@ class Perceptron(base.MiniBatchClassifier):
         return a - (dot_lists([ud.get(k, 0.0) for k in xf], values) + self._ub) / self._steps
 
     def _served_parts(self, wd: dict[Hashable, float], x: dict[Hashable, Any]) -> tuple[float, float]:
-        """θ·x + θ0 and u·x + u0 of a dict row, in one pass for rows of up to 8 features
-        (:func:`~.rowwise.dot_named`'s order for each)."""
-        ud = self._ud
-        assert ud is not None
-        if len(x) > 8:
-            return dot_named(wd, x) + self._b, dot_named(ud, x) + self._ub
-        items = iter(x.items())
-        a = c = 0.0
-        for k, v in items:
-            a, c = wd[k] * v, ud[k] * v
-            break
-        rest_a = rest_c = -0.0
-        for k, v in items:
-            rest_a += wd[k] * v
-            rest_c += ud[k] * v
-        return (a + rest_a) + self._b, (c + rest_c) + self._ub
+        """θ·x + θ0 and u·x + u0 of a dict row, in one pass (:func:`~.rowwise.dot_pair`)."""
+        assert self._ud is not None
+        a, c = dot_pair(wd, self._ud, x)
+        return a + self._b, c + self._ub
 
     def _by_name(self) -> dict[Hashable, float]:
         """θ (and u when averaging) by name, built from the arrays (empty when hashing: names

@@ -32,7 +32,7 @@ from typing import Any
 
 from stream_perceptron.errors import FeatureValueError
 
-__all__ = ["checked", "dot_lists", "dot_named", "pairwise", "reduce_sum", "row_sum", "value"]
+__all__ = ["checked", "dot_lists", "dot_named", "dot_pair", "pairwise", "reduce_sum", "row_sum", "value"]
 
 
 def pairwise(p: Sequence[float], lo: int, n: int) -> float:
@@ -98,15 +98,45 @@ def dot_named(w: Mapping[Hashable, float], x: Mapping[Hashable, Any]) -> float:
             rest += w[k] * v
         return first + rest
     if n <= 16:  # p1 + S: 8 running sums of one term each, added as a tree, then the rest in order
-        (k0, v0), (k1, v1), (k2, v2), (k3, v3), (k4, v4), (k5, v5), (k6, v6), (k7, v7), (k8, v8), *more = (
-            x.items())
+        row = tuple(x.items())
+        (k0, v0), (k1, v1), (k2, v2), (k3, v3), (k4, v4), (k5, v5), (k6, v6), (k7, v7), (k8, v8) = row[:9]
         res = ((w[k1] * v1 + w[k2] * v2) + (w[k3] * v3 + w[k4] * v4)) + (
             (w[k5] * v5 + w[k6] * v6) + (w[k7] * v7 + w[k8] * v8))
-        for k, v in more:
+        for k, v in row[9:]:
             res += w[k] * v
         total: float = w[k0] * v0 + res
         return total
     return row_sum([w[k] * v for k, v in x.items()])
+
+
+def dot_pair(w: Mapping[Hashable, float], u: Mapping[Hashable, float],
+             x: Mapping[Hashable, Any]) -> tuple[float, float]:
+    """``(dot_named(w, x), dot_named(u, x))`` in one pass over the row (the averaged model's two
+    sums), each in the row's order."""
+    n = len(x)
+    if n <= 8:
+        items = iter(x.items())
+        a = c = 0.0
+        for k, v in items:
+            a, c = w[k] * v, u[k] * v
+            break
+        rest_a = rest_c = -0.0
+        for k, v in items:
+            rest_a += w[k] * v
+            rest_c += u[k] * v
+        return a + rest_a, c + rest_c
+    if n <= 16:
+        row = tuple(x.items())
+        (k0, v0), (k1, v1), (k2, v2), (k3, v3), (k4, v4), (k5, v5), (k6, v6), (k7, v7), (k8, v8) = row[:9]
+        res_a = ((w[k1] * v1 + w[k2] * v2) + (w[k3] * v3 + w[k4] * v4)) + (
+            (w[k5] * v5 + w[k6] * v6) + (w[k7] * v7 + w[k8] * v8))
+        res_c = ((u[k1] * v1 + u[k2] * v2) + (u[k3] * v3 + u[k4] * v4)) + (
+            (u[k5] * v5 + u[k6] * v6) + (u[k7] * v7 + u[k8] * v8))
+        for k, v in row[9:]:
+            res_a += w[k] * v
+            res_c += u[k] * v
+        return w[k0] * v0 + res_a, u[k0] * v0 + res_c
+    return dot_named(w, x), dot_named(u, x)
 
 
 def dot_lists(weights: Sequence[float], values: Sequence[float]) -> float:

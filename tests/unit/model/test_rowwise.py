@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_perceptron.errors import FeatureValueError
-from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, reduce_sum, row_sum
+from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, dot_pair, reduce_sum, row_sum
 from stream_perceptron.model.sparse import segment_sums
 
 
@@ -33,7 +33,8 @@ def test_row_sum_is_segment_sums_and_reduce_sum_is_add_reduce(n):
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(0, 40), seed=st.integers(0, 2**32 - 1), ints=st.booleans())
 def test_dot_named_is_the_sparse_rows_sum(n, seed, ints):
-    """The written-out loops (up to 8 and up to 16 features) and the general case alike."""
+    """The written-out loops (up to 8 and up to 16 features) and the general case alike, alone or
+    two at a time."""
     rng = np.random.default_rng(seed)
     names = [f"f{i}" for i in rng.permutation(n)]
     w = dict(zip(names, _terms(rng, n), strict=True))
@@ -43,6 +44,8 @@ def test_dot_named_is_the_sparse_rows_sum(n, seed, ints):
     want = float(segment_sums(products, np.array([0, n], dtype=np.intp))[0])
     assert repr(dot_named(w, x)) == repr(want)
     assert repr(dot_lists([w[k] for k in x], [float(v) for v in x.values()])) == repr(want)
+    u = dict(zip(names, _terms(rng, n), strict=True))
+    assert repr(dot_pair(w, u, x)) == repr((want, dot_named(u, x)))  # the averaged model's two sums
 
 
 def test_checked_values_are_floats_and_bad_ones_name_their_feature():
