@@ -260,6 +260,7 @@ class Perceptron(base.MiniBatchClassifier):
         # ‖θ‖², kept up to date by sparse updates (a mistake then costs the row's features, not
         # the model's width); None: the full sum over θ, as after a dense update
         self._sq: float | None = None
+        self._zeros = initial_weights is None  # θ is 0 until an update or a state: set_state clears it
         self._index: dict[Hashable, int] = {}
         self._names_refused = 0
         self._labels = LabelSpace(classes)
@@ -765,9 +766,12 @@ class Perceptron(base.MiniBatchClassifier):
         return math.sqrt(sq), math.sqrt(sq + self._b * self._b)
 
     def _full_sq(self) -> float:
-        """‖θ‖² summed over all of θ."""
+        """‖θ‖² summed over all of θ (0 without a sum while θ is the zeros it was made: a hashed
+        model's first mistake costs its row, not its 2^b columns)."""
         w = self._w
-        return float((w * w).sum()) if w is not None else 0.0
+        if w is None or (self._zeros and not self._updates):
+            return 0.0
+        return float((w * w).sum())
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: Features, y: Any, w: float = 1.0) -> None:
@@ -1212,6 +1216,7 @@ class Perceptron(base.MiniBatchClassifier):
         A state without ``classes`` or ``average`` (as checkpoints written before them are)
         restores with no label taught and, when averaging, the averaging starting afresh from the
         restored θ."""
+        self._zeros = False
         w = np.array(state["weights"], dtype=np.float64)
         width = self.n_features if self._hasher is None else 1 << (self.hash_bits or 0)
         if width is not None and len(w) not in (0, width):
