@@ -26,7 +26,7 @@ def decider(request, monkeypatch):
 
 def _noisy_stream(n: int, d: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Separable with a margin, then a fraction ``noise`` of the labels flipped: about 3%
-    mistakes all along the stream at d=20 and noise 0.005 (as bench_core's stream)."""
+    mistakes all along the stream at d=20 and noise 0.005 (bench_river_api's batch stream)."""
     rng = np.random.default_rng(seed)
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
