@@ -20,7 +20,6 @@ to keep literal; the web page escapes HTML.)
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stream_perceptron.clean import clean_text as _clean_text
 from stream_perceptron.commands.series import (
     Drifts,
     Group,
@@ -68,31 +68,15 @@ HISTORY = 600
 EVENTS_KEPT = 200
 """Drift events kept, newest last."""
 
-# A terminal escape sequence, 7-bit (ESC ...) or 8-bit (a C1 introducer): CSI with its parameters
-# and final byte; OSC, DCS, SOS, PM and APC strings up to their terminator (or the text's end);
-# any other ESC with its intermediate and final bytes.
-_ESCAPE = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c|$)"
-    r"|\x1b[ -/]*[0-~]?",
-    re.DOTALL,
-)
-# What is left of control characters (C0, DEL, C1) and the bidirectional overrides and isolates,
-# which reorder what a terminal or a page shows after them.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_SPACE = re.compile(r"[\t\n\v\f\r]")
-
 
 def clean_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` as it may be shown: escape sequences removed whole, other control characters
-    removed (tabs and line breaks become spaces), at most ``limit`` characters.
+    """``text`` as it may be shown (:func:`stream_perceptron.clean.clean_text`), at most
+    ``limit`` characters (:data:`MAX_TEXT` unless told).
 
     >>> clean_text("w1\\x1b]0;pwned\\x07\\x1b[2J x\\x9b31m\\ty\\u202e")
     'w1 x y'
-    >>> clean_text("[bold red]x[/]"), clean_text("é" * 100, limit=3)
-    ('[bold red]x[/]', 'ééé')
     """
-    return _CONTROL.sub("", _SPACE.sub(" ", _ESCAPE.sub("", text)))[:limit]
+    return _clean_text(text, limit)
 
 
 def _cleaned(rec: Mapping[str, Any]) -> dict[str, Any]:
