@@ -133,15 +133,10 @@ def class_view(rec: Mapping[str, Any], shown: int = CLASSES_SHOWN) -> ClassView 
     """
     if not is_class_record(rec):
         return None
-    names = rec["classes"] if isinstance(rec["classes"], list) else []
+    names, counts = _read(rec)
     read = names[:CLASSES_READ]
-    per_class = rec.get("per_class")
-    entries = [per_class[i] if isinstance(per_class, list) and i < len(per_class)
-               and isinstance(per_class[i], Mapping) else {} for i in range(len(read))]
-    counts = [(_count(e.get("labeled")), _count(e.get("mistakes")), _count(e.get("predicted")))
-              for e in entries]
     predicted = sum(p or 0 for _, _, p in counts)
-    chosen = sorted(heapq.nsmallest(max(shown, 0), range(len(read)), key=lambda i: (-(counts[i][0] or 0), i)))
+    chosen = _most_labeled(counts, shown)
     hidden = sorted(set(range(len(read))) - set(chosen))
 
     def row(name: str | None, labeled: int | None, mistakes: int | None, served: int | None) -> ClassRow:
@@ -154,6 +149,40 @@ def class_view(rec: Mapping[str, Any], shown: int = CLASSES_SHOWN) -> ClassView 
         other = row(None, *(sum(counts[i][k] or 0 for i in hidden) for k in range(3)))
     confusion = _confusion(rec.get("confusion"), chosen, hidden, others > 0)
     return ClassView(len(names), rows, other, others, confusion)
+
+
+def most_labeled(rec: Mapping[str, Any],
+                 shown: int = CLASSES_SHOWN) -> dict[str, tuple[int | None, int | None]]:
+    """The labeled examples and mistakes of a K-class record's ``shown`` most labeled classes, by
+    name as shown (:func:`class_name`; a record's entry that is not a class name is left out): what
+    ``plot`` keeps of a record (no confusion matrix read). Empty for a binary record.
+
+    >>> most_labeled({"classes": ["a", "b"], "per_class": [{"labeled": 2, "mistakes": 1},
+    ...                                                    {"labeled": 5, "mistakes": 0}]}, shown=1)
+    {'b': (5, 0)}
+    """
+    if not is_class_record(rec):
+        return {}
+    names, counts = _read(rec)
+    chosen = _most_labeled(counts, shown)
+    return {name: (counts[i][0], counts[i][1]) for i in chosen if (name := class_name(names[i])) is not None}
+
+
+def _read(rec: Mapping[str, Any]) -> tuple[list[Any], list[tuple[int | None, int | None, int | None]]]:
+    """A K-class record's class names (all of them), and the labeled examples, mistakes and served
+    predictions of each of the first :data:`CLASSES_READ` (None where not a count)."""
+    names = rec["classes"] if isinstance(rec["classes"], list) else []
+    per_class = rec.get("per_class")
+    entries = [per_class[i] if isinstance(per_class, list) and i < len(per_class)
+               and isinstance(per_class[i], Mapping) else {} for i in range(min(len(names), CLASSES_READ))]
+    return names, [(_count(e.get("labeled")), _count(e.get("mistakes")), _count(e.get("predicted")))
+                   for e in entries]
+
+
+def _most_labeled(counts: Sequence[tuple[int | None, ...]], shown: int) -> list[int]:
+    """The rows of the ``shown`` classes with the most labeled examples (ties: the first rows), in
+    row order."""
+    return sorted(heapq.nsmallest(max(shown, 0), range(len(counts)), key=lambda i: (-(counts[i][0] or 0), i)))
 
 
 def _confusion(matrix: Any, chosen: Sequence[int], hidden: Sequence[int],
@@ -188,4 +217,4 @@ def _confusion(matrix: Any, chosen: Sequence[int], hidden: Sequence[int],
 
 
 __all__ = ["CLASSES_READ", "CLASSES_SHOWN", "MAX_CLASS_TEXT", "ClassRow", "ClassView", "class_name",
-           "class_view", "is_class_record"]
+           "class_view", "is_class_record", "most_labeled"]

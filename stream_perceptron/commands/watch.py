@@ -48,12 +48,12 @@ from rich.text import Text
 from stream_perceptron.commands.class_view import ClassView
 from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.plot import (
-    PLOTTED,
     POINTS,
     Thinned,
     group_curve,
     plot_partitions,
     plot_stats,
+    plotted,
 )
 from stream_perceptron.commands.read import iter_topic
 from stream_perceptron.commands.series import (
@@ -727,8 +727,8 @@ def _plot_one(
 class _History:
     """What ``plot`` holds of one series' statistics records: how many, the newest ``ts``, the
     newest record's client id and worker key, and an evenly spaced part of those with labeled
-    examples, each cut to the fields drawn (a week of a busy worker's records is millions; held
-    whole, gigabytes)."""
+    examples, each cut to the fields drawn (:func:`~stream_perceptron.commands.plot.plotted`; a
+    week of a busy worker's records is millions; held whole, gigabytes)."""
 
     labeled: Thinned
     client_id: str = ""
@@ -743,7 +743,7 @@ class _History:
             self.latest_ts = ts
             self.client_id, self.worker = str(value.get("client_id") or ""), worker_key(value)
         if value.get("labeled"):
-            self.labeled.add({key: value.get(key) for key in PLOTTED})
+            self.labeled.add(plotted(value))
 
 
 def _held_by(partitions: Mapping[Series, _History], topic: str, client_id: str) -> dict[Series, _History]:
