@@ -11,6 +11,7 @@ only.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # A terminal escape sequence, 7-bit (ESC ...) or 8-bit (a C1 introducer): CSI with its parameters
 # and final byte; OSC, DCS, SOS, PM and APC strings up to their terminator (or the text's end);
@@ -39,4 +40,25 @@ def clean_text(text: str, limit: int) -> str:
     return _CONTROL.sub("", _SPACE.sub(" ", _ESCAPE.sub("", text)))[:limit]
 
 
-__all__ = ["clean_text"]
+MAX_CLASS_TEXT = 100
+"""The characters kept of a class name where it is shown (``SP_LIMITS__MAX_CLASS_CHARS``' default)."""
+
+_INT64 = 2**63
+
+
+def class_text(value: Any, limit: int = MAX_CLASS_TEXT) -> str | None:
+    """A class name (a JSON string, or an integer within int64) as it is shown: a string cleaned
+    (:func:`clean_text`) and cut to ``limit`` characters, an integer as its digits; None for
+    anything else (a bool, a float, a larger integer, ...), which is not a class name.
+
+    >>> class_text("cat\\x1b[2J\\n"), class_text(3), class_text(True), class_text(3.0), class_text(10**30)
+    ('cat ', '3', None, None, None)
+    """
+    if isinstance(value, str):
+        return clean_text(value, limit)
+    if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
+        return str(value)
+    return None
+
+
+__all__ = ["MAX_CLASS_TEXT", "class_text", "clean_text"]

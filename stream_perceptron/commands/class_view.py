@@ -11,7 +11,8 @@ mistake rate of the class's labeled examples, the class's share of the served pr
 the confusion matrix cut to them; the classes not shown are summed in one "other" row and column,
 so each row still sums to its labeled examples and each column to its predictions. A class name
 is chosen by whoever writes the input topic: it is shown as text, cleaned
-(:func:`~stream_perceptron.clean.clean_text`) and cut to :data:`MAX_CLASS_TEXT` characters. The
+(:func:`~stream_perceptron.clean.class_text`) and cut to
+:data:`~stream_perceptron.clean.MAX_CLASS_TEXT` characters. The
 work is bounded by what the record holds: at most :data:`CLASSES_READ` classes are read, and every
 count is checked to be a non-negative integer (else shown as unknown).
 """
@@ -23,17 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stream_perceptron.clean import clean_text
+from stream_perceptron.clean import MAX_CLASS_TEXT, class_text
 
 CLASSES_SHOWN = 10
 """The classes shown of a K-class record: those with the most labeled examples."""
 CLASSES_READ = 10_000
 """The most classes read of a record (a worker's hold at most ``SP_LIMITS__MAX_CLASSES``); a
 record naming more has the rest left out."""
-MAX_CLASS_TEXT = 100
-"""The characters kept of a class name (``SP_LIMITS__MAX_CLASS_CHARS``' default)."""
-
-_INT64 = 2**63
 
 
 def is_class_record(rec: Mapping[str, Any]) -> bool:
@@ -46,17 +43,13 @@ def is_class_record(rec: Mapping[str, Any]) -> bool:
 
 
 def class_name(value: Any) -> str | None:
-    """A class name as it is shown: a string cleaned and cut to :data:`MAX_CLASS_TEXT`
-    characters, an integer (within int64) as its digits; None for anything else.
+    """A class name as it is shown (:func:`~stream_perceptron.clean.class_text`), None where the
+    record's is not a class name.
 
     >>> class_name("cat\\x1b[2J"), class_name(3), class_name(True), class_name(3.0), class_name(10**30)
     ('cat', '3', None, None, None)
     """
-    if isinstance(value, str):
-        return clean_text(value, MAX_CLASS_TEXT)
-    if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
-        return str(value)
-    return None
+    return class_text(value)
 
 
 def _count(value: Any) -> int | None:

@@ -48,7 +48,7 @@ class in ``per_class`` (row order): the counters ``class_labeled_examples_total`
 ``class_mistakes_total`` ← ``mistakes`` and ``class_predicted_total`` ← ``predicted`` follow them
 as the counters above follow theirs, labelled ``{topic, partition, class}``, and are removed with
 the partition's other series. A class name comes from the input topic, so the label is the name
-cleaned (:func:`~stream_perceptron.clean.clean_text`: no control character or escape sequence)
+cleaned (:func:`~stream_perceptron.clean.class_text`: no control character or escape sequence)
 and cut to :data:`MAX_CLASS_LABEL` characters; an integer name is its digits. Names that clean to
 the same label are counted together. The series of a partition are as many as its classes, which
 ``SP_LIMITS__MAX_CLASSES`` bounds; there is no series per cell of the confusion matrix.
@@ -77,7 +77,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
-from stream_perceptron.clean import clean_text
+from stream_perceptron.clean import MAX_CLASS_TEXT, class_text
 from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
 from stream_perceptron.kafka.edge import Partition
 from stream_perceptron.settings import ObserveSettings
@@ -143,10 +143,8 @@ _CLASS_FOLLOWING: dict[str, tuple[str, str]] = {
                         "predicted"),
 }
 
-MAX_CLASS_LABEL = 100
-"""The characters kept of a class name in a ``class`` label (``SP_LIMITS__MAX_CLASS_CHARS``' default)."""
-
-_INT64 = 2**63
+MAX_CLASS_LABEL = MAX_CLASS_TEXT
+"""The characters kept of a class name in a ``class`` label, as the views keep."""
 
 # the labels of a series that describes one input partition
 _PARTITION_LABELS = ("topic", "partition")
@@ -174,18 +172,13 @@ def _record_labels(snapshot: Mapping[str, Any]) -> Labels:
 
 
 def class_label(name: Any) -> str | None:
-    """A class name as a ``class`` label: a string cleaned of control characters and escape
-    sequences and cut to :data:`MAX_CLASS_LABEL` characters, an integer (within int64) as its
-    digits; None for anything else (no series).
+    """A class name as a ``class`` label (:func:`~stream_perceptron.clean.class_text`, cut to
+    :data:`MAX_CLASS_LABEL` characters); None for anything that is not a class name (no series).
 
     >>> class_label("cat\\x1b[2J\\n"), class_label(3), class_label("x" * 500) == "x" * 100, class_label(True)
     ('cat ', '3', True, None)
     """
-    if isinstance(name, str):
-        return clean_text(name, MAX_CLASS_LABEL)
-    if isinstance(name, int) and not isinstance(name, bool) and -_INT64 <= name < _INT64:
-        return str(name)
-    return None
+    return class_text(name, MAX_CLASS_LABEL)
 
 
 def _class_totals(per_class: Any) -> dict[str, dict[str, int]]:
