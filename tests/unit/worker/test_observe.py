@@ -617,3 +617,21 @@ def test_forget_removes_the_per_class_series_of_revoked_partitions_only(make):
     # assigned again later: from 0, raised to its record's totals
     obs.stats(class_stats([counted("cat", 9, 2, 9)]))
     assert per_class_values(scrape(obs), P0, "class_mistakes_total") == {"cat": 2}
+
+
+def test_promtool_reads_a_scrape_of_hostile_and_many_classes(make):
+    import subprocess
+
+    from tests.monitoring import tool
+
+    obs = make()
+    names = [f"cat{HOSTILE}", "x" * 500, "<b>&amp;</b>", "", *(f"c{i}" for i in range(200))]
+    obs.stats(class_stats([counted(name, i + 1, i // 2, i) for i, name in enumerate(names)]))
+    ok, text = probe(url(obs, "/metrics"))
+    assert ok  # probe gives the page without its last line break
+    proc = subprocess.run([tool("promtool"), "check", "metrics"], input=text + "\n", capture_output=True,
+                          text=True, timeout=60, check=False)
+    # promtool parses the page and lints it: no error, no finding (it names a line it cannot read)
+    assert proc.returncode == 0 and proc.stdout + proc.stderr == "", proc.stdout + proc.stderr
+    assert value(scrape(obs), "classes", **P0) == len(names)
+    assert len(per_class_values(scrape(obs), P0, "class_mistakes_total")) == len(names)
