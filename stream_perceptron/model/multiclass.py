@@ -45,7 +45,6 @@ import numpy.typing as npt
 from stream_perceptron.errors import DimensionError
 from stream_perceptron.model import dense_pass, frames
 from stream_perceptron.model.classes import UNLABELED, ClassSpace, RowArray, class_label, missing
-from stream_perceptron.model.hashing import FeatureHasher
 from stream_perceptron.model.labels import LabelSpace
 from stream_perceptron.model.perceptron import (
     _BLOCK_BYTES,
@@ -61,6 +60,7 @@ from stream_perceptron.model.perceptron import (
     _checked_list,
     _moved,
     _weight,
+    hashing,
 )
 from stream_perceptron.model.rowwise import checked, row_sum
 from stream_perceptron.model.sparse import SparseRows, segment_sums, take_rows
@@ -329,14 +329,7 @@ class MulticlassPerceptron(Perceptron):
         self._wd = self._ud = None
         self._wv = None
         self._keys_at = {}
-        self._hasher: FeatureHasher | None = None
-        width = n_features
-        if hash_bits is not None:
-            self._hasher = FeatureHasher(hash_bits, hash_sign)
-            if n_features is not None and n_features != 1 << hash_bits:
-                raise ValueError(f"n_features is {n_features} but hash_bits={hash_bits} makes"
-                                 f" {1 << hash_bits}")
-            width = 1 << hash_bits
+        self._hasher, width = hashing(n_features, hash_bits, hash_sign)
         self._resize(len(self._space), width)
 
     @classmethod
