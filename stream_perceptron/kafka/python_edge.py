@@ -303,7 +303,12 @@ class KafkaEdge(EdgeBase):
             raise KafkaEdgeError(f"cannot pause {topic}/{partition}: partition not assigned") from None
 
     def resume(self, topic: str, partition: int, offset: int) -> None:
-        """Fetch ``topic``/``partition`` again, from ``offset``."""
+        """Fetch ``topic``/``partition`` again, from ``offset``.
+
+        kafka-python (3.0) parks what it had fetched of a paused partition and hands it back
+        after the resume, one parked partition per poll; after the seek that data is obsolete,
+        and a partition whose parked data is never handed back is never fetched again (seen
+        with eight partitions paused and resumed in turn). So the parked data goes here."""
         consumer = self._require(self._consumer)
         tp = TopicPartition(topic, partition)
         try:
@@ -311,6 +316,11 @@ class KafkaEdge(EdgeBase):
             consumer.resume(tp)
         except (KeyError, ValueError) as exc:
             raise KafkaEdgeError(f"cannot resume {topic}/{partition} at {offset}: {exc}") from None
+        fetcher = getattr(consumer, "_fetcher", None)
+        for parked in ("_paused_partition_records", "_paused_completed_fetches"):
+            held = getattr(fetcher, parked, None)
+            if isinstance(held, dict):
+                held.pop(tp, None)
 
     def assignment(self) -> list[Partition]:
         """The partitions assigned to this member, sorted."""
