@@ -429,7 +429,9 @@ def test_a_paused_partition_returns_nothing_until_it_is_resumed_from_the_offset_
     assert seen[1] == list(range(3_000))
 
 
-def test_a_revocation_ends_a_pause(backend: str, kafka_settings: Settings, new_topic: Callable[..., str]) -> None:
+def test_a_revocation_ends_a_pause(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
     kafka, topic = kafka_settings(backend=backend), new_topic(2)
     fill_partitions(kafka, topic, {0: 5, 1: 5})
     with started(kafka, topic) as a:
