@@ -6,11 +6,12 @@ Partition p at its n-th mixing point (it is about to adopt mix version n) adopts
   version n: the partitions of one worker advance together, one mixing point at a time, and
   the mix each adopts at its n-th point is the mix of every one's n-th state, synchronous
   iterative parameter mixing (McDonald, Hall and Mann 2010) whatever order the polls bring the
-  records in. A partition of the worker with nothing to read holds no one back: it cannot move.
-* with ``SP_MIX__MAX_STALENESS`` = s, **every other partition of the input** has published a
-  state of version n − s or later (bounded staleness, as in stale synchronous parallel: the
-  states a mix takes are at most s versions behind). A partition that has published nothing
-  counts as version 0.
+  records in. Without a bound, a partition of the worker with nothing to read holds no one
+  back: it cannot move.
+* with ``SP_MIX__MAX_STALENESS`` = s, **every other partition of the input** (this worker's with
+  nothing to read included) has published a state of version n − s or later (bounded staleness,
+  as in stale synchronous parallel: the states a mix takes are at most s versions behind). A
+  partition that has published nothing counts as version 0.
 
 The worker's :class:`~stream_perceptron.worker.mixer.Mixer` waits (the partition paused) while
 :func:`holding` names anyone it has not excused; a partition that held it back for the whole
@@ -41,12 +42,17 @@ def holding(version: int, own: int, versions: Mapping[int, int], local: Mapping[
     >>> holding(2, 0, {}, {0: True}, partitions=3, bound=2)  # version 0 is 2 behind: within s
     {}
     """
-    out = {q: version for q, busy in local.items() if q != own and busy and versions.get(q, 0) < version}
-    if bound is not None:
-        floor = version - bound
-        out.update({q: floor for q in range(partitions)
-                    if q != own and q not in local and versions.get(q, 0) < floor})
-    return dict(sorted(out.items()))
+    out = {}
+    for q in sorted({*range(partitions), *local} - {own}):
+        if local.get(q):
+            need = version  # this worker's, with records to read
+        elif bound is not None:
+            need = version - bound
+        else:
+            continue
+        if versions.get(q, 0) < need:
+            out[q] = need
+    return out
 
 
 @dataclass

@@ -135,6 +135,7 @@ def test_holding_names_the_partitions_behind_and_the_version_each_must_reach():
     assert holding(4, 0, versions, local, partitions=6, bound=None) == {1: 4}
     assert holding(4, 0, versions, local, partitions=6, bound=2) == {1: 4, 3: 2, 4: 2}
     assert holding(4, 0, versions, local, partitions=6, bound=0) == {1: 4, 3: 4, 4: 4, 5: 4}
+    assert holding(7, 0, versions, local, partitions=6, bound=1)[2] == 6  # 2 has nothing to read: s
     assert holding(1, 0, {}, {0: True}, partitions=6, bound=1) == {}  # version 0 is within 1 of 1
 
 
