@@ -61,8 +61,8 @@ lock: $(STAMP)  ## re-pin deploy/requirements.lock from PyPI, with hashes (docs/
 	| $(BIN)/uv pip compile --quiet pyproject.toml - --extra all --generate-hashes \
 	    --python-version 3.11 --python-platform linux -o deploy/requirements.lock
 
-bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
-	$(BIN)/python -m bench.bench_core --json bench/results/core.json
+bench: $(STAMP)  ## the model against river: progressive validation, each call on dict rows, learn_many
+	$(BIN)/python -m bench.bench_river_api --json bench/results/river_api.json
 
 bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~30–35 min)
 	$(BIN)/python -m bench.bench_worker --json bench/results/worker.json --markdown bench/results/worker.md

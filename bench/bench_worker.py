@@ -1,6 +1,7 @@
 """The worker end to end on a Kafka-protocol broker, on each client backend: throughput against a
 bare pipe of its own client and a hand-written river loop, resident memory, latency at half load,
-cost against size, and a profile.
+cost against size, events through a feature spec against the same examples as envelope records,
+and a profile.
 
 Run from the repository root::
 
@@ -65,7 +66,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--markdown", type=Path, help="also write the tables as Markdown")
     add("--from-json", type=Path, help="run nothing: print a saved report again")
     add("--quick", action="store_true", help="small sizes, 1 repeat, about 2 minutes")
-    add("--only", help=f"comma-separated of {','.join(c.SECTIONS)} (default: all but profile)")
+    add("--only", help=f"comma-separated of {','.join(c.SECTIONS)} (default: all but events and profile)")
     add("--backends", default=",".join(c.BACKENDS), help=f"comma-separated of {', '.join(c.BACKENDS)}")
     add("--profile", default="none", choices=("none", "cprofile", "pyspy", "pyspy-gil", "both"),
         help="profile the worker: cProfile, py-spy sampling wall time (pyspy) or the GIL's holder "
@@ -80,6 +81,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--session-timeout-ms", type=int, help="the worker's group session timeout (6000; --quick on the "
         "embedded broker: 2000); tansu holds a join for half of it")
     add("--sizes-repeats", type=int, help="repeats of the size runs (--repeats)")
+    add("--event-formats", default="json,avro", help="events: the formats beside the envelope (json, avro)")
+    add("--hash-bits", default="none,20", help="events: SP_MODEL__HASH_BITS (none: unset; the first judged)")
+    add("--registry", help="events: a schema registry's URL for the Avro schema (default: start Apicurio)")
     add("--worker-env", action="append", default=[], metavar="SP_NAME=VALUE",
         help="an extra setting for every worker run (repeatable); the contender's own SP_KAFKA__BACKEND wins")
     add("--seed", type=int, default=c.DEFAULT_SEED)
@@ -95,8 +99,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.latency_repeats = 1 if quick else 3
     if args.session_timeout_ms is None:
         args.session_timeout_ms = 2000 if quick and args.bootstrap is None else 6000
-    args.sections = set(c.SECTIONS) - {"profile"} if args.only is None else set(args.only.split(","))
-    if args.profile != "none":
+    args.sections = set(c.SECTIONS[:-2] if args.only is None else args.only.split(","))  # not events, profile
+    if args.profile != "none" and "events" not in args.sections:  # with events: its workers are profiled
         args.sections.add("profile")
     elif "profile" in args.sections:
         args.profile = "pyspy"
@@ -114,8 +118,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                   if not item.startswith("SP_") or "=" not in item)]
     try:
         args.latency_rates = parse_rates(args.latency_rate)
+        args.hash_bits = [None if h == "none" else int(h) for h in args.hash_bits.split(",")]
     except ValueError as exc:
-        problems.append(f"--latency-rate: {exc}")
+        problems.append(f"--latency-rate or --hash-bits: {exc}")
+    args.event_formats = args.event_formats.split(",")
+    if set(args.event_formats) - set(sec.EVENT_FORMATS):
+        problems.append(f"--event-formats takes {', '.join(sec.EVENT_FORMATS)}")
     if any(problems):
         p.error("; ".join(filter(None, problems)))
     return args
@@ -147,6 +155,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if not (args.keep_workdir or "profile" in args.sections):
             stack.callback(shutil.rmtree, workdir, True)
         bootstrap, broker_pid = stack.enter_context(broker_at(args.bootstrap))
+        if "events" in args.sections and "avro" in args.event_formats and args.registry is None:
+            from tests.schema_registry import Apicurio  # a real schema registry, stopped with the run
+
+            args.registry = stack.enter_context(Apicurio()).url
         m = report["machine"] = machine_info(MODULES)
         with contextlib.suppress(ImportError):
             import confluent_kafka
@@ -158,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ctx = Ctx(bootstrap, f"bw{int(time.time()) % 10**6}{os.getpid() % 1000}", workdir,
                   args.session_timeout_ms, broker_pid, dict(item.split("=", 1) for item in args.worker_env))
         counters = cpu_counters()
+        tools = {"none": (), "both": ("cprofile", "pyspy")}.get(args.profile, (args.profile,))
         for section in (name for name in c.SECTIONS if name in args.sections):
             with ctx.scope():  # each section deletes its topics: see Ctx.scope
                 if section == "throughput":
@@ -185,12 +198,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     report[section] = sec.section_latency(ctx, rates, args.latency_seconds, args.seed, say,
                                                       extra_fetch_wait_ms=args.latency_extra_fetch_wait_ms,
                                                       repeats=args.latency_repeats)
+                elif section == "events":
+                    say(f"events: {args.records:,} records in each format x {args.repeats} repeats")
+                    report[section] = sec.section_events(ctx, args.records, args.repeats, args.seed, say,
+                                                         backends, args.event_formats, args.hash_bits,
+                                                         args.registry, tools)
                 elif section == "sizes":
                     say("sizes: the kafka-python worker, its pipe and the river loop by the input's size")
                     report[section] = sec.section_sizes(ctx, args.records, args.sizes_repeats, args.quick,
                                                     args.seed, say)
                 else:
-                    tools = ("cprofile", "pyspy") if args.profile == "both" else (args.profile,)
                     say(f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}")
                     # the producer-process worker is two processes: only py-spy --gil --subprocesses
                     # tells them apart

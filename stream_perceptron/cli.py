@@ -24,6 +24,7 @@ from stream_perceptron.errors import (
     CheckpointUnreadableError,
     KafkaAuthError,
     ProduceInterrupted,
+    RegistryRefused,
     SettingsError,
     StreamPerceptronError,
 )
@@ -51,6 +52,7 @@ RUN_EXIT_CODES: ExitCodes = {
     KafkaAuthError: 2,
     CheckpointError: 2,
     CheckpointUnreadableError: 1,  # an I/O error: a restart may succeed
+    RegistryRefused: 2,  # credentials, a certificate or an address to fix, as a refused Kafka login
 }
 """``run``'s table: a Kafka failure after the retries is 1 (the worker has shut down without
 checkpointing a batch that did not finish, so a restart replays it)."""
@@ -61,8 +63,8 @@ def exit_code(exc: StreamPerceptronError, codes: ExitCodes = EXIT_CODES) -> int:
 
     >>> exit_code(ProduceInterrupted("stopped")), exit_code(KafkaAuthError("refused"))
     (130, 1)
-    >>> exit_code(KafkaAuthError("refused"), RUN_EXIT_CODES)
-    2
+    >>> [exit_code(e, RUN_EXIT_CODES) for e in (KafkaAuthError("refused"), RegistryRefused("401"))]
+    [2, 2]
     """
     return next(codes[cls] for cls in type(exc).__mro__ if cls in codes)
 
@@ -138,7 +140,11 @@ def _settings(ctx: click.Context, overrides: dict[str, Any], *, exit_code: int) 
 
 def cluster_settings_from(ctx: click.Context, **overrides: Any) -> Settings:
     """:func:`settings_from` for commands that talk to a cluster: one line and exit 2 without a bootstrap."""
-    settings = settings_from(ctx, **overrides)
+    return on_a_cluster(settings_from(ctx, **overrides))
+
+
+def on_a_cluster(settings: Settings) -> Settings:
+    """``settings``, or one line and exit 2 when they name no bootstrap."""
     if settings.kafka.bootstrap_servers is None:
         fail("SP_KAFKA__BOOTSTRAP_SERVERS is not set (nor bootstrap_servers under [kafka] in --config)")
     return settings
@@ -265,6 +271,54 @@ def produce(
                               unlabeled_every=unlabeled_every, rate=rate,
                               on_progress=lambda n: progress.advance(task, n))
     click.echo(f"sent {sent} records to {name}")
+
+
+@main.command()
+@click.argument("sample", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--topic", "-t", help="Read the topic's first records instead of a file (default, without"
+              " SAMPLE: the input topic setting).")
+@click.option("--limit", "-n", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Read the first N events.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON lines instead: one per event, then one {\"summary\": ...}.")
+@click.pass_context
+@exits()
+def features(ctx: click.Context, sample: Path | None, topic: str | None, limit: int, as_json: bool) -> None:
+    """What the feature spec (SP_FEATURES__*) makes of sample events: SAMPLE, a JSONL file of
+    events (one JSON object a line), or the first --limit records of a topic (SP_INPUT__FORMAT
+    json or avro, through the schema registry SP_REGISTRY__*).
+
+    Prints each event as the worker would take it: an example (its label, id, features as it
+    would learn them, standardized as a fresh partition would, and echo fields), a label record,
+    or a dead letter with its reason; then a summary: the dead letters by reason, how often each
+    path held a value, was missing or had a wrong type, the paths that never matched, the
+    categories seen and the fields no path reads.
+    """
+    from stream_perceptron.codec.events import Parse
+    from stream_perceptron.commands.features import avro_parse, file_samples, report, topic_samples
+    from stream_perceptron.contract import json_object
+    from stream_perceptron.kafka.registry import SchemaRegistry
+
+    if sample is not None and topic is not None:
+        fail("give a SAMPLE file or --topic TOPIC: one of them")
+    settings = settings_from(ctx, log_level="WARNING")
+    spec = settings.features.feature_spec()
+    if spec is None:
+        fail("no feature spec: set SP_FEATURES__SPEC to a TOML file holding it (or write the config"
+             " file's [features] table)")
+    parse: Parse = json_object
+    if sample is not None:
+        samples = list(file_samples(sample, limit))
+    else:
+        name = topic or on_a_cluster(settings).topics.input
+        samples = topic_samples(settings.kafka, name, limit,
+                                max_record_bytes=settings.limits.max_record_bytes)
+        if settings.input.format == "avro":
+            parse = avro_parse(SchemaRegistry.from_settings(settings.registry))
+    found = report(spec, samples, settings.limits.codec_limits(), parse=parse,
+                   late_labels=settings.labels.pending_max > 0)
+    for line in found.json_lines() if as_json else found.lines():
+        click.echo(line)
 
 
 @main.command()
@@ -475,7 +529,31 @@ def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, 
 
 @main.group()
 def checkpoint() -> None:
-    """Inspect checkpoints."""
+    """Inspect checkpoints, and export a model to river or scikit-learn."""
+
+
+@checkpoint.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--to", "to", type=click.Choice(["river", "sklearn"]), required=True,
+              help="river: a pickle of river's linear_model.Perceptron; sklearn: a joblib file of"
+                   " scikit-learn's linear_model.Perceptron.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The directory of the state (default: the SP_CHECKPOINT__DIR setting).")
+@click.option("--partition", help="TOPIC:N, when the directory holds the states of several partitions.")
+@click.pass_context
+@exits()
+def checkpoint_export(ctx: click.Context, file: Path, to: str, checkpoint_dir: Path | None,
+                      partition: str | None) -> None:
+    """Write the model of a stored state to FILE as river's or scikit-learn's Perceptron: the same
+    weights, intercept, feature order and classes (the averaged weights of an averaged model).
+    The state is the directory's one partition, --partition's, or its initial model (a fit's)."""
+    from stream_perceptron.commands.checkpoint import export
+
+    setup_logging("WARNING")
+    directory = checkpoint_dir
+    if directory is None:
+        directory = Path(settings_from(ctx).checkpoint.dir)
+    click.echo(orjson.dumps(export(directory, to, file, partition)).decode())
 
 
 @checkpoint.command("show")

@@ -14,7 +14,7 @@ DEFAULT_RECORDS, QUICK_RECORDS, DEFAULT_REPEATS, DEFAULT_SEED = 100_000, 10_000,
 KP, KPP, CF = "kafka-python", "kafka-python+process", "confluent-kafka"  # KPP: SP_KAFKA__PRODUCER_PROCESS
 BACKENDS = (KP, KPP, CF)
 SHORT = {KP: "kp", KPP: "kpp", CF: "cf"}  # in topic and group names
-SECTIONS = ("throughput", "memory", "latency", "sizes", "profile")
+SECTIONS = ("throughput", "memory", "latency", "sizes", "events", "profile")  # the last two when asked for
 
 
 @dataclass(frozen=True)

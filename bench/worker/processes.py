@@ -331,9 +331,9 @@ def finish_worker(ctx: Ctx, wp: WorkerProc, n: int, predictions: str, *, timeout
     return result
 
 
-def run_worker(ctx: Ctx, in_topic: str, n: int, predictions: str, label: str, backend: str = KP
-               ) -> dict[str, Any]:
-    wp = start_worker(ctx, in_topic, predictions, label, env_extra=backend_env(backend))
+def run_worker(ctx: Ctx, in_topic: str, n: int, predictions: str, label: str, backend: str = KP,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    wp = start_worker(ctx, in_topic, predictions, label, env_extra={**backend_env(backend), **(env or {})})
     return {**finish_worker(ctx, wp, n, predictions, timeout_s=120 + n / 300), "backend": backend}
 
 

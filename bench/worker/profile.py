@@ -114,6 +114,7 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
 
     import bench.pipe
     from stream_perceptron.codec.outputs import encode_predictions
+    from stream_perceptron.contract import json_object
     from stream_perceptron.kafka.edge import EdgeBase
     from stream_perceptron.kafka.fastpath.append import append_many
     from stream_perceptron.kafka.producer_process import SplitKafkaEdge
@@ -152,6 +153,10 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
         *cf_stages,
         ("decode: simdjson matrix (dense_json)", module("stream_perceptron.codec.dense_json")),
         ("decode (msgspec, validated)", module("stream_perceptron.codec.inputs")),
+        ("decode events: JSON (orjson)", of(json_object)),
+        ("decode events: Avro (schema ids, fastavro)", module("stream_perceptron.codec.avro")),
+        ("decode events: the feature spec (compiled)", module("stream_perceptron.features")),
+        ("decode events: the batch loop (EventDecoder)", module("stream_perceptron.codec.events")),
         ("encode predictions (structs + msgspec)", of(encode_predictions)),
         ("encode other records (statistics, dead letters)", module("stream_perceptron.codec")),
         ("drift detector", module("stream_perceptron.model.drift")),
@@ -307,19 +312,22 @@ def section_profile(ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say,
     out: dict[str, Any] = {"records": n, "input": meta, "backends": {}}
     for b in (b for b in BACKENDS if b in backends):
         with ctx.scope():
-            out["backends"][b] = _profile_backend(ctx, in_topic, n, tools, b, say)
+            out["backends"][b] = profile_backend(ctx, in_topic, n, tools, b, say)
     return out
 
 
-def _profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], backend: str,
-                     say: Say) -> dict[str, Any]:
+def profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], backend: str, say: Say,
+                    env: dict[str, str] | None = None, pipe: bool = True) -> dict[str, Any]:
+    """The worker of ``backend`` (with ``env`` besides) under each of ``tools``; with ``pipe``, the
+    bare pipe of its client under py-spy too."""
     out: dict[str, Any] = {"backend": backend}
+    env = {**backend_env(backend), **(env or {})}
     tag = SHORT[backend]
     if backend == KPP:  # two processes: only py-spy --gil --subprocesses tells each process's GIL apart
         tools = [t for t in tools if t == "pyspy-gil"]
     if "cprofile" in tools:
         prof = ctx.workdir / f"worker-{tag}.prof"
-        wp = start_worker(ctx, in_topic, "all", f"prof-cp-{tag}", env_extra=backend_env(backend),
+        wp = start_worker(ctx, in_topic, "all", f"prof-cp-{tag}", env_extra=env,
                           python_args=["-m", "cProfile", "-o", str(prof)])
         res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
         out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
@@ -329,12 +337,12 @@ def _profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], back
         if spy is None:
             out[tool.replace("-", "_")] = {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}
             return out
-        out.update(_pyspy_pair(ctx, spy, tool, in_topic, n, backend, say))
+        out.update(_pyspy_pair(ctx, spy, tool, in_topic, n, backend, say, env, pipe))
     return out
 
 
-def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str,
-                say: Say) -> dict[str, Any]:
+def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str, say: Say,
+                env: dict[str, str], pipe: bool) -> dict[str, Any]:
     """The worker, then the bare pipe of its client, under py-spy in ``tool``'s mode: summaries
     under ``pyspy`` or ``pyspy_gil`` and ``…_pipe`` (and ``…_child`` for the producer process)."""
     gil, tag, key, mode = tool == "pyspy-gil", SHORT[backend], tool.replace("-", "_"), PYSPY_MODES[tool]
@@ -345,7 +353,7 @@ def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: s
     processes = {key: 1, f"{key}_child": 2} if backend == KPP else {key: 1}
     raw = ctx.workdir / f"worker-{tag}.{tool}.txt"
     wp = start_worker(ctx, in_topic, "all", f"prof-{tool}-{tag}", wrap=[*base, str(raw), "--"],
-                      sample_rss=False, env_extra=backend_env(backend))
+                      sample_rss=False, env_extra=env)
     res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
     out: dict[str, Any] = {
         name: {"run": res, **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"],
@@ -353,6 +361,8 @@ def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: s
         for name, depth in processes.items()
     }
     say(f"  py-spy {mode} worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
+    if not pipe:
+        return out
     raw_pipe = ctx.workdir / f"pipe-{tag}.{tool}.txt"
     t0 = time.time()
     proc, out_topic, log = start_contender(ctx, "bench.pipe", f"prof-pipe-{tag}", in_topic, n,

@@ -112,9 +112,24 @@ def sizes_table(sz: dict[str, Any]) -> Table:
     return headers, rows
 
 
+def events_table(ev: dict[str, Any]) -> Table:
+    """Per backend, hash setting and format: the median rate and CPU per record, and their ratios to
+    the envelope's (of the medians, and repeat by repeat)."""
+    def x(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}x"
+
+    return ["backend", "hash bits", "format", "bytes/rec", "median rec/s", "spread", "runs", "x envelope",
+            "per repeat", "CPU us/rec", "CPU x envelope", "mistakes"], [
+        [r["backend"], r["hash_bits"] or "none", r["format"], f"{ev['input']['mean_bytes'][r['format']]:.0f}",
+         fmt_rate(s["median_rate"]), f"{s.get('spread', 0):.0%}",
+         f"{s['runs']}" + (f" ({s['runs_left_out']} left out)" if s["runs_left_out"] else ""), x(r["ratio"]),
+         ", ".join(map(x, r["per_repeat"])), fmt_value(s["median_cpu_us_per_record"], ".1f"),
+         x(r["cpu_ratio"]), "/".join(map(str, r["mistakes"]))] for r in ev["rows"] for s in [r["summary"]]]
+
+
 def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, key: str = "pyspy") -> str:
     """One backend's py-spy summary (``key``: ``pyspy``, sampled ``--idle``, or ``pyspy_gil``,
-    sampled ``--gil``): the worker by its own stages, then worker and pipe side by side."""
+    sampled ``--gil``): the worker by its own stages, then (if profiled) worker and pipe side by side."""
     ps, pipe, b = entry[key], entry.get(f"{key}_pipe"), entry.get("backend", c.KP)
     run = f"run rate {fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled"
     if ps.get("mode") == "--gil":
@@ -136,9 +151,10 @@ def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, ke
     return "\n\n".join([
         f"PROFILE ({b}): {about}",
         format_table(["category", "seconds", "us/record", "share of processing"], stages, markdown=markdown),
-        f"client-library calls per record, worker vs the bare {b} pipe (same records, same client settings)"
-        + (f"; pipe rate {fmt_rate(pipe['rate'])} rec/s while sampled" if pipe else ""),
-        format_table(["category", "worker us/record", "pipe us/record"], calls, markdown=markdown)])
+        *([f"client-library calls per record, worker vs the bare {b} pipe (same records, same client "
+           f"settings); pipe rate {fmt_rate(pipe['rate'])} rec/s while sampled",
+           format_table(["category", "worker us/record", "pipe us/record"], calls, markdown=markdown)]
+          if pipe else [])])
 
 
 def targets_text(targets: Sequence[dict[str, Any]], markdown: bool = False) -> str:
@@ -190,9 +206,16 @@ def render(report: dict[str, Any], markdown: bool = False) -> str:
                   f"medians of {lat.get('repeats', 1)} interleaved runs", table(latency_table(lat))]
     if sz := report.get("sizes"):
         parts += ["COST AGAINST SIZE (kafka-python, predictions=all; median of runs)", table(sizes_table(sz))]
+    if ev := report.get("events") or {}:
+        parts += [f"EVENTS: the same {ev['input']['n']:,} examples as envelope records and as events through "
+                  "a feature spec of 10 numeric, 3 categorical and 1 list field, predictions=all; medians of "
+                  f"{params['repeats']} interleaved runs; x envelope: over the envelope's, same backend and "
+                  "hash bits", table(events_table(ev), "lrlrrrlrlrrl")]
     prof = report.get("profile") or {}
-    for entry in (prof["backends"][b] for b in c.BACKENDS if b in (prof.get("backends") or {})):
-        parts += [profile_text(entry, prof["records"], markdown, key) for key in PYSPY_KEYS
+    profiled = [(prof["backends"][b], prof["records"]) for b in c.BACKENDS if b in prof.get("backends", {})]
+    profiled += [(e, ev["input"]["n"]) for e in ev.get("profile", {}).values()]
+    for entry, records in profiled:
+        parts += [profile_text(entry, records, markdown, key) for key in PYSPY_KEYS
                   if "categories" in (entry.get(key) or {})]
         if cp := entry.get("cprofile"):
             rows = [[f["what"], f"{f['calls']:,}", f"{f['tottime_s']:.2f}", f"{f['cumtime_s']:.2f}"]

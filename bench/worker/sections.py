@@ -1,10 +1,12 @@
 """The worker benchmark's sections on a broker: throughput (every contender on the same records,
 interleaved), sizes (the kafka-python worker, its pipe and the river loop by the record's size),
-memory (each worker through 100k and 1M records, then each pipe: the long run) and latency (half
-each worker's maximum; p50 / p99 from input to output CreateTime)."""
+memory (each worker through 100k and 1M records, then each pipe: the long run), latency (half
+each worker's maximum; p50 / p99 from input to output CreateTime) and events (the worker on the
+same examples as events through a feature spec and in the envelope format)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import statistics
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker import contenders as c
+from bench.worker import inputs
 from bench.worker import measures as m
 from bench.worker import processes as pr
 from bench.worker.formatting import Say, fmt_rate, fmt_value
@@ -289,3 +292,83 @@ def section_latency(ctx: pr.Ctx, rates: dict[str, float], seconds: float, seed: 
             runs.append({**p, "plan_index": k, "repeat": rep, **res})
     return {"target_rates": rates, "seconds": seconds, "repeats": repeats, "warmup_records": LATENCY_WARMUP,
             "runs": runs, "summary": latency_summaries(plan, runs), "input": meta}
+
+
+EVENT_FORMATS = ("envelope", "json", "avro")
+
+
+def event_env(fmt: str, hash_bits: int | None, registry: str | None) -> dict[str, str]:
+    """A worker's settings for an input format (events: by ``inputs.EVENT_SPEC``) and hash bits."""
+    env = {} if hash_bits is None else {"SP_MODEL__HASH_BITS": str(hash_bits)}
+    if fmt != "envelope":
+        env |= {"SP_INPUT__FORMAT": fmt, **{f"SP_FEATURES__{k.upper()}": v if isinstance(v, str)
+                                            else json.dumps(v) for k, v in inputs.EVENT_SPEC.items()}}
+    return env | ({"SP_REGISTRY__URL": registry} if fmt == "avro" and registry else {})
+
+
+def section_events(ctx: pr.Ctx, n: int, repeats: int, seed: int, say: Say, backends: Sequence[str],
+                   formats: Sequence[str], hash_bits: Sequence[int | None], registry: str | None,
+                   profile: Sequence[str] = ()) -> dict[str, Any]:
+    """Each worker on the same ``n`` examples in each format (the envelope and ``formats``) at each
+    hash setting, every (backend, hash setting, format) once a repeat in an order rotated by the
+    repeat; then each format's worker under the tools in ``profile`` at the first hash setting."""
+    import orjson
+
+    from bench.worker.profile import profile_backend
+    from stream_perceptron.codec.avro import encode_wire
+    from stream_perceptron.kafka.registry import SchemaRegistry
+
+    events, envelopes, meta = inputs.event_records(n, seed=seed + 4)
+    formats = [f for f in EVENT_FORMATS if f in ("envelope", *formats)]
+    topics, meta["mean_bytes"] = {}, {}
+    for fmt in formats:
+        if fmt == "avro":
+            schema = json.dumps(inputs.EVENT_SCHEMA)
+            meta["schema_id"] = sid = SchemaRegistry(registry or "").register(f"{ctx.prefix}-events", schema)
+        values = (envelopes if fmt == "envelope" else [orjson.dumps(e) for e in events] if fmt == "json"
+                  else [encode_wire(sid, schema, e) for e in events])
+        meta["mean_bytes"][fmt] = sum(map(len, values)) / n
+        topics[fmt], _ = ctx.new_input(f"ev-{fmt}-in", values)
+    order = [(b, h, f) for b in backends for h in hash_bits for f in formats]
+    runs = []
+    for rep in range(repeats):
+        for b, h, fmt in c.rotated(order, rep):
+            label = f"ev{rep}-{c.SHORT[b]}-{h}-{fmt}"
+            with ctx.scope():
+                r = pr.run_worker(ctx, topics[fmt], n, "all", label, b, event_env(fmt, h, registry))
+            runs.append({**r, "hash_bits": h, "format": fmt, "repeat": rep})
+            say(f"  repeat {rep + 1}/{repeats} {b:<16} hash bits {h!s:<4} {fmt:<8} {fmt_rate(r['rate']):>9} "
+                f"rec/s, {r['mistakes']} mistakes" + ("" if r["complete"] else "  INCOMPLETE"))
+    out = {"input": meta, "formats": formats, "hash_bits": list(hash_bits), "runs": runs,
+           "rows": event_rows(runs)}
+    for b, fmt in ((b, f) for b in backends for f in formats if profile):
+        with ctx.scope():  # each format's worker under the profilers, at the first hash setting
+            env = event_env(fmt, hash_bits[0], registry)
+            got = profile_backend(ctx, topics[fmt], n, profile, b, say, env, pipe=False)
+            out.setdefault("profile", {})[f"{b} {fmt}"] = {**got, "backend": f"{b}, {fmt} input"}
+    return out
+
+
+def event_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (backend, hash setting, format): the medians of its complete runs (rate, CPU per record),
+    their mistakes, and the ratios to the envelope's of the same backend and hash setting (of the
+    medians, and repeat by repeat)."""
+    groups: dict[tuple[str, int | None, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["backend"], r["hash_bits"], r["format"]), []).append(r)
+    rows = []
+    for (b, h, f), mine in groups.items():
+        envelope = groups.get((b, h, "envelope"), [])
+        s, env = pr.summarize(mine), pr.summarize(envelope)
+        by_repeat = {r["repeat"]: r["rate"] for r in envelope if r.get("complete")}
+        done = [r for r in mine if r.get("complete")]
+        rows.append({"backend": b, "hash_bits": h, "format": f, "summary": s,
+                     "ratio": _over(s["median_rate"], env["median_rate"]),
+                     "cpu_ratio": _over(s["median_cpu_us_per_record"], env["median_cpu_us_per_record"]),
+                     "per_repeat": [_over(r["rate"], by_repeat.get(r["repeat"])) for r in done],
+                     "mistakes": sorted({r.get("mistakes") for r in mine}, key=str)})
+    return rows
+
+
+def _over(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b

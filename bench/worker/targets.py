@@ -1,5 +1,6 @@
-"""The four targets judged from a report: worker ≥ 0.9 × its own client's bare pipe, worker ≥ 3 ×
-the river loop, memory at 1M records within 10% of memory at 100k, p99 ≤ 100 ms at half load."""
+"""The targets judged from a report: worker ≥ 0.9 × its own client's bare pipe, worker ≥ 3 × the
+river loop, memory at 1M records within 10% of memory at 100k, p99 ≤ 100 ms at half load; and
+with the events section, events ≥ 0.6 × the envelope's records/s."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ TARGET_WORKER_OVER_PIPE = 0.9
 TARGET_WORKER_OVER_PEER = 3.0
 TARGET_MEMORY_GROWTH = 0.10  # RSS after 1M records within 10% of RSS after 100k
 TARGET_P99_MS = 100.0  # at half of the worker's own maximum rate
+TARGET_EVENTS_OVER_ENVELOPE = 0.6  # the same examples, at the first hash setting measured
 # per backend, the pipe beside its bare one that the worker is also shown against, and its name
 _SHOWN_AGAINST = {c.KP: (c.PIPE_KP_APPEND, "the pipe appending a poll at once, as the worker does"),
                   c.CF: (c.PIPE_CF_CODEC, "the pipe with the worker's codec, fixed model")}
@@ -94,6 +96,12 @@ def evaluate_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             out.append(target_check(f"p99 latency <= {TARGET_P99_MS:g} ms at half load", run["backend"],
                                     run["latency"]["p99_ms"], TARGET_P99_MS, higher_is_better=False,
                                     detail=detail))
+    ev, goal = report.get("events") or {}, TARGET_EVENTS_OVER_ENVELOPE
+    for r in ev.get("rows", []):
+        if r["format"] != "envelope" and r["hash_bits"] == ev["hash_bits"][0]:
+            each = ", ".join(_apart(v, goal, 2) for v in r["per_repeat"])
+            out.append(target_check(f"{r['format']} events >= {goal:g} x the envelope", r["backend"],
+                                    r["ratio"], goal, detail=f"hash bits {r['hash_bits']}, runs {each}"))
     return out
 
 

@@ -10,7 +10,7 @@ the path.
 >>> d.xs, d.ys, d.ids, d.rows, d.echo
 ([{'n': 2.0}], [0], [1], [0], [{'id': 1}])
 >>> d.labels, d.rejected
-({1: LabelRecord(id=1, y=1)}, {2: "n: expected a number or a boolean, got string 'x'"})
+({1: LabelRecord(id=1, y=1)}, {2: 'n: expected a number or a boolean, got string "x"'})
 """
 
 from __future__ import annotations

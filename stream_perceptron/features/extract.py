@@ -21,11 +21,12 @@ LabelEvent(id='p1', y=1)
 >>> extractor.event({"id": "p2", "amount": "12"}, Standardizer())
 Traceback (most recent call last):
 ...
-stream_perceptron.errors.DecodeError: amount: expected a number or a boolean, got string '12'
+stream_perceptron.errors.DecodeError: amount: expected a number or a boolean, got string "12"
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -69,8 +70,12 @@ class Bounds:
 
 
 def shown(value: Any) -> str:
-    """``value`` as a reason quotes it: its repr, cut to 60 characters."""
-    text = repr(value)
+    """``value`` as a reason quotes it: as JSON writes it (``true``, ``"card"``), or its repr where
+    JSON has no spelling (Avro's bytes), cut to 60 characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
@@ -244,4 +249,4 @@ def _member(value: Any, values: tuple[LabelValue, ...]) -> bool:
 
 
 def _listed(values: tuple[LabelValue, ...]) -> str:
-    return ", ".join(map(repr, values)) or "none"
+    return ", ".join(map(shown, values)) or "none"

@@ -8,14 +8,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, TopicAlreadyExistsError, for_code
 
 from stream_perceptron.errors import KafkaAuthError, KafkaEdgeError
-from stream_perceptron.kafka.config import check_reachable, describe, path_text, reveal, servers, servers_text
+from stream_perceptron.kafka.config import (
+    certificate_refused,
+    check_reachable,
+    describe,
+    path_text,
+    reveal,
+    servers,
+    servers_text,
+)
 from stream_perceptron.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -74,7 +82,21 @@ def client_config(kafka: KafkaSettings) -> dict[str, Any]:
     return config
 
 
-_SECURITY_CAUSE = re.compile(r"sasl|authenticat|ssl|certificate|handshake", re.IGNORECASE)
+# kafka-python's words for a login the broker refused (the broker's reason follows the last
+# error name), for a mechanism it does not offer, for a certificate it refused (OpenSSL's
+# reason) and for another TLS failure
+_SASL_REFUSED = re.compile(r"SaslAuthenticationFailedError: (?!.*SaslAuthenticationFailedError: )(.*)")
+_SASL_UNOFFERED = re.compile(r"SaslHandshake failed: .*|does not support \S+ sasl mechanism.*")
+_CERTIFICATE_REFUSED = re.compile(
+    r"\[SSL: CERTIFICATE_VERIFY_FAILED\] certificate verify failed: (.*?)(?: \(_ssl\.c:\d+\))?\)?$")
+_TLS_FAILED = re.compile(r"\[SSL: \w+\] .*?(?=(?: \(_ssl\.c:\d+\))?\)?$)")
+# A connection the broker closed after its ApiVersions answer (the client knows the broker's
+# version) and before the client said it was connected: with SASL, during the login. Apache
+# Kafka answers a refused login, then closes; kafka-python 3.0.12 drops what it read when the
+# close comes in the same read, so the broker's reason can be missing from its lines.
+_CLOSED_AFTER_VERSIONS = re.compile(
+    r"<KafkaConnection [^>]*broker_version=\(\d[^)]*\)[^>]*>: Connection lost: KafkaConnectionError:"
+    r" socket disconnected")
 
 
 class _ClientErrors(logging.Handler):
@@ -89,6 +111,46 @@ class _ClientErrors(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+def security_failure(kafka: KafkaSettings, messages: Sequence[str]) -> str | None:
+    """One line for the last refused login or TLS failure that kafka-python's ERROR
+    ``messages`` name (None if none does): a refused login names the user and mechanism and the
+    broker's reason; a TLS failure, the CA file and the host name checked. Lines that merely
+    follow such a failure (``socket disconnected``, a timeout) name nothing, but with SASL a
+    connection the broker closed during the login, where no line names a reason, is taken for a
+    refused login.
+
+    >>> kafka = KafkaSettings(bootstrap_servers="kafka:9093", security_protocol="SASL_SSL",
+    ...                       sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p")
+    >>> said = security_failure(kafka, [
+    ...     "<KafkaConnection node_id=bootstrap-0 (disconnected)>: Connection lost: [Error 58]"
+    ...     " SaslAuthenticationFailedError: SaslAuthenticationFailedError: Authentication failed:"
+    ...     " Invalid username or password",
+    ...     "<KafkaSSLTransport [127.0.0.1:9093<-1]>: Abort (KafkaConnectionError: socket disconnected)"])
+    >>> print(said.removeprefix("Kafka at kafka:9093 refused the connection: "))
+    SASL authentication failed (mechanism PLAIN, user u): Authentication failed: Invalid username or password
+    """
+    for message in reversed(messages):
+        if certificate := _CERTIFICATE_REFUSED.search(message):
+            return certificate_refused(kafka, servers_text(kafka), certificate.group(1))
+        if tls := _TLS_FAILED.search(message):
+            return f"TLS with Kafka at {servers_text(kafka)} failed: the handshake failed: {tls.group(0)}"
+        sasl = _SASL_REFUSED.search(message) or _SASL_UNOFFERED.search(message)
+        if sasl:
+            reason = sasl.group(1) if sasl.re is _SASL_REFUSED else sasl.group(0)
+            if message.endswith(")") and reason.count(")") > reason.count("("):
+                reason = reason[:-1]  # the close of kafka-python's "Abort (...)"
+            return _login_refused(kafka, reason)
+    if kafka.security_protocol.startswith("SASL") and any(map(_CLOSED_AFTER_VERSIONS.search, messages)):
+        return _login_refused(kafka, "the broker closed the connection during the login, its reason"
+                                     " unread by the client")
+    return None
+
+
+def _login_refused(kafka: KafkaSettings, reason: str) -> str:
+    return (f"Kafka at {servers_text(kafka)} refused the connection: SASL authentication failed"
+            f" (mechanism {kafka.sasl_mechanism}, user {kafka.sasl_username}): {reason}")
+
+
 @contextlib.contextmanager
 def explained(kafka: KafkaSettings) -> Iterator[None]:
     """Turn a failed connection whose cause was authentication or TLS into :class:`KafkaAuthError`."""
@@ -98,17 +160,12 @@ def explained(kafka: KafkaSettings) -> Iterator[None]:
     try:
         yield
     except KafkaEdgeError as exc:
-        cause = next((m for m in reversed(handler.messages) if _SECURITY_CAUSE.search(m)), None)
-        if cause is None or isinstance(exc, KafkaAuthError):
+        if isinstance(exc, KafkaAuthError):
             raise
-        what = (
-            f"SASL authentication failed (mechanism {kafka.sasl_mechanism}, user {kafka.sasl_username})"
-            if kafka.security_protocol.startswith("SASL")
-            else "the TLS handshake failed"
-        )
-        raise KafkaAuthError(
-            f"Kafka at {servers_text(kafka)} refused the connection: {what}: {cause[:300]}"
-        ) from None
+        said = security_failure(kafka, handler.messages)
+        if said is None:
+            raise
+        raise KafkaAuthError(said[:600]) from None
     finally:
         logger.removeHandler(handler)
 

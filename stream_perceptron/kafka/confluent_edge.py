@@ -37,12 +37,13 @@ Differences from the kafka-python edge (same contract otherwise):
 * :meth:`~ConfluentEdge.commit` outside a rebalance callback returns at once: librdkafka
   sends it, and its result comes back on a later poll (a failure is a warning) or in
   :meth:`~ConfluentEdge.close`, which waits for it. librdkafka's synchronous commit has no
-  timeout, and held the worker's loop for as long as the coordinator was frozen
-  (``docs/reliability.md`` D56). kafka-python's commit waits, ``request_timeout_ms`` an
+  timeout: it would hold the worker's loop for as long as the coordinator is frozen (row 3d
+  of ``docs/reliability.md``). kafka-python's commit waits, ``request_timeout_ms`` an
   attempt.
 * :meth:`~ConfluentEdge.close` leaves librdkafka's close behind once no callback has run in it
   for 2 × ``request_timeout_ms``: with a commit in flight and the broker frozen it would wait
-  until the broker is back (D58). kafka-python's close has no commit in flight to wait for.
+  until the broker is back (row 3f of ``docs/reliability.md``). kafka-python's close has no
+  commit in flight to wait for.
 * :meth:`~ConfluentEdge.send` blocks only while librdkafka's local queue is full (at most
   :data:`~.edge.PRODUCER_MAX_BLOCK_MS` per attempt), never for metadata: a record
   for a topic that does not exist fails at delivery and :meth:`~ConfluentEdge.flush`
@@ -131,7 +132,7 @@ _PREFETCH_BACKOFF_MS = 10
 # Serve the producer's events (failed deliveries, errors, logs) every this many sends.
 _PRODUCER_POLL_EVERY = 1_000
 
-# How often close() looks at the consumer's close running on its own thread (D58).
+# How often close() looks at the consumer's close running on its own thread.
 _CLOSE_WAIT_STEP_S = 0.05
 
 # Errors a retry may cure (librdkafka flags few of them ``retriable()``).
@@ -263,6 +264,27 @@ def _describe(exc: BaseException) -> str:
         return _describe_error(err)
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _security_words(kafka: KafkaSettings, err: KafkaError) -> str:
+    """What a TLS failure or a refused login involves, to put before librdkafka's words (whose
+    own name for a certificate that does not name its broker is only "could not be verified").
+
+    >>> kafka = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u")
+    >>> _security_words(kafka, KafkaError(KafkaError._AUTHENTICATION))
+    'SASL authentication failed (mechanism PLAIN, user u): '
+    >>> print(_security_words(kafka, KafkaError(KafkaError._SSL)) + "…")
+    TLS failed (SP_KAFKA__SSL_CAFILE not set; host name checked: the broker's): …
+    """
+    if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        return f"SASL authentication failed (mechanism {kafka.sasl_mechanism}, user {kafka.sasl_username}): "
+    if err.code() == KafkaError._SSL:
+        cafile = ("SP_KAFKA__SSL_CAFILE not set" if kafka.ssl_cafile is None
+                  else f"SP_KAFKA__SSL_CAFILE={kafka.ssl_cafile}")
+        checked = ("the broker's" if kafka.ssl_check_hostname
+                   else "none, SP_KAFKA__SSL_CHECK_HOSTNAME=false")
+        return f"TLS failed ({cafile}; host name checked: {checked}): "
+    return ""
 
 
 def _refused_after_a_rebalance(err: KafkaError) -> bool:
@@ -439,7 +461,7 @@ class ConfluentEdge(EdgeBase):
         return producer
 
     def _close_consumer(self, consumer: Consumer) -> None:
-        """``consumer.close()``, left behind once it outlasts its bound (D58).
+        """``consumer.close()``, left behind once it outlasts its bound.
 
         librdkafka's close has no timeout, and with a commit in flight and the coordinator not
         answering it waits until the broker is back, however long that is (librdkafka #3740).
@@ -750,8 +772,8 @@ class ConfluentEdge(EdgeBase):
         comes back on a later :meth:`poll`, or in :meth:`close` (librdkafka's close waits for
         the commits in flight), and a failure is logged as a warning
         (:meth:`_on_commit`). librdkafka's synchronous commit has no timeout: while the
-        coordinator is frozen it would hold the worker's loop for as long
-        (``docs/reliability.md`` D56). Either way, if the group has rebalanced meanwhile (the
+        coordinator is frozen it would hold the worker's loop for as long (row 3d of
+        ``docs/reliability.md``). Either way, if the group has rebalanced meanwhile (the
         commit is refused for the old generation) a warning is logged instead: the partitions
         are being reassigned and the next poll rejoins.
         """
@@ -906,14 +928,16 @@ class ConfluentEdge(EdgeBase):
 
     def _client_error(self, client: str, err: KafkaError) -> None:
         # librdkafka logs connection failures itself (throttled by the log bridge); wrong
-        # credentials are retried too (they may be rotated) but deserve an error line
+        # credentials and a refused certificate are retried too (they may be rotated) but
+        # deserve an error line that says which settings are involved
         if err.code() == KafkaError._TRANSPORT:
             level = logging.DEBUG
-        elif err.code() in _CONSUME_FATAL:
+        elif err.code() in _CONSUME_FATAL or err.code() == KafkaError._SSL:
             level = logging.ERROR
         else:
             level = logging.WARNING
-        self._log_throttled(level, (client, err.code()), "Kafka %s: %s", client, _describe_error(err))
+        self._log_throttled(level, (client, err.code()), "Kafka %s: %s%s", client,
+                            _security_words(self._kafka, err), _describe_error(err))
 
     def _log_throttled(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
         line = fmt % args
@@ -928,7 +952,7 @@ class ConfluentEdge(EdgeBase):
         for _, (level, line), others in self._throttle.overdue(every=every):
             _log_counted(level, line, others, late=True)
 
-    def log_held(self) -> None:
+    def log_suppressed(self) -> None:
         """librdkafka's lines and this edge's own, still held back: all written, with counts."""
         self._log_overdue(every=True)
 

@@ -171,7 +171,7 @@ class Edge(Protocol):
     Its constructor takes ``heartbeat``, called before each attempt of a flush, commit or send
     that retries, so the caller can tell a worker waiting on a slow broker from one that hangs,
     and ``stopping``, asked before a flush retries: when it answers True the flush gives up at
-    once, for a caller about to stop that flushes once more itself. ``log_held`` writes the
+    once, for a caller about to stop that flushes once more itself. ``log_suppressed`` writes the
     client's log lines the edge still suppresses (with their counts), from any thread: for a
     process about to end without :meth:`close`.
 
@@ -206,7 +206,7 @@ class Edge(Protocol):
     def assignment(self) -> list[Partition]: ...
     def highwater(self, topic: str, partition: int) -> int | None: ...
     def close(self) -> None: ...
-    def log_held(self) -> None: ...
+    def log_suppressed(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +325,7 @@ class EdgeBase:
     def _init_client_state(self) -> None:
         """The subclass's own fields (its clients are built later, by ``start``)."""
 
-    def log_held(self) -> None:
+    def log_suppressed(self) -> None:
         """Write the client's log lines still held back, with their counts (each edge knows
         where its client's lines are held)."""
 
@@ -358,7 +358,7 @@ class EdgeBase:
             if self._unsent:
                 self._log.error("closed with %d undelivered records", len(self._unsent))
                 self._unsent = []
-        self.log_held()
+        self.log_suppressed()
         self._log.info("kafka edge closed")
 
     def _close_consumer(self, consumer: Any) -> None:

@@ -313,7 +313,7 @@ class _Child:
             self.serve(parent)
         except Exception as exc:  # the worker raises it from its next call, as one line
             log.debug("producer process failed", exc_info=True)
-            self.edge.log_held()  # while the worker waits: its last line comes after
+            self.edge.log_suppressed()  # while the worker waits: its last line comes after
             self.reply("x", f"the producer process failed: {KafkaEdge._describe(exc)}")
             sys.exit(1)
 
@@ -362,7 +362,7 @@ class _Child:
             edge._close_producer(producer, graceful=message[1])
             # its client's lines held back, while the worker waits for this reply: never once
             # the worker is gone, whose last line must stay last
-            edge.log_held()
+            edge.log_suppressed()
             self.reply("c")
             return True
         return False

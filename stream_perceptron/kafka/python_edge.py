@@ -215,7 +215,7 @@ class KafkaEdge(EdgeBase):
         self._appends, self._fast_paths["append"] = refusal is None, refusal
         return producer
 
-    def log_held(self) -> None:
+    def log_suppressed(self) -> None:
         """kafka-python's lines still held back: its loggers' lines are held by the filter on
         the CLI's log handler (:class:`stream_perceptron.logs.RepeatedClientLines`)."""
         report_suppressed()

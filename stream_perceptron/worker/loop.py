@@ -449,7 +449,7 @@ class Worker:
         whole or not at all, so the last one stands and a restart processes the records after
         it again."""
         try:  # the client's lines held back in the last minute: nothing runs after this
-            self.edge.log_held()
+            self.edge.log_suppressed()
         except Exception:  # noqa: S110 - the line and the exit below matter more than the counts
             pass
         try:

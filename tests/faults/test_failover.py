@@ -41,9 +41,9 @@ pytestmark = [pytest.mark.faults, pytest.mark.filterwarnings(f"ignore:{_REFUSED}
 
 
 @pytest.fixture(autouse=True)
-def _refused_sockets_finalized() -> Iterator[None]:
+def _refused_sockets_finalized(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     yield
-    collect_garbage_except(_REFUSED_SOCKET)
+    collect_garbage_except(_REFUSED_SOCKET, caplog)
 
 
 RECORDS = 16_000

@@ -53,7 +53,10 @@ def test_the_walkthrough_has_its_three_blocks_and_the_six_variables():
     assert [ln.split()[1] for ln in commands.splitlines() if ln.strip()] == ["produce", "run", "checkpoint"]
     prose = " ".join(_prose(PAGE.read_text()))
     assert "The bootstrap host must be a name in the broker's certificate" in prose
-    assert "Hostname mismatch, certificate is not valid for" in prose
+    assert ("stream-perceptron: TLS with Kafka at vm:33313 failed: the name 'vm' is not in the broker's"
+            " certificate (SP_KAFKA__SSL_CAFILE=") in prose
+    assert ("host name checked: 'vm'): certificate verify failed: Hostname mismatch, certificate is not"
+            " valid for 'vm'.") in prose
 
 
 def _loopback_alias() -> str | None:
@@ -116,7 +119,7 @@ def test_the_secured_walkthrough_runs_as_written(tmp_path):
     """The launcher's secured broker, the six variables, 2,000 records produced into two
     partitions, a worker over SASL_SSL until caught up (exit 0), both partitions' states shown;
     and with a name of this machine that the certificate does not hold, the worker stops with
-    exit 2 and the page's one line."""
+    exit 2 and the page's one line, at once."""
     reason = jars.why_not()
     if reason is not None:
         _no_apache_kafka(reason)
@@ -141,7 +144,12 @@ def test_the_secured_walkthrough_runs_as_written(tmp_path):
                           "stream-perceptron run --until-caught-up\n", tmp_path, 120)
             ours = [ln for ln in wrong.stderr.splitlines() if ln.startswith("stream-perceptron:")]
             assert wrong.returncode == 2, (wrong.returncode, wrong.stderr[-3000:])
-            assert len(ours) == 1 and f"Kafka at {alias}:{port}" in ours[0], ours
-            assert f"Hostname mismatch, certificate is not valid for '{alias}'" in ours[0], ours
+            assert len(ours) == 1, ours
+            ca_file = f"{printed['dir']}/tls/ca.pem"
+            assert ours[0] == (
+                f"stream-perceptron: TLS with Kafka at {alias}:{port} failed: the name '{alias}' is not"
+                f" in the broker's certificate (SP_KAFKA__SSL_CAFILE={ca_file}; host name checked:"
+                f" '{alias}'): certificate verify failed: Hostname mismatch, certificate is not valid"
+                f" for '{alias}'."), ours
     finally:
         _stop(proc)

@@ -191,6 +191,15 @@ def test_fit_checkpoint_and_health_run_with_worker_alone(tmp_path):
     assert probed.returncode == 1 and probed.stdout.startswith("not ok"), probed.stderr[-3000:]
 
 
+def test_features_reports_on_a_file_with_worker_alone():
+    """fastavro, for Avro events, is in [worker]: the command needs no other extra."""
+    done = command("features", "docs/examples/payments.jsonl", refused=BESIDES_WORKER, env={
+        "SP_INPUT__FORMAT": "json", "SP_FEATURES__SPEC": "docs/examples/payments.toml"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith('line 1: example, label -1 (false), id "pay-1001"')
+    assert "8 events read: 5 examples" in done.stdout
+
+
 def test_the_extras_table_holds_what_pyproject_lists():
     """Each extra's packages in stream_perceptron/extras.py are the packages pyproject.toml gives
     that extra (pysimdjson aside: without it msgspec decodes every record)."""

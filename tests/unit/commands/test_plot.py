@@ -3,12 +3,19 @@ curve sums the partitions' newest records; a long history is thinned evenly with
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PIL import Image
 
-from stream_perceptron.commands.plot import Thinned, group_curve, plot_partitions, plot_stats
-from stream_perceptron.commands.series import group_figures
+from stream_perceptron.codec.outputs import decode, encode
+from stream_perceptron.commands.plot import PLOTTED, Thinned, group_curve, plot_partitions, plot_stats
+from stream_perceptron.commands.series import group_figures, is_stats_record
+from stream_perceptron.commands.watch import _History
 from stream_perceptron.errors import OutputError
+from stream_perceptron.model.learner import Learner
+from stream_perceptron.model.perceptron import Perceptron
+from stream_perceptron.model.stats import RunningStats
+from stream_perceptron.sources import open_source
 
 ROWS = [{"seen": i, "labeled": i, "mistake_rate": 1 / i, "window_mistake_rate": 1 / i,
          "ewma_mistake_rate": 1 / i, "margin_min": 0.1 * i} for i in range(1, 6)]
@@ -26,6 +33,21 @@ def test_a_path_under_a_file_is_an_output_error(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(OutputError, match=r"^cannot write the plot to .*a-file/x\.png: "):
         plot_stats(ROWS, tmp_path / "a-file" / "x.png")
+
+
+def test_plot_keeps_of_a_statistics_record_only_the_fields_it_draws():
+    # a statistics record as a worker publishes it (held whole, a week of them took gigabytes: D41)
+    stream = list(open_source("separable:d=20,gamma=0.05,n=2000,seed=1,noise=0.02"))
+    learner = Learner(Perceptron(), RunningStats(window=1000, ewma_alpha=0.01))
+    learner.step(np.array([x for x, _ in stream]), np.array([y for _, y in stream], dtype=np.int8))
+    record = decode(encode({**learner.stats.snapshot(), "updates": learner.model.mistakes, "ts": 1.0,
+                            "offsets": {"examples": {"0": 2000}}, "client_id": "worker-1"}))
+    assert is_stats_record(record)
+    history = _History(Thinned(10))
+    history.add(record)
+    (kept,) = history.labeled.kept()
+    assert set(kept) == set(PLOTTED) < set(record) and kept["seen"] == 2000
+    assert history.records == 1 and history.latest_ts == 1.0
 
 
 def _items(n: int) -> list[dict[str, int]]:

@@ -59,14 +59,14 @@ def test_an_event_without_its_label_is_unlabeled():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"payment": {**PAYMENT["payment"], "amount": "120"}},
-     "payment.amount: expected a number or a boolean, got string '120'"),
+     'payment.amount: expected a number or a boolean, got string "120"'),
     ({"payment": {**PAYMENT["payment"], "amount": -3.0}},
      "payment.amount: log1p of -3.0 is not defined (the value must be greater than -1)"),
     ({"user": {**PAYMENT["user"], "segments": ["web", 2.5]}},
      "user.segments: a category is a string, an integer or a boolean, got float 2.5"),
-    ({"note": ["not", "text"]}, "note: text is a string, got array ['not', 'text']"),
+    ({"note": ["not", "text"]}, 'note: text is a string, got array ["not", "text"]'),
     ({"outcome": {"fraud": "maybe"}},
-     "outcome.fraud: 'maybe' is neither a positive (True) nor a negative (False) value"),
+     'outcome.fraud: "maybe" is neither a positive (true) nor a negative (false) value'),
     ({"payment": {**PAYMENT["payment"], "id": {"nested": 1}}},
      "payment.id: an id is a string or an integer, got object"),
     ({"user": {**PAYMENT["user"], "id": [1]}},

@@ -41,7 +41,7 @@ class _OneInputPartition:
     def seek(self, topic, partition, offset):
         pass
 
-    def log_held(self):
+    def log_suppressed(self):
         pass
 
 
@@ -502,7 +502,7 @@ def test_a_shutdown_past_its_deadline_says_so_and_exits_1(tmp_path, monkeypatch,
     # would, but with a line that says what it was waiting for and where a restart resumes.
     w, edge, exits = _hanging_shutdown(tmp_path, monkeypatch, 0.3)
     reported: list[int] = []  # the held-back client lines, written before the exit skips the CLI's
-    edge.log_held = lambda: reported.append(len(exits))  # type: ignore[method-assign]
+    edge.log_suppressed = lambda: reported.append(len(exits))  # type: ignore[method-assign]
     started = time.monotonic()
     w.run()
     assert reported[0] == 0  # before the exit
@@ -659,7 +659,7 @@ def test_a_shutdown_past_its_deadline_exits_even_if_its_last_lines_fail(tmp_path
     def broken_edge_logging():
         raise RuntimeError("a client that cannot say what it held back")
 
-    edge.log_held = broken_edge_logging  # type: ignore[method-assign]
+    edge.log_suppressed = broken_edge_logging  # type: ignore[method-assign]
     w.run()
     assert [code for code, _ in exits] == [1]
     assert "shutdown not done" in caplog.text

@@ -94,9 +94,9 @@ def test_bad_events_are_dead_letters_naming_the_path_and_good_ones_are_predicted
     good = _events(3)
     bad = [
         ({**good[0], "payment": {**good[0]["payment"], "amount": "lots"}},
-         "payment.amount: expected a number or a boolean, got string 'lots'"),
+         'payment.amount: expected a number or a boolean, got string "lots"'),
         ({**good[0], "outcome": {"fraud": "perhaps"}},
-         "outcome.fraud: 'perhaps' is neither a positive (True) nor a negative (False) value"),
+         'outcome.fraud: "perhaps" is neither a positive (true) nor a negative (false) value'),
         ({**good[0], "user": {**good[0]["user"], "segments": [{"a": 1}]}},
          "user.segments: a category is a string, an integer or a boolean, got object"),
     ]
