@@ -271,6 +271,7 @@ class Mixer:
                 st.mix_wait = wait = MixWait(now, offset)
                 self._waiting[st.key] = st
                 self._write(st, own, offset)  # what the others wait for
+            wait.remote = any(q not in local for q in blocking)
             if now - wait.since < self._mix.max_wait_s:
                 return False
             st.mix_excused.update({q: versions.get(q, 0) for q in blocking})
@@ -341,10 +342,11 @@ class Mixer:
     def release(self, held: Mapping[Partition, PartitionState], *, follow: bool = False) -> None:
         """Make the mixing point of each waiting partition that nothing holds back any more (or
         whose wait ran out) and resume its records; ``follow``: read the model topic first (the
-        states of other workers' partitions)."""
+        states of other workers' partitions), if a partition of another worker holds one back
+        (this worker's own states are in the index as it writes them)."""
         if not self._waiting:
             return
-        if follow:
+        if follow and any(st.mix_wait is not None and st.mix_wait.remote for st in self._waiting.values()):
             self._follow()
         for key, st in list(self._waiting.items()):
             wait = st.mix_wait

@@ -58,11 +58,14 @@ def holding(version: int, own: int, versions: Mapping[int, int], local: Mapping[
 @dataclass
 class MixWait:
     """A partition waiting at its mixing point: since when (monotonic seconds), at which input
-    offset (the next record's), and whether its records are paused through the edge."""
+    offset (the next record's), whether its records are paused through the edge, and whether a
+    partition of another worker holds it back (``remote``: then only the model topic tells when
+    that partition has moved)."""
 
     since: float
     offset: int
     held: bool = False
+    remote: bool = False
 
 
 __all__ = ["MixWait", "holding"]

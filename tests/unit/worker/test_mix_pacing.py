@@ -256,3 +256,27 @@ def test_a_state_stored_while_its_partition_waited_replays_the_logged_mix_withou
     assert st.learner.model.weights.tobytes() == ran.learner.model.weights.tobytes()
     assert st.mix.version == ran.mix.version == 3 and not st.mix.overdue
     assert [v for t, _, v in edge2.sent if t == "predictions"] == [v for v in sent if v["offset"] >= EVERY]
+
+
+def test_a_wait_reads_the_model_topic_again_only_for_another_workers_partition(tmp_path):
+    """This worker's own states are in its index as it writes them: waiting for one of its own
+    partitions, the loop's release reads nothing; for another worker's, it reads what came."""
+    data = _stream(2, 2 * EVERY, seed=5)
+    log: list = []
+    edge = LogEdge(_logs(data), EVERY, order=lambda: [0, 1], one=True)
+    w = _worker(tmp_path, edge, log=log, max_staleness=0)
+    topic, reads = w.mixer._reader(), []
+    newer = topic.newer
+    topic.newer = lambda: reads.append(1) or newer()  # type: ignore[method-assign]
+    _drain(w, edge, rounds=1)  # in[0] to its first mixing point; in[1], polled next, holds it back
+    st = w.partitions.assigned[("in", 0)]
+    assert w.mixer.waiting(st) and not st.mix_wait.remote
+    before = len(reads)
+    w.mixer.release(w.partitions.assigned, follow=True)
+    assert len(reads) == before and w.mixer.waiting(st)
+    _remote(log, 2, 0)  # in[2], another worker's, claimed and behind: read at in[1]'s point
+    _drain(w, edge, rounds=2)  # in[1] to its point, waits for in[2]; in[0] too, now
+    assert w.mixer.waiting(st) and st.mix_wait.remote
+    before = len(reads)
+    w.mixer.release(w.partitions.assigned, follow=True)
+    assert len(reads) == before + 1
