@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             run = one_run(ctx, side, store, args.backend, workers, mix, args.partitions, values)
             run["repeat"] = k
             runs.append(run)
-            print(f"  {k} {side} {store} {workers} worker(s), mix {mix}: {fmt_value(run['rate'], ',.0f')} "
+            print(f"  {k} {side} {store} {workers} worker(s), E, s {mix}: {fmt_value(run['rate'], ',.0f')} "
                   f"predictions/s, {fmt_value(run['cpu_us_per_record'], '.1f')} CPU us/record, "
                   f"{run['mixing_points']} mixing points, paused {run['paused_s']:.1f} s",
                   file=sys.stderr, flush=True)
