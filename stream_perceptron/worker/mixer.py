@@ -237,7 +237,8 @@ class Mixer:
         this worker holds): adopt the logged mix in a replay; else, once no partition holds it
         back (or its wait ran out), publish its state and adopt the mix of the newest states.
         False while it waits: its state is published (once) and the point stays to make, by
-        :meth:`release` or by the next batch of the partition."""
+        :meth:`release` or by the next batch of the partition; False too, with ``st.fenced`` set,
+        when the model topic shows a later claim of the partition (:meth:`_claimed_since`)."""
         ml, model = st.mix, st.learner.model
         assert ml is not None
         if model.n_names and model.hash_bits is None:
@@ -256,6 +257,8 @@ class Mixer:
         own = self._published(st, offset, version)
         if wait is None:
             self._follow()  # the newest states, once per mixing point (then by release())
+        if self._claimed_since(st, offset):
+            return False
         versions = self._versions(st.topic, held)
         local = {q.partition: self._busy(q) for q in held.values() if q.topic == st.topic and not q.fenced}
         count = max([self._inputs.get(st.topic, 0), *(p + 1 for p in (*versions, *local))])
@@ -301,6 +304,22 @@ class Mixer:
                                    overdue=overdue)
         if wait is not None:
             self._end_wait(st, resume=True)
+        return True
+
+    def _claimed_since(self, st: PartitionState, offset: int) -> bool:
+        """Whether the model topic shows a later claim of ``st``'s partition than this worker's:
+        then another worker owns it, and this one, a zombie, stops at the mixing point (no mix,
+        no record, no stored state: ``st.fenced``), as a save the directory store refuses does."""
+        ours = self._epochs.get((st.topic, st.partition), st.epoch)
+        theirs = self._index.epoch(st.topic, st.partition)
+        if theirs <= ours:
+            return False
+        st.fenced = True
+        log.warning("%s: the model topic shows claim %d of it, later than this worker's %d: this worker"
+                    " stops at its mixing point at offset %d and leaves it to its new owner",
+                    st.name, theirs, ours, offset)
+        if st.mix_wait is not None:
+            self._end_wait(st, resume=False)
         return True
 
     def _versions(self, topic: str, held: Mapping[Partition, PartitionState]) -> dict[int, int]:

@@ -139,7 +139,7 @@ class BatchProcessor:
         if self._mixer.due(st):  # a mixing point waited for, or stored, before this batch
             assert st.next_offset is not None
             if not self._mixer.point(st, st.next_offset, self._partitions.assigned):
-                return 0
+                return n if st.fenced else 0
         dead_before = self._counters.dead_letters
         if self._events is None:
             decoded = self._decoder.decode_many(batch.values, batch.keys)
@@ -188,9 +188,11 @@ class BatchProcessor:
         return n
 
     def _point(self, st: PartitionState, batch: Batch, offset: int) -> None:
-        """``st``'s mixing point before ``offset`` in ``batch``: where it waits, it is the
-        batch's end (:meth:`Mixer.piece` cuts batches so)."""
-        if not self._mixer.point(st, offset, self._partitions.assigned) and offset <= batch.offsets[-1]:
+        """``st``'s mixing point before ``offset`` in ``batch``: where it waits, or stops as the
+        partition's claim has passed to another worker, it is the batch's end
+        (:meth:`Mixer.piece` cuts batches so)."""
+        if not self._mixer.point(st, offset, self._partitions.assigned) and not st.fenced \
+                and offset <= batch.offsets[-1]:
             raise RuntimeError(f"{st.name} waits at its mixing point {offset} inside a batch to"
                                f" {batch.offsets[-1]}: batches end at mixing points")
 
