@@ -10,7 +10,7 @@ and imports without pandas, and a caller who never passes a pandas object never 
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,6 @@ def series(values: npt.NDArray[Any], like: Any, name: Hashable) -> Any:
     return _pandas().Series(values, index=like.index, name=name)
 
 
-def frame(values: npt.NDArray[np.float64], like: Any, columns: tuple[Any, Any]) -> Any:
-    """A two-column matrix as a DataFrame on the index of ``like``, its columns named."""
+def frame(values: npt.NDArray[np.float64], like: Any, columns: Sequence[Any]) -> Any:
+    """A matrix as a DataFrame on the index of ``like``, its columns named."""
     return _pandas().DataFrame(values, index=like.index, columns=list(columns))

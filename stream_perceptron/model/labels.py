@@ -8,8 +8,8 @@ never by 0.
 
 * **Without class names**, a label is signed by the input contract's rule
   (:func:`~stream_perceptron.contract.label_sign`): ``True`` and ``1`` are +1; ``False``, ``0``
-  and ``-1`` are −1: **0 is the negative class**. Any other label (a string, 2) is refused with a
-  :class:`ValueError` that says to name the classes.
+  and ``-1`` are −1: **0 is the negative class**. Any other label (a string, 2) raises
+  :class:`NotBinaryLabel`, on which the perceptron becomes K-class.
 * **With class names** ``(negative, positive)``, those two labels are the only ones taken (by
   equality, as a dict finds a key: ``True`` is ``1``); any other is refused, so a stream of other
   labels cannot be learned silently as one class.
@@ -66,6 +66,17 @@ def check_classes(classes: Any) -> tuple[Any, Any] | None:
     return negative, positive
 
 
+class NotBinaryLabel(ValueError):
+    """A label that is no binary value, met with no classes named: a perceptron without
+    ``classes=`` then becomes K-class (:mod:`~stream_perceptron.model.multiclass`); ``label`` is
+    the label met."""
+
+    def __init__(self, label: Any) -> None:
+        super().__init__(f"label {_plain(label)!r} is not True/False, -1/+1 or 0/1 (0 is the negative"
+                         " class)")
+        self.label = label
+
+
 class LabelSpace:
     """Labels ↔ signs, remembering the labels taught.
 
@@ -85,7 +96,7 @@ class LabelSpace:
     ``(label(-1), label(1))``.
     """
 
-    def __init__(self, classes: tuple[Any, Any] | None = None) -> None:
+    def __init__(self, classes: Iterable[Any] | None = None) -> None:
         self.classes = check_classes(classes)
         self.negative: Any = None if self.classes is None else self.classes[0]
         self.positive: Any = None if self.classes is None else self.classes[1]
@@ -107,10 +118,7 @@ class LabelSpace:
         if self.classes is not None:
             return ValueError(
                 f"label {_plain(y)!r} is not one of the classes {self.classes!r} given by classes=")
-        return ValueError(
-            f"label {_plain(y)!r} is not True/False, -1/+1 or 0/1 (0 is the negative class); to learn"
-            " two named classes, give them: Perceptron(classes=(negative, positive))"
-        )
+        return NotBinaryLabel(y)
 
     def sign(self, y: Any) -> int:
         """The sign of one label, remembered as taught."""
@@ -232,4 +240,4 @@ class LabelSpace:
                         positive if positive is not None else self.positive])
 
 
-__all__ = ["LabelSpace", "Signs", "check_classes"]
+__all__ = ["LabelSpace", "NotBinaryLabel", "Signs", "check_classes"]

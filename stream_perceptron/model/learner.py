@@ -14,8 +14,10 @@ import numpy as np
 
 from stream_perceptron.model.drift import Alarm, DriftWatch
 from stream_perceptron.model.perceptron import BatchResult, Features, FloatArray, Perceptron, Rows
-from stream_perceptron.model.sparse import SparseRows
+from stream_perceptron.model.sparse import SparseRows, take_rows
 from stream_perceptron.model.stats import RunningStats, margins, row_norms
+
+__all__ = ["ON_DRIFT", "Learner", "Step", "take_rows"]
 
 # The feature matrix of one learned chunk stays under this many bytes.
 MATRIX_BYTES = 16 << 20
@@ -201,15 +203,3 @@ class Learner:
         self.stats.set_state(stats_state)
         if self.drift is not None and isinstance(stats_state.get("drift"), dict):
             self.drift.set_state(stats_state["drift"])
-
-
-def take_rows(m: Rows, start: int, stop: int) -> Rows:
-    """The rows ``[start, stop)`` of a dense matrix or of :class:`SparseRows`.
-
-    >>> take_rows(SparseRows.build([[0], [1], [0, 1]], [[1.0], [2.0], [3.0, 4.0]], 2), 1, 3).dense().tolist()
-    [[0.0, 2.0], [3.0, 4.0]]
-    """
-    if isinstance(m, SparseRows):
-        a, b = int(m.indptr[start]), int(m.indptr[stop])
-        return SparseRows(m.indptr[start:stop + 1] - a, m.indices[a:b], m.values[a:b], m.n_cols)
-    return m[start:stop]

@@ -40,8 +40,9 @@ from river import base
 
 from stream_perceptron.errors import DimensionError, FeatureValueError
 from stream_perceptron.model import dense_pass, frames
+from stream_perceptron.model.classes import class_label
 from stream_perceptron.model.hashing import FeatureHasher
-from stream_perceptron.model.labels import LabelSpace, Signs
+from stream_perceptron.model.labels import LabelSpace, NotBinaryLabel, Signs
 from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, dot_pair, reduce_sum, value
 from stream_perceptron.model.sparse import SparseRows, dot_rows
 
@@ -73,6 +74,12 @@ class Refusal(str):
         refusal = super().__new__(cls, reason)
         refusal.kind = kind
         return refusal
+
+
+class Widened(Exception):  # noqa: N818  (not an error: a signal to answer as the K-class model)
+    """Raised by the binary model's own attributes on a perceptron that became K-class, so that
+    a method of the binary class still bound to it (river's evaluation takes ``model.learn_one``
+    and ``model.predict_one`` once, before the stream) answers as the K-class method does."""
 
 
 class BatchResult(NamedTuple):
@@ -128,8 +135,9 @@ class Perceptron(base.MiniBatchClassifier):
         average instead of adding).
     classes
         Two class names, ``(negative, positive)``: the only labels taken (any other is refused
-        with a ValueError) and the ones predicted. This perceptron is binary: more names are
-        refused.
+        with a ValueError) and the ones predicted. Three or more names make the K-class
+        perceptron (:class:`~stream_perceptron.model.multiclass.MulticlassPerceptron`, what
+        ``Perceptron(classes=[...])`` then returns), whose labels are those classes.
 
     Notes
     -----
@@ -141,6 +149,15 @@ class Perceptron(base.MiniBatchClassifier):
     other: 0 for 1, so a 0/1 stream answers 0 from its first example). It predicts the positive
     label when the score is > 0, else the negative one; a point on the boundary (score 0) is still
     counted a mistake for either label, as the perceptron's texts do.
+
+    **Many classes.** A perceptron without ``classes=`` that meets a label which is no binary
+    value (a string, an int other than −1, 0 and 1, a tuple) becomes the K-class perceptron
+    (:class:`~stream_perceptron.model.multiclass.MulticlassPerceptron`), learning classes as they
+    appear, as river's multiclass models do. What it learned from binary labels carries over
+    exactly: its rows are ``[negative, positive]`` with weights :math:`[0 - \theta, \theta]`
+    and intercepts :math:`[0 - \theta_0, \theta_0]` (averaging sums likewise), the K-class
+    perceptron that learns from the start with those two classes makes the same updates, and
+    the new class takes the next row.
 
     **Probabilities.** :meth:`predict_proba_one` gives the positive class
     :math:`\sigma(s) = 1/(1 + e^{-s})` of the served score :math:`s`, as river's Perceptron does.
@@ -234,7 +251,7 @@ class Perceptron(base.MiniBatchClassifier):
         average: bool = False,
         hash_bits: int | None = None,
         hash_sign: bool = False,
-        classes: tuple[Any, Any] | None = None,
+        classes: Sequence[Any] | None = None,
     ) -> None:
         self.n_features = n_features
         self.max_names = max_names
@@ -291,6 +308,16 @@ class Perceptron(base.MiniBatchClassifier):
             self._set_w(w.copy())
         elif width is not None:
             self._set_w(np.zeros(width, dtype=np.float64))
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Perceptron:
+        """The K-class perceptron when ``classes`` names three or more classes."""
+        target = cls
+        if cls is Perceptron and _many(args[7] if len(args) > 7 else kwargs.get("classes")):
+            from stream_perceptron.model.multiclass import MulticlassPerceptron  # imports this module
+
+            target = MulticlassPerceptron
+        model: Perceptron = super().__new__(target)
+        return model
 
     @classmethod
     def _unit_test_params(cls) -> Any:
@@ -400,6 +427,20 @@ class Perceptron(base.MiniBatchClassifier):
     def _supervised(self) -> bool:
         return True
 
+    @property
+    def _multiclass(self) -> bool:
+        """Whether river may teach it more than two classes: without ``classes=`` it becomes
+        K-class on a label that is no binary value."""
+        return self.classes is None
+
+    def _widen(self, label: Any) -> None:
+        """Become the K-class perceptron, ``label`` being no binary value (see Notes); a
+        ValueError, changing nothing, when it is no class either."""
+        from stream_perceptron.model.multiclass import MulticlassPerceptron  # imports this module
+
+        class_label(label)
+        MulticlassPerceptron.widen(self)
+
     # ------------------------------------------------------------------ inputs
     def _set_w(self, w: FloatArray | None) -> None:
         """θ replaced by ``w`` (None: no dimension yet); the copy by name is dropped."""
@@ -455,7 +496,7 @@ class Perceptron(base.MiniBatchClassifier):
     def _vectorize_named(self, x: Mapping[str, float], grow: bool) -> FloatArray:
         if self._hasher is not None:
             cols, values = self._hashed(list(x), np.fromiter(x.values(), dtype=np.float64, count=len(x)))
-            v = np.zeros(len(self.weights), dtype=np.float64)
+            v = np.zeros(self.dim or 0, dtype=np.float64)
             np.add.at(v, cols, values)
             return v
         index = self._index
@@ -468,7 +509,7 @@ class Perceptron(base.MiniBatchClassifier):
                 if limit is not None and len(index) + len(new) > limit:
                     raise DimensionError(self._refuse_names(len(new)))
                 self._index_names(new)
-        v = np.zeros(len(index) if self._w is None else len(self._w), dtype=np.float64)
+        v = np.zeros(len(index) if self.dim is None else self.dim, dtype=np.float64)
         for name, x_k in x.items():
             i = index.get(name)
             if i is not None:
@@ -577,7 +618,7 @@ class Perceptron(base.MiniBatchClassifier):
         names = list(chain.from_iterable(xs))
         values = np.fromiter(chain.from_iterable(x.values() for x in xs), dtype=np.float64, count=nnz)
         cols, values = self._hashed(names, values)
-        return SparseRows(indptr, cols, values, len(self.weights))
+        return SparseRows(indptr, cols, values, self.dim or 0)
 
     def _named_rows(self, xs: Sequence[Mapping[str, float]]) -> SparseRows:
         """``xs`` as sparse rows in the model's coordinates (grown to fit); KeyError when a name is
@@ -597,13 +638,16 @@ class Perceptron(base.MiniBatchClassifier):
     # ------------------------------------------------------------------ prediction
     def score_one(self, x: Features) -> float:
         """The served score: θ·x + θ0, or θ̄·x + θ̄0 with ``average=True``."""
-        if isinstance(x, dict):
-            return self._score_dict(x)
-        if isinstance(x, Mapping):
-            return self._score_dict(dict(x))
-        v = self.vectorize(x if isinstance(x, np.ndarray) else _checked_list(x), grow=False)
-        if self._w is None or not len(v):
-            return self._b  # nothing learned yet
+        try:
+            if isinstance(x, dict):
+                return self._score_dict(x)
+            if isinstance(x, Mapping):
+                return self._score_dict(dict(x))
+            v = self.vectorize(x if isinstance(x, np.ndarray) else _checked_list(x), grow=False)
+            if self._w is None or not len(v):
+                return self._b  # nothing learned yet
+        except Widened:
+            return self.score_one(x)
         a = float((v * self._w).sum() + self._b)
         if not self._averaging():
             return a
@@ -709,30 +753,40 @@ class Perceptron(base.MiniBatchClassifier):
     def predict_one(self, x: Features) -> Any:  # type: ignore[override]  # also dense x
         """The positive label when the served score is > 0, else the negative one, in the label
         space taught (see Notes)."""
-        s = self._score_dict(x) if type(x) is dict else self.score_one(x)
-        negative, positive = self._labels.pair
+        try:
+            s = self._score_dict(x) if type(x) is dict else self.score_one(x)
+            negative, positive = self._labels.pair
+        except Widened:
+            return self.predict_one(x)
         return positive if s > 0 else negative
 
     def predict_proba_one(self, x: Features) -> dict[Any, float]:  # type: ignore[override]
         """``{negative: 1 − σ(s), positive: σ(s)}`` with σ the logistic function of the served
         score s: a squashing for ranking, **not a calibrated probability** (see Notes)."""
-        s = self._score_dict(x) if type(x) is dict else self.score_one(x)
+        try:
+            s = self._score_dict(x) if type(x) is dict else self.score_one(x)
+            negative, positive = self._labels.pair
+        except Widened:
+            return self.predict_proba_one(x)
         if s >= 0:  # _sigmoid, written out
             p = 1.0 / (1.0 + _exp(-s))
         else:
             e = _exp(s)
             p = e / (1.0 + e)
-        negative, positive = self._labels.pair
         return {negative: 1.0 - p, positive: p}
 
     def score_many(self, X: Any, *, served: bool = True) -> FloatArray:
         """:meth:`score_one` of each row (same summation order, so the same floats); with
         ``served=False``, θ·x+θ0 of the learning weights even when averaging (the
         quantities: margins, training error). ``X`` as :meth:`learn_many` takes it."""
+        try:
+            b = self._b
+        except Widened:
+            return self.score_many(X, served=served)
         m = self._matrix(X)
         width = m.n_cols if isinstance(m, SparseRows) else m.shape[1]
         w = self._ensure_dim(width)
-        scores = _block(m, w, self._b, 0, len(m))
+        scores = _block(m, w, b, 0, len(m))
         if not served or not self._averaging():
             return scores
         u = self._ensure_u(width)
@@ -743,8 +797,11 @@ class Perceptron(base.MiniBatchClassifier):
         """:meth:`predict_one` of each row: a pandas Series on X's index for a DataFrame (named
         as the last y Series learned, as river's linear models name it), else an array of the
         labels taught."""
+        try:
+            negative_label, positive_label = self._labels.pair
+        except Widened:
+            return self.predict_many(X)
         positive = self.score_many(X) > 0
-        negative_label, positive_label = self._labels.pair
         labels: npt.NDArray[Any] = np.where(positive, positive_label, negative_label)
         if frames.is_pandas(X):
             return frames.series(labels, X, self._y_name)
@@ -754,10 +811,14 @@ class Perceptron(base.MiniBatchClassifier):
         """:meth:`predict_proba_one` of each row (the same floats): a pandas DataFrame on X's
         index, its columns the negative and the positive label, for a DataFrame; else an array
         of two columns in that order."""
+        try:
+            pair = self._labels.pair
+        except Widened:
+            return self.predict_proba_many(X)
         p = np.array([_sigmoid(s) for s in self.score_many(X).tolist()], dtype=np.float64)
         proba = np.column_stack([1.0 - p, p])
         if frames.is_pandas(X):
-            return frames.frame(proba, X, self._labels.pair)
+            return frames.frame(proba, X, pair)
         return proba
 
     def norms(self) -> tuple[float, float]:
@@ -781,8 +842,14 @@ class Perceptron(base.MiniBatchClassifier):
             sign = self._signs[y]
             new_label = False
         except (KeyError, TypeError):
-            sign = self._labels.sign_of(y)  # taught once the row is learned
+            try:
+                sign = self._labels.sign_of(y)  # taught once the row is learned
+            except NotBinaryLabel:
+                self._widen(y)
+                return self.learn_one(x, y, w)  # as the K-class perceptron it is now
             new_label = True
+        except Widened:
+            return self.learn_one(x, y, w)
         if w == 1.0:
             g = 1.0 if sign > 0 else -1.0
         else:
@@ -976,7 +1043,18 @@ class Perceptron(base.MiniBatchClassifier):
         if frames.is_pandas(y):
             self._y_name = frames.name_of(y)
             y = frames.values_of(y)
-        return self._learn_signs(m, self._labels.signs(y, len(m), labeled))
+        elif not isinstance(y, np.ndarray | list | tuple):
+            y = list(y)  # read twice should it become K-class
+        if labeled is not None and not isinstance(labeled, np.ndarray | list | tuple):
+            labeled = list(labeled)
+        try:
+            signs = self._labels.signs(y, len(m), labeled)
+        except NotBinaryLabel as exc:
+            self._widen(exc.label)
+            return self.learn_many(m, y, labeled)  # as the K-class perceptron it is now
+        except Widened:
+            return self.learn_many(m, y, labeled)
+        return self._learn_signs(m, signs)
 
     def _learn_signs(self, m: Rows, signs: Signs) -> BatchResult:
         """learn_many of rows in the model's coordinates and their signs (0: unlabeled)."""
@@ -1111,7 +1189,14 @@ class Perceptron(base.MiniBatchClassifier):
         of each pass made. Every row needs a label (0 is the negative class).
         """
         m = self._matrix(X)
-        signs = self._labels.signs(frames.values_of(y) if frames.is_pandas(y) else y, len(m))
+        ys = frames.values_of(y) if frames.is_pandas(y) else y if isinstance(y, np.ndarray) else list(y)
+        try:
+            signs = self._labels.signs(ys, len(m))
+        except NotBinaryLabel as exc:
+            self._widen(exc.label)
+            return self.fit(m, ys, passes, epochs=epochs)  # as the K-class perceptron it is now
+        except Widened:
+            return self.fit(m, ys, passes, epochs=epochs)
         if (signs == 0).any():
             raise ValueError(f"fit needs a label for every row; row {int((signs == 0).argmax())} has none")
         per_pass: list[int] = []
@@ -1157,7 +1242,7 @@ class Perceptron(base.MiniBatchClassifier):
             columns, signs = self._hasher.columns(names)
             if self.hash_sign:
                 values = values * signs
-            width = len(self.weights)
+            width = self.dim or 0
         else:
             if self._fixed_by_dense():
                 raise DimensionError(_FIXED_BY_DENSE)
@@ -1168,7 +1253,8 @@ class Perceptron(base.MiniBatchClassifier):
                 raise DimensionError(f"X: {self._refuse_names(len(new))}")
             self._index_names(new)
             columns = np.fromiter((index[c] for c in names), dtype=np.intp, count=k)
-            width = len(self._ensure_dim(max(len(index), self.n_features or 0)))
+            self._ensure_dim(max(len(index), self.n_features or 0))
+            width = self.dim or 0
         indptr = np.arange(n + 1, dtype=np.intp) * k
         return SparseRows(indptr, np.tile(columns, n), values.ravel(), width)
 
@@ -1182,10 +1268,7 @@ class Perceptron(base.MiniBatchClassifier):
     def _fixed_by_dense(self) -> bool:
         """Whether dense vectors fixed the dimension (named features are then refused). A model
         that has seen only empty named rows has no dimension yet."""
-        return (
-            self._w is not None and len(self._w) > 0 and not self._index and self.n_features is None
-            and self._hasher is None
-        )
+        return bool(self.dim) and not self._index and self.n_features is None and self._hasher is None
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
@@ -1268,6 +1351,14 @@ class Perceptron(base.MiniBatchClassifier):
             config["hash_bits"] = self.hash_bits
             config["hash_sign"] = self.hash_sign
         return config
+
+
+def _many(classes: Any) -> bool:
+    """Whether ``classes`` names more than two classes (the K-class perceptron's)."""
+    try:
+        return classes is not None and len(classes) > 2
+    except TypeError:  # no length: the binary model's check says what it is
+        return False
 
 
 def _grown(a: FloatArray | None, buf: FloatArray | None, view: memoryview | None,

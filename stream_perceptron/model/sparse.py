@@ -117,4 +117,16 @@ def dot_rows(w: FloatArray, rows: SparseRows, start: int, end: int) -> FloatArra
     return segment_sums(products, rows.indptr[start : end + 1])
 
 
-__all__ = ["SparseRows", "dot_rows", "segment_sums"]
+def take_rows(m: FloatArray | SparseRows, start: int, stop: int) -> FloatArray | SparseRows:
+    """The rows ``[start, stop)`` of a dense matrix or of :class:`SparseRows`.
+
+    >>> take_rows(SparseRows.build([[0], [1], [0, 1]], [[1.0], [2.0], [3.0, 4.0]], 2), 1, 3).dense().tolist()
+    [[0.0, 2.0], [3.0, 4.0]]
+    """
+    if isinstance(m, SparseRows):
+        a, b = int(m.indptr[start]), int(m.indptr[stop])
+        return SparseRows(m.indptr[start:stop + 1] - a, m.indices[a:b], m.values[a:b], m.n_cols)
+    return m[start:stop]
+
+
+__all__ = ["SparseRows", "dot_rows", "segment_sums", "take_rows"]

@@ -46,14 +46,16 @@ def test_update_rule_with_offset():
     assert model.weights.tolist() == [0.0, 1.0] and model.intercept == 0.0
 
 
-def test_labels_accept_bools_and_reject_others():
+def test_labels_accept_bools_and_widen_on_any_other_class():
     model = Perceptron()
     assert learned(model, [1.0], True)
     assert learned(model, [-2.0], False) is False  # score -2 + 1 < 0
-    with pytest.raises(ValueError, match="is not True/False, -1/\\+1 or 0/1"):
-        model.learn_one([1.0], 2)
-    with pytest.raises(ValueError):
-        model.learn_one([1.0], "yes")
+    assert type(model) is Perceptron
+    with pytest.raises(ValueError, match="no class"):
+        model.learn_one([1.0], None)  # no label at all: refused, the model stays binary
+    assert type(model) is Perceptron
+    model.learn_one([1.0], 2)  # no binary value: the K-class perceptron, the bools its first rows
+    assert model.classes == (False, True, 2)
 
 
 def test_dimension_is_fixed_by_first_dense_example():

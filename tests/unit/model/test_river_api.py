@@ -165,9 +165,9 @@ def test_classes_refuse_any_other_label_with_one_clear_error():
     assert set(model.predict_proba_one({"a": 1.0})) == {"ham", "spam"}
 
 
-def test_classes_are_two_labels():
-    with pytest.raises(ValueError, match="this perceptron is binary; got 3"):
-        Perceptron(classes=("a", "b", "c"))
+def test_two_classes_are_the_binary_model_and_three_the_k_class_one():
+    assert type(Perceptron(classes=("a", "b"))) is Perceptron
+    assert type(Perceptron(classes=("a", "b", "c"))).__name__ == "MulticlassPerceptron"
     with pytest.raises(ValueError, match="two distinct labels"):
         Perceptron(classes=("a", "a"))
 
@@ -179,9 +179,10 @@ def test_a_zero_one_stream_answers_zero_from_its_first_example():
     assert set(model.predict_proba_one({"a": 1.0})) == {0, 1}
 
 
-def test_a_string_label_without_classes_says_to_name_them():
-    with pytest.raises(ValueError, match=r"Perceptron\(classes=\(negative, positive\)\)"):
-        Perceptron().learn_one({"a": 1.0}, "spam")
+def test_a_string_label_without_classes_makes_the_k_class_perceptron():
+    model = Perceptron()
+    model.learn_one({"a": 1.0}, "spam")
+    assert type(model).__name__ == "MulticlassPerceptron" and model.classes == ("spam",)
 
 
 def test_the_class_set_tracks_the_labels_seen():
