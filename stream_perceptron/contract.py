@@ -153,7 +153,8 @@ def class_name(y: object, max_chars: int, known: frozenset[str | int] | None = N
         y = y.item()
     if type(y) is str:
         if len(y) > max_chars:
-            raise NotAClass(f"is {len(y)} characters, over the limit of {max_chars} (SP_LIMITS__MAX_CLASS_CHARS)")
+            raise NotAClass(f"is {len(y)} characters, over the limit of {max_chars}"
+                            " (SP_LIMITS__MAX_CLASS_CHARS)")
     elif type(y) is int:
         if not INT64_MIN <= y <= INT64_MAX:
             raise NotAClass("is outside int64, not a class")

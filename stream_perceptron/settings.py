@@ -467,7 +467,8 @@ class ModelSettings(_Section):
                     raise ValueError(f"SP_MODEL__CLASSES names {texts[str(name)]!r} and {name!r}: class names"
                                      " must differ as text")
                 texts[str(name)] = name
-            if len(self.classes) == 2 and not self.multiclass and not all(isinstance(n, str) for n in self.classes):
+            named = all(isinstance(n, str) for n in self.classes)
+            if len(self.classes) == 2 and not self.multiclass and not named:
                 raise ValueError(f"SP_MODEL__CLASSES={list(self.classes)!r} names two classes, the binary"
                                  " model's, which are strings (integers are labels there: 0/1, -1/1); set"
                                  " SP_MODEL__MULTICLASS=true for two classes named by integers")

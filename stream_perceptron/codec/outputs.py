@@ -116,7 +116,7 @@ Classes = tuple[str | None, str | None]
 _PREDICTION_ENCODER = msgspec.json.Encoder()
 
 
-def encode_prediction(record: Mapping[str, Any]) -> bytes:
+def encode_prediction(record: Any) -> bytes:
     """A :func:`prediction_record` as compact UTF-8 JSON, as :func:`encode_predictions` writes it.
 
     Prediction records are written by msgspec: floats in shortest round-trip form with exponents
@@ -573,7 +573,7 @@ def largest_dead_letter_bytes(limits: Limits) -> int:
 
 
 
-def encode(record: Mapping[str, Any]) -> bytes:
+def encode(record: Any) -> bytes:
     """A record as compact UTF-8 JSON (NaN and ±Inf become null)."""
     return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
 

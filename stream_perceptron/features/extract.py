@@ -106,8 +106,9 @@ class Extractor:
         spec = self.spec
         y = self._label_of(obj)
         rid = self._id(obj)
-        if y != self._unlabeled and rid is not None and not any(p.find(obj) not in (MISSING, None) for p in spec.paths):
-            return LabelEvent(rid, y)
+        if y != self._unlabeled and rid is not None and not any(
+                p.find(obj) not in (MISSING, None) for p in spec.paths):
+            return LabelEvent(rid, y)  # type: ignore[arg-type]  # labeled: not None
         x: dict[str, float] = {}
         for num in spec.numeric:
             self._numeric(num, obj, x)

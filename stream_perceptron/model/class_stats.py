@@ -38,7 +38,8 @@ def class_margins(functional: FloatArray, theta_norm: FloatArray,
     r"""The geometric and augmented forms of each row's functional multiclass margin (NaN where
     it is, or while :math:`W = 0`).
 
-    >>> g, a = class_margins(np.array([1.0, -2.0, np.nan]), np.array([2.0, 0.0, 1.0]), np.array([4.0, 4.0, 1.0]))
+    >>> g, a = class_margins(np.array([1.0, -2.0, np.nan]), np.array([2.0, 0.0, 1.0]),
+    ...                      np.array([4.0, 4.0, 1.0]))
     >>> g.tolist(), a.tolist()
     ([0.5, nan, nan], [0.25, -0.5, nan])
     """
@@ -54,13 +55,14 @@ class MulticlassStats(RunningStats):
 
     >>> stats = MulticlassStats(window=4)
     >>> stats.update_many(
-    ...     labels=np.array([0, 1, -1, 1], dtype=np.int32), predictions=np.array([0, 0, 1, 1], dtype=np.int32),
+    ...     labels=np.array([0, 1, -1, 1], dtype=np.int32),
+    ...     predictions=np.array([0, 0, 1, 1], dtype=np.int32),
     ...     mistakes=np.array([True, True, False, False]),
     ...     geometric=np.array([np.nan, -0.5, np.nan, 2.0]), augmented=np.array([np.nan, -0.25, np.nan, 0.5]),
     ...     x_norms=np.array([1.0, 1.0, 1.0, 1.0]), theta_norm=1.0, classes=2)
     >>> s = stats.snapshot(["cat", 3])
-    >>> s["per_class"], s["confusion"]
-    ([{'class': 'cat', 'labeled': 1, 'mistakes': 1, 'predicted': 2}, {'class': 3, 'labeled': 2, 'mistakes': 1, 'predicted': 2}], [[1, 0], [1, 1]])
+    >>> s["per_class"][1], s["confusion"], s["classes"]
+    ({'class': 3, 'labeled': 2, 'mistakes': 1, 'predicted': 2}, [[1, 0], [1, 1]], ['cat', 3])
     """
 
     BOUND_FACTOR = 2.0
@@ -123,11 +125,10 @@ class MulticlassStats(RunningStats):
             self.grow(len(names))
             k = len(names)
             out["classes"] = names
-            out["per_class"] = [
-                {"class": name, "labeled": int(a), "mistakes": int(b), "predicted": int(c)}
-                for name, a, b, c in zip(names, self.class_labeled[:k].tolist(), self.class_mistakes[:k].tolist(),
-                                         self.class_predicted[:k].tolist(), strict=True)
-            ]
+            counts = zip(names, self.class_labeled[:k].tolist(), self.class_mistakes[:k].tolist(),
+                         self.class_predicted[:k].tolist(), strict=True)
+            out["per_class"] = [{"class": name, "labeled": a, "mistakes": b, "predicted": c}
+                                for name, a, b, c in counts]
             out["confusion"] = self.confusion[:k, :k].tolist()
         return out
 

@@ -95,15 +95,15 @@ class StoredState:
         """
         saved = self.config
         problems = []
-        there, here = bool(saved.get("multiclass", False)), bool(config.get("multiclass", False))
+        k_there, k_here = bool(saved.get("multiclass", False)), bool(config.get("multiclass", False))
         held = self.model.get("classes")
-        if there and not here:
+        if k_there and not k_here:
             problems.append(f"{len(held or [])} classes there (a K-class model), a binary model here"
                             " (SP_MODEL__CLASSES, SP_MODEL__MULTICLASS)")
-        elif here and not there and any(isinstance(c, bool) for c in held or []):
+        elif k_here and not k_there and any(isinstance(c, bool) for c in held or []):
             problems.append(f"the binary classes {held!r} there, booleans a K-class worker does not take"
                             " as classes (SP_MODEL__MULTICLASS)")
-        if here and classes is not None and held:
+        if k_here and classes is not None and held:
             given, stored = list(classes), list(held)
             n = min(len(given), len(stored))
             if [(type(c), c) for c in given[:n]] != [(type(c), c) for c in stored[:n]]:
