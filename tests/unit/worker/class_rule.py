@@ -26,7 +26,8 @@ class PlainLoop:
         return [float((x * w).sum() + b) for w, b in zip(self.W, self.b, strict=True)]
 
     def learn(self, x: Sequence[float], y: Any) -> tuple[Any, bool]:
-        """The served prediction (before the update) and the mistake flag."""
+        """The served prediction (before the update) and the mistake flag; :attr:`score` is then
+        the predicted class's score (NaN without a class)."""
         x = np.asarray(x, dtype=np.float64)
         if self.d is None:
             self.d = len(x)
@@ -35,6 +36,7 @@ class PlainLoop:
         s = self._scores(x)
         # predicted before the label is read: a class new at this record is no prediction here
         prediction = None if not s else self.classes[int(np.argmax(s))]
+        self.score = float("nan") if not s else max(s)
         if y is not None and y not in self.classes:  # it competes from this record on
             self.classes.append(y)
             self.W.append(np.zeros(self.d))

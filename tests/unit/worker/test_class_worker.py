@@ -50,7 +50,10 @@ def test_k_classes_are_learned_as_the_plain_loop_for_any_cut(tmp_path, cut):
     for chunk in Batch.of(records).chunks(cut):
         w.process(chunk)
     ref = PlainLoop()
-    expected = [ref.learn(x, y) for x, y in rows]
+    expected, scores = [], []
+    for x, y in rows:
+        expected.append(ref.learn(x, y))
+        scores.append(ref.score)
     learner = w.learner
     assert isinstance(learner, MulticlassLearner)
     assert list(learner.model.classes) == ref.classes
@@ -58,6 +61,7 @@ def test_k_classes_are_learned_as_the_plain_loop_for_any_cut(tmp_path, cut):
     assert learner.model.intercept.tolist() == ref.b
     preds = [v for t, _, v in edge.sent if t == "predictions"]
     assert [p["prediction"] for p in preds] == [p for p, _ in expected]
+    assert [p["score"] for p in preds[1:]] == scores[1:]  # the first record: no class, no score
     flags = [m if y is not None else None for (_, m), (_, y) in zip(expected, rows, strict=True)]
     assert [p["mistake"] for p in preds] == flags
     assert [p["label"] for p in preds] == [y for _, y in rows]
