@@ -39,13 +39,19 @@ from typing import Any
 
 import numpy as np
 
+from stream_perceptron.model.multiclass import MulticlassPerceptron
 from stream_perceptron.model.perceptron import Perceptron
 
 __all__ = ["from_river", "from_sklearn", "to_river", "to_sklearn"]
 
 
 def _served(model: Perceptron) -> tuple[list[float], float]:
-    """The weights and intercept the model serves."""
+    """The weights and intercept the model serves; a ValueError for the K-class perceptron, whose
+    rule neither library's Perceptron keeps (river's is binary, scikit-learn's one-vs-rest)."""
+    if isinstance(model, MulticlassPerceptron):
+        raise ValueError("the K-class perceptron has no counterpart in river or scikit-learn (river's"
+                         " Perceptron is binary, scikit-learn's learns one-vs-rest); export its state"
+                         " with get_state()")
     return model.averaged_weights.tolist(), model.averaged_intercept
 
 

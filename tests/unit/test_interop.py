@@ -121,6 +121,11 @@ def test_what_cannot_cross_is_refused():
     three = LogisticRegression().fit(np.eye(3), [0, 1, 2])
     with pytest.raises(ValueError, match="binary linear classifier"):
         from_sklearn(three)
+    widened = Perceptron()
+    widened.learn_one({"a": 1.0}, "cat")  # the K-class perceptron now
+    for out in (to_river, to_sklearn):
+        with pytest.raises(ValueError, match="K-class perceptron has no counterpart"):
+            out(widened)
 
 
 def test_an_imported_river_model_keeps_learning_as_river_would():
