@@ -35,6 +35,7 @@ from typing import Protocol
 from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.model.mixing import Mix, MixLog, Published, adopt, mix
+from stream_perceptron.model.multiclass import MulticlassPerceptron
 from stream_perceptron.settings import Settings
 from stream_perceptron.state.kafka_store import StateRecord
 from stream_perceptron.state.model_topic import ModelTopicIndex, encode
@@ -88,6 +89,7 @@ class Mixer:
         self._settings = settings
         self._mix = settings.mix
         self._chunk_bytes = settings.checkpoint.chunk_bytes
+        self._max_classes = settings.limits.max_classes  # a K-class mix's classes, at most
         self._topic = model_topic
         self._index = ModelTopicIndex()
         self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
@@ -165,6 +167,9 @@ class Mixer:
         """``st``'s partition's state as it publishes it now, the next mix version's."""
         ml, model = st.mix, st.learner.model
         assert ml is not None
+        if isinstance(model, MulticlassPerceptron):  # its rows, named by its classes
+            return Published(st.partition, model.weights.copy(), model.intercept.copy(),
+                             model.updates - ml.mistakes_at, ml.version + 1, offset, tuple(model.classes))
         return Published(st.partition, model.weights.copy(), model.intercept, model.updates - ml.mistakes_at,
                          ml.version + 1, offset)
 
@@ -207,7 +212,7 @@ class Mixer:
         self._follow()
         states = {p: Published.from_record(r["state"]) for p, r in self._index.newest(st.topic).items()}
         states[st.partition] = own
-        mixed = mix(states.values(), self._mix.weights)
+        mixed = mix(states.values(), self._mix.weights, first=own.classes or (), limit=self._max_classes)
         entry = ml.adopted(offset, mixed, model.updates)
         floor = -1 if st.committed is None else st.committed
         st.mix_log = [e for e in st.mix_log if int(e["offset"]) > floor] + [entry]
