@@ -188,3 +188,29 @@ def test_a_late_label_names_a_class_new_at_the_join(tmp_path):
     assert w.learner.model.weights.tolist() == ref.weights()
     state = w.partitions.state("in", 0).state()
     assert state.stats["classes"]["labeled"] == [1, 1, 2]
+
+
+def test_checkpoint_show_prints_a_k_class_state(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from stream_perceptron.cli import main
+    from stream_perceptron.state.directory import DirectoryStore
+
+    w, _ = _worker(tmp_path / "w")
+    w.process(Batch.of(_records(_stream(80, seed=6))))
+    state = w.partitions.state("in", 0).state()
+    store = DirectoryStore(tmp_path / "ck")
+    store.save(state, store.claim("in", 0))
+    res = CliRunner().invoke(main, ["checkpoint", "show", str(tmp_path / "ck")], env={},
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout)
+    model = w.learner.model
+    assert shown["classes"] == list(model.classes) and shown["config"]["multiclass"] is True
+    assert shown["weights"] == model.weights.tolist() and shown["intercept"] == model.intercept.tolist()
+    stats = shown["stats"]
+    assert stats["classes"] == list(model.classes)
+    assert stats["confusion"] == w.learner.stats.snapshot(model.classes)["confusion"]
+    assert stats["bound"] == w.learner.stats.snapshot()["bound"]
