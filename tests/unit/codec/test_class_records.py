@@ -152,3 +152,24 @@ def test_two_classes_are_the_binary_model_and_three_the_k_class_one(monkeypatch)
     monkeypatch.setenv("SP_MODEL__CLASSES", '["ham", "spam", 7]')
     three = load_settings()
     assert three.model.k_class() and three.model.classes == ["ham", "spam", 7]
+
+
+def test_events_through_a_feature_spec_name_their_class_or_say_why_not():
+    from stream_perceptron.codec.events import EventDecoder
+    from stream_perceptron.features.spec import FeatureSpec
+    from stream_perceptron.features.standardize import Standardizer
+
+    spec = FeatureSpec.parse({"label": "kind", "id": "id", "numeric": ["n"]})
+    decoder = EventDecoder(spec, Limits(), ClassRule(max_chars=5))
+    values = [b'{"id": 1, "n": 2, "kind": "fraud"}', b'{"id": 2, "n": 1, "kind": 0}', b'{"id": 3, "n": 1}',
+              b'{"id": 3, "kind": 7}', b'{"id": 4, "n": 1, "kind": true}',
+              b'{"id": 5, "n": 1, "kind": "refund"}', b'{"id": 6, "n": 1, "kind": 2.5}']
+    decoded = decoder.decode_many(values, [None] * len(values), Standardizer())
+    names = [None if c == 0 else decoded.class_names[c - 1] for c in decoded.ys]
+    assert names == ["fraud", 0, None]  # 0 is a class, not "unlabeled"
+    assert decoded.class_names[decoded.labels[3].y - 1] == 7
+    assert decoded.rejected == {
+        4: "kind: true is a bool, " + NOT,
+        5: 'kind: "refund" is 6 characters, over the limit of 5 (SP_LIMITS__MAX_CLASS_CHARS)',
+        6: "kind: 2.5 is a float, " + NOT,
+    }

@@ -214,3 +214,22 @@ def test_checkpoint_show_prints_a_k_class_state(tmp_path):
     assert stats["classes"] == list(model.classes)
     assert stats["confusion"] == w.learner.stats.snapshot(model.classes)["confusion"]
     assert stats["bound"] == w.learner.stats.snapshot()["bound"]
+
+
+def test_the_docs_name_every_field_of_a_k_class_prediction_and_statistics_record(tmp_path):
+    from tests.unit.worker.test_batch import _readme_section
+
+    w, edge = _worker(tmp_path, output={"scores": "all"}, labels={"pending_max": 5})
+    values = [b'{"x": [1.0], "y": "a"}', b'{"x": [2.0], "y": 3}', b'{"x": [1.5], "id": 1}',
+              b'{"id": 1, "y": "a"}', b'{"x": [1.0], "y": 1.5}']
+    w.process(Batch.of([InRecord("in", 0, i, b"k", v, 0) for i, v in enumerate(values)]))
+    w.publish_stats()
+    topics = w.settings.topics
+    sections = {topics.predictions: _readme_section("## Prediction", "## Statistics"),
+                topics.outcomes: _readme_section("## Outcome", "## Statistics"),
+                topics.stats: _readme_section("## Statistics", "## Dead letter")}
+    for topic, text in sections.items():
+        names = set().union(*(set(v) for t, _, v in edge.sent if t == topic))
+        assert names, f"nothing was sent to {topic}"
+        missing = [n for n in sorted(names) if f"`{n}`" not in text and f'"{n}"' not in text]
+        assert not missing, f"docs/records.md does not describe {missing} of the {topic} records"
