@@ -56,7 +56,7 @@ from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.checkpointer import Checkpointer, TransactionalCheckpointer
 from stream_perceptron.worker.deadline import Shutdown, ShutdownDeadline
 from stream_perceptron.worker.drift_reporter import DriftReporter
-from stream_perceptron.worker.joiner import LabelJoiner
+from stream_perceptron.worker.joiner import ClassJoiner, LabelJoiner
 from stream_perceptron.worker.mixer import Mixer, ModelTopic
 from stream_perceptron.worker.observe import NullObserver, Observer, observer_for
 from stream_perceptron.worker.outputs import DeadLetters, Outputs
@@ -116,11 +116,12 @@ class Worker:
                                      started=started)
         drifts = DriftReporter(outputs, self.observer, topic=settings.topics.stats,
                                client_id=settings.kafka.client_id, lines=lines)
-        dead_letters = DeadLetters(outputs, settings.topics.dead_letter, settings.limits.codec_limits(),
+        dead_letters = DeadLetters(outputs, settings.topics.dead_letter, settings.codec_limits(),
                                    self.counters)
         self.processor = BatchProcessor(
             settings, self.partitions, outputs, dead_letters,
-            LabelJoiner(outputs, dead_letters, drifts, topic=settings.topics.outcomes), self.mixer, drifts,
+            (ClassJoiner if settings.model.k_class() else LabelJoiner)(
+                outputs, dead_letters, drifts, topic=settings.topics.outcomes), self.mixer, drifts,
             observer=self.observer, counters=self.counters,
             registry=SchemaRegistry.from_settings(settings.registry) if settings.input.format == "avro"
             else None)

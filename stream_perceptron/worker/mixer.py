@@ -44,6 +44,7 @@ from stream_perceptron.kafka.admin import partition_count
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.kafka.state_log import KafkaStateLog
 from stream_perceptron.model.mixing import Mix, MixLog, Published, adopt, mix
+from stream_perceptron.model.multiclass import MulticlassPerceptron
 from stream_perceptron.settings import Settings
 from stream_perceptron.state.kafka_store import StateRecord
 from stream_perceptron.state.model_topic import ModelTopicIndex, encode
@@ -106,6 +107,7 @@ class Mixer:
         self._settings = settings
         self._mix = settings.mix
         self._chunk_bytes = settings.checkpoint.chunk_bytes
+        self._max_classes = settings.limits.max_classes  # a K-class mix's classes, at most
         self._topic = model_topic
         self._index = ModelTopicIndex()
         self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
@@ -210,6 +212,9 @@ class Mixer:
         """``st``'s partition's state as it publishes it now, as mix ``version``'s."""
         ml, model = st.mix, st.learner.model
         assert ml is not None
+        if isinstance(model, MulticlassPerceptron):  # its rows, named by its classes
+            return Published(st.partition, model.weights.copy(), model.intercept.copy(),
+                             model.updates - ml.mistakes_at, version, offset, tuple(model.classes))
         return Published(st.partition, model.weights.copy(), model.intercept, model.updates - ml.mistakes_at,
                          version, offset)
 
@@ -291,7 +296,7 @@ class Mixer:
         states = {p: Published.from_record(r["state"]) for p, r in self._index.newest(st.topic).items()}
         states = {p: s for p, s in states.items() if s.version > 0}  # a claim's state before any round
         states[st.partition] = own
-        mixed = mix(states.values(), self._mix.weights)
+        mixed = mix(states.values(), self._mix.weights, first=own.classes or (), limit=self._max_classes)
         entry = ml.adopted(offset, mixed, model.updates, extra)
         # the log keeps every adoption a state stored at the group's commit C may still have to
         # make: those at C (where it may have waited) and after

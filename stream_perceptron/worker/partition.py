@@ -14,9 +14,12 @@ from typing import Any
 
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.features.standardize import Standardizer
+from stream_perceptron.model.class_learner import MulticlassLearner
+from stream_perceptron.model.class_stats import MulticlassStats
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.mixing import MixLog
+from stream_perceptron.model.multiclass import MulticlassPerceptron
 from stream_perceptron.model.pending import PendingLabels
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
@@ -26,8 +29,20 @@ from stream_perceptron.worker.pacing import MixWait
 
 
 def new_learner(settings: Settings) -> Learner:
-    """A learner at zero weights, configured by ``settings``."""
+    """A learner at zero weights, configured by ``settings``: the K-class perceptron's when they
+    ask for one (``SP_MODEL__CLASSES`` of three or more, ``SP_MODEL__MULTICLASS``), chosen here
+    once for the partition."""
     m, s = settings.model, settings.stats
+    if m.k_class():
+        return MulticlassLearner(
+            MulticlassPerceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                                 max_names=settings.limits.max_names, average=m.average,
+                                 hash_bits=m.hash_bits, hash_sign=m.hash_sign, classes=m.classes,
+                                 learn_classes=m.unknown_class == "learn",
+                                 max_classes=settings.limits.max_classes),
+            MulticlassStats(window=s.window, ewma_alpha=s.ewma_alpha),
+            *drift_watch(settings), scores=settings.output.scores == "all",
+        )
     return Learner(
         Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
                    max_names=settings.limits.max_names, average=m.average,
@@ -119,7 +134,7 @@ class PartitionState:
         if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
         checkpoint of another configuration, or one this worker cannot restore."""
         model = self.learner.model
-        ckpt.check_config(self.config())
+        ckpt.check_config(self.config(), settings.model.classes)
         try:
             if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
                 model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
@@ -159,7 +174,13 @@ class PartitionState:
         when the worker started (monotonic), for ``uptime_s``."""
         now = time.monotonic()
         learner = self.learner
-        snap = learner.stats.snapshot()
+        if isinstance(learner, MulticlassLearner):  # K classes: per class, the confusion, b per class
+            classes = learner.model.classes
+            snap = learner.stats.snapshot(classes)
+            snap["intercepts"] = learner.model.intercept.tolist()
+            intercept = None
+        else:
+            snap, intercept = learner.stats.snapshot(), learner.model.intercept
         seen = snap["seen"]
         elapsed = now - self.stats_time
         rate = (seen - self.stats_seen) / elapsed if elapsed > 0 else None
@@ -167,7 +188,7 @@ class PartitionState:
         return {
             **snap,
             "updates": learner.model.updates,
-            "intercept": learner.model.intercept,
+            "intercept": intercept,
             "examples_per_s": rate,
             "dead_letters": self.dead_letters,
             "offsets": {} if self.next_offset is None
