@@ -33,6 +33,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
+from stream_perceptron.codec import native
 from stream_perceptron.errors import (
     CheckpointError,
     KafkaAuthError,
@@ -211,6 +212,7 @@ class Worker:
     def run(self, until: Callable[[Worker], bool] | None = None) -> int:
         """Run until stopped (or ``until(self)`` is true); returns the process exit code."""
         log.info("effective settings: %s", redacted(self.settings))
+        log.info("record paths: %s", native.description())
         try:
             return self._run(until)
         finally:
