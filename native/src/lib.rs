@@ -135,9 +135,68 @@ fn int64(text: &[u8]) -> Option<i64> {
     std::str::from_utf8(text).ok()?.parse::<i64>().ok()
 }
 
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+    1e19, 1e20, 1e21, 1e22,
+];
+
+/// Clinger's fast path: a number whose digits make an integer m <= 2^53 and whose decimal
+/// exponent k has |k| <= 22 is m × 10^k or m / 10^-k, one correctly rounded operation on two
+/// exact doubles, so the double nearest the number. None where it does not apply.
+fn fast_decimal(text: &[u8]) -> Option<f64> {
+    let (negative, body) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let mut m: u64 = 0;
+    let mut digits = 0u32;
+    let mut exp: i32 = 0;
+    let mut i = 0;
+    let mut seen_point = false;
+    while i < body.len() {
+        let c = body[i];
+        if c.is_ascii_digit() {
+            if m == 0 && c == b'0' {
+                if seen_point {
+                    exp -= 1;
+                }
+            } else {
+                digits += 1;
+                if digits > 16 {
+                    return None;
+                }
+                m = m * 10 + (c - b'0') as u64;
+                if seen_point {
+                    exp -= 1;
+                }
+            }
+        } else if c == b'.' {
+            seen_point = true;
+        } else {
+            break; // an exponent
+        }
+        i += 1;
+    }
+    if i < body.len() {
+        let rest = std::str::from_utf8(&body[i + 1..]).ok()?;
+        exp += rest.parse::<i32>().ok()?;
+    }
+    if m > (1u64 << 53) || !(-22..=22).contains(&exp) {
+        return None;
+    }
+    let v = m as f64;
+    let v = if exp >= 0 { v * POW10[exp as usize] } else { v / POW10[(-exp) as usize] };
+    Some(if negative { -v } else { v })
+}
+
 /// A feature: the double nearest the number, as the twin reads it (an integer within 64 bits
 /// is converted from the integer, which is the same double; a wider one, or "-0", is declined).
 fn feature(text: &[u8], integer: bool) -> Option<f64> {
+    if !integer {
+        if let Some(v) = fast_decimal(text) {
+            return Some(v);
+        }
+    }
     if integer {
         if text == b"-0" {
             return None;
@@ -389,12 +448,20 @@ fn push_float(out: &mut Vec<u8>, v: f64, buf: &mut ryu::Buffer) {
         None => (text, 0),
     };
     let point = mantissa.iter().position(|&c| c == b'.').unwrap_or(mantissa.len()) as i32;
-    let mut digits: Vec<u8> = mantissa.iter().copied().filter(|&c| c != b'.').collect();
-    let lead = digits.iter().take_while(|&&c| c == b'0').count();
-    digits.drain(..lead);
-    while digits.last() == Some(&b'0') {
-        digits.pop();
+    let mut store = [0u8; 40];
+    let mut len = 0;
+    for &c in mantissa {
+        if c != b'.' {
+            store[len] = c;
+            len += 1;
+        }
     }
+    let lead = store[..len].iter().take_while(|&&c| c == b'0').count();
+    let mut end = len;
+    while end > lead && store[end - 1] == b'0' {
+        end -= 1;
+    }
+    let digits = &store[lead..end];
     // v = 0.d1d2... × 10^(point - lead + exp); its scientific exponent is one less
     let e = point - lead as i32 + exp - 1;
     if negative {
@@ -405,7 +472,7 @@ fn push_float(out: &mut Vec<u8>, v: f64, buf: &mut ryu::Buffer) {
         if e >= 0 {
             let int_len = (e + 1) as usize;
             if digits.len() <= int_len {
-                out.extend_from_slice(&digits);
+                out.extend_from_slice(digits);
                 out.extend(std::iter::repeat_n(b'0', int_len - digits.len()));
                 out.extend_from_slice(b".0");
             } else {
@@ -416,7 +483,7 @@ fn push_float(out: &mut Vec<u8>, v: f64, buf: &mut ryu::Buffer) {
         } else {
             out.extend_from_slice(b"0.");
             out.extend(std::iter::repeat_n(b'0', (-e - 1) as usize));
-            out.extend_from_slice(&digits);
+            out.extend_from_slice(digits);
         }
     } else {
         out.push(digits[0]);
@@ -425,12 +492,29 @@ fn push_float(out: &mut Vec<u8>, v: f64, buf: &mut ryu::Buffer) {
             out.extend_from_slice(&digits[1..]);
         }
         out.push(b'e');
-        out.extend_from_slice(e.to_string().as_bytes());
+        push_int(out, e as i64);
     }
 }
 
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
 fn push_int(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(v.to_string().as_bytes());
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, v.unsigned_abs());
 }
 
 /// A record's key as JSON text: UTF-8, invalid bytes as Python's "backslashreplace" writes them.
@@ -458,7 +542,7 @@ fn push_scalar(out: &mut Vec<u8>, v: &Bound<PyAny>, buf: &mut ryu::Buffer) -> Py
     } else if v.is_instance_of::<PyInt>() {
         match v.extract::<i64>() {
             Ok(i) => push_int(out, i),
-            Err(_) => out.extend_from_slice(v.extract::<u64>()?.to_string().as_bytes()),
+            Err(_) => push_u64(out, v.extract::<u64>()?),
         }
     } else if let Ok(f) = v.cast::<PyFloat>() {
         push_float(out, f.value(), buf);
