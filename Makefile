@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install native demo test test-tansu unit integration kafka kafka-jars registry registry-jars lint lock bench bench-worker clean
+.PHONY: help install native peer-venv bench-peer demo test test-tansu unit integration kafka kafka-jars registry registry-jars lint lock bench bench-worker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -82,8 +82,19 @@ lock: $(STAMP)  ## re-pin deploy/requirements.lock from PyPI, with hashes (docs/
 bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
 	$(BIN)/python -m bench.bench_core --json bench/results/core.json
 
-bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~30–35 min)
+peer-venv: .venv-peer/.installed-stamp  ## the benchmarks' peer, Quix Streams + river, in .venv-peer
+
+.venv-peer/.installed-stamp: pyproject.toml
+	$(PYTHON) -m venv .venv-peer
+	.venv-peer/bin/python -m pip install --quiet --upgrade pip
+	.venv-peer/bin/python -m pip install --quiet 'quixstreams>=3.28,<3.29' 'river>=0.22'
+	touch $@
+
+bench-peer: $(STAMP) .venv-peer/.installed-stamp  ## the worker against Quix Streams + river at checkpoints every 2,000 and 10,000
+	$(BIN)/python -m bench.bench_peer --json bench/results/peer.json
+
+bench-worker: $(STAMP) .venv-peer/.installed-stamp  ## the worker end to end against the bare pipes and the Quix Streams + river peer (~30–35 min)
 	$(BIN)/python -m bench.bench_worker --json bench/results/worker.json --markdown bench/results/worker.md
 
 clean:  ## remove .venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-peer .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,5 +1,5 @@
 """The worker end to end on a Kafka-protocol broker, on each client backend: throughput against a
-bare pipe of its own client and a hand-written river loop, resident memory, latency at half load,
+bare pipe of its own client and a Quix Streams + river application, resident memory, latency at half load,
 cost against size, events through a feature spec against the same examples as envelope records,
 and a profile.
 
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                                          backends, args.event_formats, args.hash_bits,
                                                          args.registry, tools)
                 elif section == "sizes":
-                    say("sizes: the kafka-python worker, its pipe and the river loop by the input's size")
+                    say("sizes: the kafka-python worker, its pipe and the peer by the input's size")
                     report[section] = sec.section_sizes(ctx, args.records, args.sizes_repeats, args.quick,
                                                     args.seed, say)
                 else:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker import measures as m
-from bench.worker.contenders import KP, ROOT, SHORT, SPECS, backend_env
+from bench.worker.contenders import KP, ROOT, SHORT, SPECS, backend_env, peer_python
 from bench.worker.topics import create_topics, delete_topics, produce_all, read_back, topic_count
 
 SESSION_TIMEOUT_MS = 6_000  # a group join: the embedded broker holds one for half of it
@@ -191,23 +191,25 @@ def _window(timestamps_ms: Sequence[int]) -> tuple[float | None, float | None]:
 
 
 def start_contender(ctx: Ctx, module: str, label: str, in_topic: str, n: int, args: Sequence[str] = (),
-                    wrap: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """``bench.pipe`` or ``bench.peer_river_loop`` (``wrap``-ped) started on ``n`` records of
-    ``in_topic`` into a fresh output topic: the process, that topic, its log."""
+                    wrap: Sequence[str] = (), python: str | None = None
+                    ) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """``bench.pipe`` or ``bench.peer_quix`` (``wrap``-ped, run by ``python``, this interpreter by
+    default) started on ``n`` records of ``in_topic`` into a fresh output topic: the process, that
+    topic, its log."""
     (out_topic,) = ctx.new_topics(f"{label}-out")
     log = ctx.workdir / f"{out_topic}.log"
-    cmd = [*wrap, sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
+    cmd = [*wrap, python or sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
            "--output", out_topic, "--records", str(n), *args]
     return popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root), out_topic, log
 
 
 def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: int,
-                          extra_args: Sequence[str] = ()) -> dict[str, Any]:
-    """Run ``bench.pipe`` or ``bench.peer_river_loop`` on ``in_topic``; its rate from its output topic."""
+                          extra_args: Sequence[str] = (), python: str | None = None) -> dict[str, Any]:
+    """Run ``bench.pipe`` or ``bench.peer_quix`` on ``in_topic``; its rate from its output topic."""
     from bench.pipe import parse_result
 
     t0, broker = time.time(), ctx.broker_sampler()
-    proc, out_topic, log = start_contender(ctx, module, label, in_topic, n, extra_args)
+    proc, out_topic, log = start_contender(ctx, module, label, in_topic, n, extra_args, python=python)
     rss = RssSampler(proc.pid)
     rss.start()
     code = wait_logged(proc, 120 + n / 500, log, module)
@@ -360,7 +362,10 @@ def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict
             args = ["--client", spec.backend, *spec.pipe_args]
             r = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, args)
         elif spec.kind == "peer":
-            r = run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)
+            python = peer_python()
+            if python is None:
+                raise RuntimeError("the peer needs Quix Streams: make peer-venv (bench/README.md)")
+            r = run_contender_process(ctx, "bench.peer_quix", f"{label}-peer", in_topic, n, python=python)
         else:
             r = run_worker(ctx, in_topic, n, spec.predictions, f"{tag}-w{spec.predictions}", spec.backend)
     return {**r, "backend": spec.backend, "broker_topics_at_start": topics_before}
