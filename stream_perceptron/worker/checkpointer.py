@@ -13,6 +13,11 @@ then commit its offset.
 * A store that refuses a state because another worker claimed the partition since this one did
   (:class:`~stream_perceptron.errors.FencedError`) leaves the partition to its new owner: this
   worker processes, stores and commits nothing more of it.
+* With ``background`` (the directory store), the loop's interval checkpoint stores its states on a thread
+  of its own, from a snapshot taken once the outputs are confirmed, while the loop goes on; its
+  offsets are committed by :meth:`Checkpointer.settle`, on the loop's thread, once the states are
+  stored. At most one is in flight: every other checkpoint, and every assignment, settles it
+  first. A partition that moved since its snapshot stays one to store.
 
 :class:`TransactionalCheckpointer` (exactly-once, ``SP_OUTPUT__GUARANTEE=exactly-once``, on the
 Kafka store): each checkpoint interval is one Kafka transaction. It holds what the interval
@@ -36,9 +41,11 @@ is exactly what a new owner would do.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from stream_perceptron.errors import (
@@ -50,6 +57,7 @@ from stream_perceptron.errors import (
 )
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
+from stream_perceptron.state.stored import StoredState
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.deadline import ShutdownDeadline
@@ -60,6 +68,30 @@ from stream_perceptron.worker.policy import Counters, Every
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
+Snapshot = list[tuple[PartitionState, int, StoredState, int]]
+"""Each moved partition's state, taken once its outputs were confirmed: (partition, offset,
+state, epoch)."""
+
+
+@dataclass
+class Saved:
+    """What storing a :data:`Snapshot` did: the states stored (partition, offset, where), the
+    partitions a store refused as fenced, and the failure that stopped it (None if none)."""
+
+    stored: list[tuple[PartitionState, int, str]] = field(default_factory=list)
+    fenced: list[tuple[PartitionState, FencedError]] = field(default_factory=list)
+    failure: CheckpointError | KafkaEdgeError | None = None
+
+
+@dataclass
+class _InFlight:
+    """An interval checkpoint whose states a thread is storing."""
+
+    thread: threading.Thread
+    reason: str
+    started: float
+    saved: list[Saved]  # the thread's result, once it has one
+
 
 class Checkpointer:
     """At-least-once checkpoints (see the module's docstring), every ``policy`` and on demand.
@@ -69,7 +101,8 @@ class Checkpointer:
 
     def __init__(self, edge: Edge, store: PartitionStore, partitions: Partitions, outputs: Outputs, *,
                  policy: Every, deadline: ShutdownDeadline, observer: Observer | NullObserver,
-                 counters: Counters, lines: Throttle, stop: Callable[[], None]) -> None:
+                 counters: Counters, lines: Throttle, stop: Callable[[], None],
+                 background: bool = False) -> None:
         self._edge = edge
         self._store = store
         self._partitions = partitions
@@ -89,6 +122,9 @@ class Checkpointer:
         # Offsets of stored states whose commit failed; the next checkpoint or the hand-over
         # sends them. Kept only while the partition stays assigned (see forget).
         self._withheld: dict[Partition, int] = {}
+        self._background = background
+        self._aside = False  # this checkpoint's states are stored on a thread
+        self._in_flight: _InFlight | None = None
 
     # ------------------------------------------------------------------ the worker's calls
     def tick(self, n: int) -> None:
@@ -113,7 +149,8 @@ class Checkpointer:
         for key in partitions:
             self._withheld.pop(key, None)
 
-    def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None) -> bool:
+    def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None, *, aside: bool = False
+                   ) -> bool:
         """Confirm the outputs, store each moved partition's state, commit their offsets;
         returns False on failure. ``handover``: the partitions being revoked (all of them at the
         shutdown), whose offsets are committed even when held back before: the next owner's lag
@@ -123,11 +160,17 @@ class Checkpointer:
         records sent since are still confirmed, and a failure to confirm them is reported as for
         any output. Nothing is ever stored once the worker's state is not one to resume from.
         A restart then resumes each partition from its last stored state and replays.
+
+        ``aside`` (the loop's interval checkpoints, with ``background``): the states are stored on
+        a thread and the offsets committed by a later :meth:`settle`; it returns True once the
+        outputs are confirmed.
         """
         if handover is None and reason == "shutdown":
             handover = list(self._partitions.assigned)
         # named in the line of a shutdown that overran its deadline while this waited
         with self._deadline.during(f"writing the {reason} checkpoint (flushing the outputs first)"):
+            self.settle(wait=True)
+            self._aside = aside and self._background
             self._policy.reset()
             started = time.monotonic()
             unsafe = self._open_batch or self._lost
@@ -167,7 +210,42 @@ class Checkpointer:
             self._observer.outputs_confirmed()
             self._commit({}, handover)
             return True
-        stored, places, failure = self._store_moved(moved)
+        snapshot = [(st, st.next_offset, st.state(), st.epoch) for st in moved if st.next_offset is not None]
+        if self._aside and not handover:
+            saved: list[Saved] = []
+            thread = threading.Thread(target=lambda: saved.append(self._save(snapshot)),
+                                      name="sp-checkpoint-store", daemon=True)
+            thread.start()
+            self._in_flight = _InFlight(thread, reason, started, saved)
+            return True
+        return self._stored(self._save(snapshot), reason, handover, started)
+
+    def settle(self, *, wait: bool = False) -> None:
+        """Finish the interval checkpoint whose states a thread stores, once it has (at once with
+        ``wait``): its offsets committed, its outcome counted and logged. Nothing when none is in
+        flight."""
+        flight = self._in_flight
+        if flight is None or (flight.thread.is_alive() and not wait):
+            return
+        flight.thread.join()
+        self._in_flight = None
+        # no result: the thread raised (it logged why); the states count as not stored
+        saved = flight.saved[0] if flight.saved else Saved(failure=CheckpointError("states not stored"))
+        self._stored(saved, flight.reason, set(), flight.started)
+
+    def _stored(self, saved: Saved, reason: str, handover: set[Partition], started: float) -> bool:
+        """Account for the states ``saved`` stored: each stored partition that has not moved since
+        is clean; a fenced one is left to its new owner; the offsets stored are committed."""
+        for st, exc in saved.fenced:
+            st.fenced = True
+            log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
+        stored: dict[Partition, int] = {}
+        places: list[str] = []
+        for st, offset, place in saved.stored:
+            st.dirty, st.saved_at = st.dirty and st.next_offset != offset, place
+            stored[st.key] = offset
+            places.append(place)
+        failure = saved.failure
         if failure is not None:
             if self.ok:
                 log.error("checkpoint (%s) failed, offsets not committed: %s", reason, failure)
@@ -186,29 +264,19 @@ class Checkpointer:
                 {f"{t}[{p}]": o for (t, p), o in stored.items()}, more)
         return True
 
-    def _store_moved(
-        self, moved: list[PartitionState]
-    ) -> tuple[dict[Partition, int], list[str], CheckpointError | KafkaEdgeError | None]:
-        """Store the ``moved`` partitions' states, in turn, until one fails; returns the offsets
-        stored, where they went, and the failure (None when none failed). A partition whose
-        store refuses it as fenced is left to its new owner."""
-        stored: dict[Partition, int] = {}
-        places: list[str] = []
-        for st in moved:
-            offset = st.next_offset
+    def _save(self, snapshot: Snapshot) -> Saved:
+        """Store the snapshot's states, in turn, until one fails (on any thread: it changes no
+        partition's state, :meth:`_stored` does)."""
+        saved = Saved()
+        for st, offset, state, epoch in snapshot:
             try:
-                place = self._store.save(st.state(), st.epoch)
+                saved.stored.append((st, offset, self._store.save(state, epoch)))
             except FencedError as exc:
-                st.fenced = True
-                log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
-                continue
+                saved.fenced.append((st, exc))
             except (CheckpointError, KafkaEdgeError) as exc:  # a file, or the state topic
-                return stored, places, exc
-            st.dirty, st.saved_at = False, place
-            if offset is not None:  # always: a moved partition has processed a batch
-                stored[st.key] = offset
-            places.append(place)
-        return stored, places, None
+                saved.failure = exc
+                break
+        return saved
 
     def _commit(self, stored: dict[Partition, int], handover: set[Partition]) -> None:
         """Commit the offsets of the states just stored (``stored``) and those withheld from

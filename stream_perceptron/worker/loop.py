@@ -49,6 +49,7 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
 from stream_perceptron.signals import stopping_on_signals
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
 from stream_perceptron.state.stored import Offsets
 from stream_perceptron.throttle import Throttle
@@ -136,7 +137,10 @@ class Worker:
             if exactly_once else
             Checkpointer(self.edge, self.store, self.partitions, outputs, policy=policy,
                          deadline=self.shutdown.deadline, observer=self.observer, counters=self.counters,
-                         lines=lines, stop=self.stop))
+                         lines=lines, stop=self.stop,
+                         # files are written on a thread of their own; the Kafka store sends
+                         # through the edge, on the loop's thread
+                         background=isinstance(self.store, DirectoryStore)))
         # Why an assigned partition could not be opened (its stored states all damaged, another
         # configuration's): raised by the loop after the poll whose rebalance met it.
         self._refused: CheckpointError | SettingsError | None = None
@@ -284,8 +288,9 @@ class Worker:
                 self.publisher.publish()
             else:
                 self.observer.lag(self.publisher.lag())  # per poll, never per record
+            self.checkpointer.settle()  # an interval checkpoint whose states are stored by now
             if self.checkpointer.due():
-                self.checkpointer.checkpoint("interval")
+                self.checkpointer.checkpoint("interval", aside=True)
             if until is not None and until(self):
                 return
 
@@ -419,6 +424,7 @@ class Worker:
         if self.shutdown.begun:  # an assignment the client delivers while it closes: never used
             log.info("assigned %s while shutting down: not taken", partitions)
             return
+        self.checkpointer.settle(wait=True)  # no state is read while one is being written
         self.counters.rebalances += 1
         self.observer.rebalance()
         self.observer.assigned(self.edge.assignment())
