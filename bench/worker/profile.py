@@ -113,6 +113,7 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
     from kafka import KafkaConsumer, KafkaProducer
 
     import bench.pipe
+    from stream_perceptron.codec.native import DenseReader
     from stream_perceptron.codec.outputs import encode_predictions
     from stream_perceptron.contract import json_object
     from stream_perceptron.kafka.edge import EdgeBase
@@ -151,13 +152,14 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
         (SEND, of(KafkaEdge.send_many)),
         (SEND, of(EdgeBase.send)),
         *cf_stages,
+        ("decode: the compiled reader (native)", of(DenseReader.read)),
         ("decode: simdjson matrix (dense_json)", module("stream_perceptron.codec.dense_json")),
         ("decode (msgspec, validated)", module("stream_perceptron.codec.inputs")),
         ("decode events: JSON (orjson)", of(json_object)),
         ("decode events: Avro (schema ids, fastavro)", module("stream_perceptron.codec.avro")),
         ("decode events: the feature spec (compiled)", module("stream_perceptron.features")),
         ("decode events: the batch loop (EventDecoder)", module("stream_perceptron.codec.events")),
-        ("encode predictions (structs + msgspec)", of(encode_predictions)),
+        ("encode predictions (compiled, or structs + msgspec)", of(encode_predictions)),
         ("encode other records (statistics, dead letters)", module("stream_perceptron.codec")),
         ("drift detector", module("stream_perceptron.model.drift")),
         ("statistics update (margins, norms)", module("stream_perceptron.model.stats")),

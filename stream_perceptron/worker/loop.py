@@ -288,7 +288,8 @@ class Worker:
                 self.publisher.publish()
             else:
                 self.observer.lag(self.publisher.lag())  # per poll, never per record
-            self.checkpointer.settle()  # an interval checkpoint whose states are stored by now
+            # the checkpoint running beside the loop: its held outputs sent (at most one poll's)
+            self.checkpointer.settle(release=True)
             if self.checkpointer.due():
                 self.checkpointer.checkpoint("interval", aside=True)
             if until is not None and until(self):
