@@ -1,16 +1,10 @@
 """The worker against what a Python team would write instead, side by side: a Quix Streams + river
-application (``bench/peer_quix.py``) and the worker on confluent-kafka, on one broker and one input
-(``--records`` JSON records of 20 features on one partition), the worker at each checkpoint interval
-of ``--every``, in alternating repeats; the worker's predictions/s over the peer's.
-
-Run from the repository root (the peer runs in ``.venv-peer``: ``make peer-venv``)::
-
-    .venv/bin/python -m bench.bench_peer          # 200,000 records, every 2,000 and 10,000, 3 repeats
-    .venv/bin/python -m bench.bench_peer --records 50000 --repeats 5 --every 10000 --json peer.json
-
-Each run is a fresh process with fresh output topics (and for the worker a fresh group and state
-directory); a rate is ``(count − 1) / (last − first)`` over the output records' CreateTime, as in
-``bench_worker``. Each repeat runs every contender once, in an order rotated by the repeat.
+application (``bench/peer_quix.py``, run in ``.venv-peer``: ``make peer-venv``) and the worker on
+confluent-kafka, on one broker and one input (``--records`` JSON records of 20 features on one
+partition), the worker at each checkpoint interval of ``--every``; the worker's predictions/s over
+the peer's. Each run is a fresh process with fresh output topics (the worker: a fresh group and
+state directory); rates from the outputs' CreateTime, as in ``bench_worker``; each repeat runs every
+contender once, in an order rotated by the repeat. ``python -m bench.bench_peer --help``.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class Ctx:
     session_timeout_ms: int
     broker_pid: int | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
-    code_root: Path = ROOT  # the checkout whose pipe, peer and worker run (bench_ab and bench_scale set it)
+    code_root: Path = ROOT  # the checkout whose pipe, peer and worker run (bench_scale --compare sets it)
     topics: list[str] = field(default_factory=list)
     counter: int = 0
 
