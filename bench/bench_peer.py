@@ -10,7 +10,6 @@ contender once, in an order rotated by the repeat. ``python -m bench.bench_peer 
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,41 +25,44 @@ from bench.worker.processes import Ctx, broker_at, run_contender_process, run_wo
 PEER = "Quix Streams + river"
 
 
-def worker_label(every: int) -> str:
-    return f"worker (confluent-kafka), checkpoint every {every:,}"
+def contenders(every: Sequence[int], variants: Sequence[str], peer: bool) -> dict[str, dict[str, str] | None]:
+    """The contenders by label: the peer (None), then the worker's settings of each: one per
+    checkpoint interval, then one per ``--variant NAME:SP_A=1,SP_B=2`` (at the first interval)."""
+    out: dict[str, dict[str, str] | None] = {PEER: None} if peer else {}
+    for e in every:
+        out[f"worker (confluent-kafka), checkpoint every {e:,}"] = {"SP_CHECKPOINT__EVERY_EXAMPLES": str(e)}
+    for v in variants:
+        name, _, pairs = v.partition(":")
+        out[f"worker (confluent-kafka), {name}"] = {"SP_CHECKPOINT__EVERY_EXAMPLES": str(every[0]),
+                                                    **dict(p.split("=", 1) for p in pairs.split(",") if p)}
+    return out
 
 
-def run(ctx: Ctx, in_topic: str, n: int, repeats: int, every: Sequence[int], python: str,
+def run(ctx: Ctx, in_topic: str, n: int, repeats: int, which: dict[str, dict[str, str] | None], python: str,
         say: Any = print) -> dict[str, list[dict[str, Any]]]:
     """Every contender once per repeat, in rotated order: their runs by label."""
-    contenders: list[tuple[str, int | None]] = [(PEER, None), *((worker_label(e), e) for e in every)]
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in contenders}
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in which}
     for k in range(repeats):
-        for label, e in rotated(contenders, k):
+        for i, label in enumerate(rotated(list(which), k)):
             with ctx.scope():
-                if e is None:
-                    r = run_contender_process(ctx, "bench.peer_quix", f"r{k}-quix", in_topic, n,
-                                              python=python)
+                if (env := which[label]) is None:
+                    r = run_contender_process(ctx, "bench.peer_quix", f"r{k}-q", in_topic, n, python=python)
                 else:
-                    r = run_worker(ctx, in_topic, n, "all", f"r{k}-w{e}", CF,
-                                   {"SP_CHECKPOINT__EVERY_EXAMPLES": str(e)})
+                    r = run_worker(ctx, in_topic, n, "all", f"r{k}-w{i}", CF, env)
             runs[label].append(r)
             say(f"  repeat {k + 1}: {label}: {fmt_rate(r.get('rate'))} rec/s")
     return runs
 
 
-def ratios(runs: dict[str, list[dict[str, Any]]], every: Sequence[int]) -> dict[str, Any]:
-    """Per interval: the worker's median rate over the peer's, and the ratio repeat by repeat."""
-    peer = runs[PEER]
-    peer_median = summarize(peer)["median_rate"]
+def ratios(runs: dict[str, list[dict[str, Any]]], base: str) -> dict[str, Any]:
+    """Each contender's median rate over ``base``'s, and the ratio repeat by repeat."""
+    base_median = summarize(runs[base])["median_rate"]
     out = {}
-    for e in every:
-        worker = runs[worker_label(e)]
-        med = summarize(worker)["median_rate"]
-        each = [w["rate"] / p["rate"] for w, p in zip(worker, peer, strict=True)
-                if w.get("rate") and p.get("rate")]
-        out[str(e)] = {"worker_median": med, "peer_median": peer_median,
-                       "ratio": med / peer_median if med and peer_median else None, "per_repeat": each}
+    for label, rs in runs.items():
+        med = summarize(rs)["median_rate"]
+        each = [w["rate"] / b["rate"] for w, b in zip(rs, runs[base], strict=True) if w["rate"] and b["rate"]]
+        out[label] = {"median": med, "base_median": base_median,
+                      "ratio": med / base_median if med and base_median else None, "per_repeat": each}
     return out
 
 
@@ -69,14 +71,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--every", default="2000,10000", help="the worker's checkpoint intervals, in examples")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:SP_A=1,SP_B=2",
+                   help="one more worker, with these settings (repeatable); e.g. exactly-once")
+    p.add_argument("--no-peer", action="store_true", help="the workers alone, each over the first")
     p.add_argument("--bootstrap", help="host:port of a broker; default: start the embedded one")
     p.add_argument("--peer-python", default=peer_python(), help="the interpreter with Quix Streams")
     p.add_argument("--json", type=Path)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     args = p.parse_args(argv)
-    if args.peer_python is None:
+    if args.peer_python is None and not args.no_peer:
         p.error("Quix Streams is not installed: make peer-venv")
-    every = [int(e) for e in args.every.split(",")]
+    which = contenders([int(e) for e in args.every.split(",")], args.variant, not args.no_peer)
     values, meta = dense_records(args.records, 20, seed=args.seed)
     load = [loadavg()]
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp, \
@@ -84,19 +89,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ctx = Ctx(bootstrap, f"peer-{int(time.time())}", Path(tmp), 6000, broker_pid=pid)
         with ctx.scope():
             in_topic, _ = ctx.new_input("in", values)
-            runs = run(ctx, in_topic, args.records, args.repeats, every, args.peer_python)
+            runs = run(ctx, in_topic, args.records, args.repeats, which, args.peer_python)
     load.append(loadavg())
+    base = next(iter(which))
     out = {"records": args.records, "repeats": args.repeats, "input": meta, "loadavg": load,
-           "summary": {label: summarize(r) for label, r in runs.items()}, "ratios": ratios(runs, every),
+           "summary": {label: summarize(r) for label, r in runs.items()}, "ratios": ratios(runs, base),
            "runs": {label: [{k: v for k, v in r.items() if not k.startswith("_")} for r in rs]
                     for label, rs in runs.items()}}
-    rows = [[label, fmt_rate(s["median_rate"]), ", ".join(fmt_rate(r) for r in s["rates"])]
-            for label, s in out["summary"].items()]
-    print(format_table(["contender", "median rec/s", "runs"], rows))
-    for e, r in out["ratios"].items():
-        each = ", ".join(f"{v:.2f}" for v in r["per_repeat"])
-        print(f"worker / {PEER}, checkpoint every {int(e):,}: {r['ratio'] or 0:.2f}x (per repeat {each}); "
-              f"median of per-repeat {statistics.median(r['per_repeat']) if r['per_repeat'] else 0:.2f}x")
+    rows = [[label, fmt_rate(r["median"]), f"{r['ratio'] or 0:.2f}x",
+             ", ".join(f"{v:.2f}" for v in r["per_repeat"]), ", ".join(fmt_rate(x) for x in s["rates"])]
+            for (label, r), s in zip(out["ratios"].items(), out["summary"].values(), strict=True)]
+    print(format_table(["contender", "median rec/s", f"x {base}", "per repeat", "runs"], rows))
     print(f"load average at start {load[0]}, at end {load[1]}")
     if args.json:
         write_json(args.json, out)
