@@ -47,7 +47,7 @@ CF_SERVE = "confluent-kafka poll(0) (delivery reports)"
 # functions the leaf's source line tells which call it is
 LEAF_CALLS = (("consume_first(", CF_CONSUME), ("consume_batch(", CF_CONSUME), ("produce(", CF_PRODUCE),
               ("poll(0)", CF_SERVE), ("serve(", CF_SERVE), (".flush(", CF_FLUSH))
-_IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire"}
+_IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire", "_run"}  # _run: a queue get
 
 
 def module_of(path: str) -> str:
