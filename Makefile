@@ -79,8 +79,8 @@ lock: $(STAMP)  ## re-pin deploy/requirements.lock from PyPI, with hashes (docs/
 	| $(BIN)/uv pip compile --quiet pyproject.toml - --extra all --generate-hashes \
 	    --python-version 3.11 --python-platform linux -o deploy/requirements.lock
 
-bench: $(STAMP)  ## the core benchmark: learn_many / learn_one / river / scikit-learn
-	$(BIN)/python -m bench.bench_core --json bench/results/core.json
+bench: $(STAMP)  ## the model against river: progressive validation, each call on dict rows, learn_many
+	$(BIN)/python -m bench.bench_river_api --json bench/results/river_api.json
 
 peer-venv: .venv-peer/.installed-stamp  ## the benchmarks' peer, Quix Streams + river, in .venv-peer
 

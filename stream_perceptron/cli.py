@@ -529,7 +529,31 @@ def mixed(ctx: click.Context, topic: str | None, follow: bool, rows: tuple[str, 
 
 @main.group()
 def checkpoint() -> None:
-    """Inspect checkpoints."""
+    """Inspect checkpoints, and export a model to river or scikit-learn."""
+
+
+@checkpoint.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--to", "to", type=click.Choice(["river", "sklearn"]), required=True,
+              help="river: a pickle of river's linear_model.Perceptron; sklearn: a joblib file of"
+                   " scikit-learn's linear_model.Perceptron.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The directory of the state (default: the SP_CHECKPOINT__DIR setting).")
+@click.option("--partition", help="TOPIC:N, when the directory holds the states of several partitions.")
+@click.pass_context
+@exits()
+def checkpoint_export(ctx: click.Context, file: Path, to: str, checkpoint_dir: Path | None,
+                      partition: str | None) -> None:
+    """Write the model of a stored state to FILE as river's or scikit-learn's Perceptron: the same
+    weights, intercept, feature order and classes (the averaged weights of an averaged model).
+    The state is the directory's one partition, --partition's, or its initial model (a fit's)."""
+    from stream_perceptron.commands.checkpoint import export
+
+    setup_logging("WARNING")
+    directory = checkpoint_dir
+    if directory is None:
+        directory = Path(settings_from(ctx).checkpoint.dir)
+    click.echo(orjson.dumps(export(directory, to, file, partition)).decode())
 
 
 @checkpoint.command("show")

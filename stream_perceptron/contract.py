@@ -6,8 +6,9 @@ comes in (a Kafka record through :mod:`~stream_perceptron.codec`, a file or data
 label to its sign: ``True``, ``1`` (and ``1.0``, numpy's ``True`` and ``int64(1)``) and the
 positive class are +1; ``False``, ``0``, ``-1`` and the negative class are −1: **0 is the
 negative class everywhere**. A class name is a string equal to the positive or negative class
-(``SP_LIMITS__POSITIVE_CLASS`` / ``SP_LIMITS__NEGATIVE_CLASS``, or a model's ``classes``).
-Anything else is not a label. :func:`label_table` and :func:`array_signs` are the same rule as a
+(``SP_LIMITS__POSITIVE_CLASS`` / ``SP_LIMITS__NEGATIVE_CLASS``). Anything else is not a label.
+A model given ``classes=(negative, positive)`` takes those two labels alone
+(:mod:`~stream_perceptron.model.labels`). :func:`label_table` and :func:`array_signs` are the same rule as a
 lookup and over an array.
 
 **Feature values.** A value is a number (an int or a float, Python's or numpy's; not a bool,

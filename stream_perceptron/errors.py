@@ -27,6 +27,11 @@ class DimensionError(DecodeError):
     """An example's dimension does not match the model's."""
 
 
+class FeatureValueError(DecodeError):
+    """A feature value given to the model in Python is not a finite number (None, NaN, ±inf, a
+    string): the message names the feature. Nothing of the row is learned."""
+
+
 class CheckpointError(StreamPerceptronError):
     """A checkpoint cannot be written or read."""
 

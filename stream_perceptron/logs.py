@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from types import TracebackType
 
 import orjson
 
@@ -42,6 +44,40 @@ class SlowTaskNotices(logging.Filter):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return logging.getLogger("kafka").isEnabledFor(logging.DEBUG)
         return True
+
+
+class ClientTracebacks(logging.Filter):
+    """Writes a client line's exception raised inside the client as one line, its type and text.
+
+    kafka-python logs some faults of its own I/O thread with a traceback (a socket it closed
+    itself while a read was under way, at shutdown: ``Error receiving network data closing
+    socket``). That traceback ends inside the client and names nothing an operator can act on; it
+    is kept when the ``kafka`` logger is lowered to DEBUG by hand. An exception raised in this
+    package's code (a callback the client ran) keeps its traceback. A line made one line is
+    counted and suppressed like the client's other repeated lines (:class:`RepeatedClientLines`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        client = record.name == "kafka" or record.name.startswith("kafka.")
+        if client and record.exc_info and _raised_in_client(record.exc_info[2]) \
+                and not logging.getLogger("kafka").isEnabledFor(logging.DEBUG):
+            exc = record.exc_info[1]
+            try:
+                text = record.getMessage()
+            except Exception:  # the handler reports a record it cannot format
+                return True
+            record.msg, record.args = f"{text}: {type(exc).__name__}: {exc}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _raised_in_client(tb: TracebackType | None) -> bool:
+    """Whether the innermost frame of ``tb`` is kafka-python's."""
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{os.sep}kafka{os.sep}" in tb.tb_frame.f_code.co_filename
 
 
 class RepeatedClientLines(logging.Filter):
@@ -116,6 +152,7 @@ def setup_logging(level: str | int = "INFO", fmt: str = "text") -> None:
     """Send logs to stderr, as text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SlowTaskNotices())
+    handler.addFilter(ClientTracebacks())
     handler.addFilter(RepeatedClientLines(handler=handler))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())

@@ -1,4 +1,5 @@
-"""``stream-perceptron checkpoint show``: the stored states, as one JSON object.
+"""``stream-perceptron checkpoint show``: the stored states, as one JSON object; ``checkpoint
+export``: one stored model as river's or scikit-learn's Perceptron, in a file.
 
 Each partition's state is shown with the keys a version-1 checkpoint always had (``path``,
 ``seq``, ``created``, ``model_id``, ``config``, ``fingerprint``, the model's ``weights``,
@@ -16,10 +17,13 @@ the partition's running ``sum_mu_k``; null before the first adoption.
 
 from __future__ import annotations
 
+import os
+import pickle
 from pathlib import Path
 from typing import Any
 
-from stream_perceptron.errors import CheckpointError
+from stream_perceptron.errors import CheckpointError, OutputError
+from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import KafkaSettings
 from stream_perceptron.state.directory import DirectoryStore
@@ -122,3 +126,83 @@ def _where(store: KafkaStore, topic: str, partition: int) -> dict[str, Any] | No
     return {"topic": store.log.name, "partition": state_partition(partition, store.partitions()),
             "offset": m.offset,
             "key": m.key, "epoch": m.epoch, "writer": m.writer}
+
+
+EXPORT_TO = ("river", "sklearn")
+
+
+def model_of(ckpt: StoredState) -> Perceptron:
+    """The model a stored state holds, configured as it was stored."""
+    config = ckpt.config
+    model = Perceptron(n_features=config.get("n_features"), fit_intercept=config.get("fit_intercept", True),
+                       average=config.get("average", False), hash_bits=config.get("hash_bits"),
+                       hash_sign=config.get("hash_sign", False))
+    model.set_state(ckpt.model)
+    return model
+
+
+def stored_one(directory: Path, partition: str | None = None) -> StoredState:
+    """The state ``partition`` (``TOPIC:N``) stored in ``directory``; without it, the one
+    partition's state the directory holds, or else its initial model (a ``fit`` checkpoint).
+    :class:`CheckpointError` when that is not one state."""
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory} is not a directory")
+    store = DirectoryStore(directory)
+    held = sorted(store.partitions())
+    if partition is not None:
+        topic, _, number = partition.rpartition(":")
+        if not topic or not number.isdigit():
+            raise CheckpointError(f"--partition is TOPIC:N, got {partition!r}")
+        ckpt = store.load(topic, int(number))
+        if ckpt is None:
+            names = ", ".join(f"{t}:{p}" for t, p in held) or "none"
+            raise CheckpointError(f"no valid state of {partition} in {directory} (it holds: {names})")
+        return ckpt
+    if len(held) > 1:
+        names = ", ".join(f"{t}:{p}" for t, p in held)
+        raise CheckpointError(f"{directory} holds the states of {len(held)} partitions ({names}):"
+                              " name one with --partition TOPIC:N")
+    ckpt = store.load(*held[0]) if held else StateFiles(directory).load()
+    if ckpt is None:
+        raise CheckpointError(f"no valid checkpoint in {directory}")
+    return ckpt
+
+
+def export(directory: Path, to: str, path: Path, partition: str | None = None) -> dict[str, Any]:
+    """What ``checkpoint export`` does: the model served by a state of ``directory``
+    (:func:`stored_one`) written to ``path`` as river's ``linear_model.Perceptron`` (a pickle) or
+    scikit-learn's ``linear_model.Perceptron`` (a joblib file), with the same weights, intercept,
+    feature order and classes (:mod:`~stream_perceptron.interop`); returns what was written."""
+    from stream_perceptron import interop
+
+    if to not in EXPORT_TO:
+        raise CheckpointError(f"--to is one of {', '.join(EXPORT_TO)}, not {to!r}")
+    ckpt = stored_one(directory, partition)
+    model = model_of(ckpt)
+    try:
+        theirs = interop.to_river(model) if to == "river" else interop.to_sklearn(model)
+    except ImportError as exc:
+        raise CheckpointError(f"--to {to} needs {exc.name or to}: pip install scikit-learn") from None
+    except ValueError as exc:
+        raise CheckpointError(f"{directory}: {exc}") from None
+    _write(theirs, path, to)
+    return {"to": to, "file": str(path), "state": None if ckpt.path is None else str(ckpt.path),
+            "features": len(model.weights), "named": len(model.feature_names),
+            "classes": list(model.class_labels), "average": model.average}
+
+
+def _write(obj: Any, path: Path, to: str) -> None:
+    """``obj`` to ``path`` whole or not at all: written beside it, then renamed over it."""
+    part = path.with_name(path.name + ".part")
+    try:
+        if to == "sklearn":
+            import joblib
+
+            joblib.dump(obj, part)
+        else:
+            with part.open("wb") as f:
+                pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -16,7 +16,7 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.perceptron import Features, FloatArray, Perceptron
 from stream_perceptron.model.stats import RunningStats, row_norms
 from stream_perceptron.settings import Settings
-from stream_perceptron.sources import no_positive_class, open_source
+from stream_perceptron.sources import Source, no_positive_class, open_source
 from stream_perceptron.state.stored import StateFiles, StoredState, new_model_id
 
 
@@ -120,6 +120,17 @@ def _refuse_a_model_there(store: StateFiles) -> None:
         )
 
 
+def _name_as_the_source(model: Perceptron, source: Source) -> None:
+    """Give the model the names its source knows: the columns of a dense source (a CSV's header,
+    a river dataset's keys), so that the checkpoint scores dict rows by name, and the labels of
+    its two classes as the dataset wrote them (the model learned their signs)."""
+    names = source.feature_names
+    if names and not model.feature_names and model.hash_bits is None and model.dim == len(names):
+        model.name_features(names)
+    if source.classes is not None:
+        model.name_classes(*source.classes.names())
+
+
 def fit_source(
     settings: Settings, spec: str, *, passes: int, limit: int | None = None, label: str = "y",
     replace: bool = False,
@@ -161,6 +172,7 @@ def fit_source(
     gamma_all = float(functional.min() / norm_aug) if norm_aug > 0 else 0.0
     r = float(row_norms(X, model.fit_intercept).max())
     gamma = gamma_all if gamma_all > 0 else None
+    _name_as_the_source(model, source)
     model_state, stats_state = learner.state()
     # A worker reads the initial model only when it starts: a `fit` beside a running one changes nothing
     # until its next start, and each partition with a state of its own keeps it.

@@ -255,7 +255,6 @@ def adopt(model: Perceptron, mixed: Mix) -> None:
     >>> import numpy as np
     >>> model = Perceptron()
     >>> model.learn_one([1.0, 2.0], 1)
-    True
     >>> adopt(model, mix([Published(0, np.array([0.5, 0.0]), -1.0, 0, 0, 0)]))
     >>> model.weights.tolist(), model.intercept, model.mistakes
     ([0.5, 0.0], -1.0, 1)

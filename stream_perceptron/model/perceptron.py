@@ -20,13 +20,17 @@ Scores are computed row by row with one fixed summation order, the same in
 stream replayed in different batches makes bit-identical decisions and weights. A dense row is
 summed as ``(x * w).sum()`` over all its columns. A row of named features is held sparse
 (:class:`~stream_perceptron.model.sparse.SparseRows`) and summed over its own features only, in the
-order of its keys, so its cost is its number of features, not the model's width.
+order of its keys (the order :mod:`~stream_perceptron.model.rowwise` states exactly), so its cost
+is its number of features, not the model's width. One dict row at a time (``learn_one``,
+``predict_one``, ``predict_proba_one``) is scored in plain Python in that same order, from θ kept
+by name beside the array, since numpy's overhead per call outweighs a few features' arithmetic;
+a batch (``learn_many``, a pandas DataFrame included) goes through numpy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -34,14 +38,15 @@ import numpy as np
 import numpy.typing as npt
 from river import base
 
-from stream_perceptron.errors import DimensionError
-from stream_perceptron.model import dense_pass
+from stream_perceptron.errors import DimensionError, FeatureValueError
+from stream_perceptron.model import dense_pass, frames
 from stream_perceptron.model.hashing import FeatureHasher
 from stream_perceptron.model.labels import LabelSpace, Signs
-from stream_perceptron.model.sparse import SparseRows, dot_rows, segment_sums
+from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, dot_pair, reduce_sum, value
+from stream_perceptron.model.sparse import SparseRows, dot_rows
 
 FloatArray = npt.NDArray[np.float64]
-Features = Mapping[str, float] | Sequence[float] | FloatArray
+Features = Mapping[Any, Any] | Sequence[float] | FloatArray
 Rows = FloatArray | SparseRows
 """What :meth:`Perceptron.vectorize_many` returns: a dense matrix, or sparse rows of named features."""
 
@@ -53,6 +58,8 @@ _MIN_SCORED_BLOCK = 16
 _MAX_BLOCK = 4096
 _BLOCK_BYTES = 8 << 20  # the scoring temporary of one block stays under 8 MiB, however wide x is
 _FIXED_BY_DENSE = "x has named features but the model was fixed by dense vectors"
+_KEYS_BY_NAME = 1 << 16  # hashed names kept by name for dict rows one at a time
+_exp = math.exp
 
 
 class Refusal(str):
@@ -89,7 +96,7 @@ class BatchResult(NamedTuple):
     served_mistakes: npt.NDArray[np.bool_]
 
 
-class Perceptron(base.Classifier):
+class Perceptron(base.MiniBatchClassifier):
     r"""Mistake-driven linear classifier: Rosenblatt's perceptron, online.
 
     Parameters
@@ -114,12 +121,15 @@ class Perceptron(base.Classifier):
         Map feature names to :math:`2^b` columns with a stable hash
         (:mod:`~stream_perceptron.model.hashing`) instead of indexing each name: the model's width,
         memory and checkpoints stay the same however many names arrive; colliding names share a
-        weight. ``n_features`` is then :math:`2^b`.
+        weight. ``n_features`` is then :math:`2^b`. A name is a string, an integer, a float,
+        ``bytes``, ``None`` or a tuple of these (river's generators key features 0, 1, 2…).
     hash_sign
         With ``hash_bits``, also give each name a hashed sign (colliding names then cancel on
         average instead of adding).
     classes
-        Two class names, ``(negative, positive)``, accepted as labels and predicted.
+        Two class names, ``(negative, positive)``: the only labels taken (any other is refused
+        with a ValueError) and the ones predicted. This perceptron is binary: more names are
+        refused.
 
     Notes
     -----
@@ -127,15 +137,39 @@ class Perceptron(base.Classifier):
     :class:`~stream_perceptron.model.labels.LabelSpace`: ``True``, ``1`` and the positive class
     are +1; ``False``, ``0``, ``-1`` and the negative class are −1 (0 is the negative class
     everywhere). :meth:`predict_one` answers in the label space taught: bools give bools, ±1 gives
-    ±1, 0/1 gives 0/1, class names give those names. It predicts the positive label when the
-    score is > 0, else the negative one; a point on the boundary (score 0) is still counted a
-    mistake for either label, as the perceptron's texts do.
+    ±1, 0/1 gives 0/1, class names give those names (a class not yet taught is inferred from the
+    other: 0 for 1, so a 0/1 stream answers 0 from its first example). It predicts the positive
+    label when the score is > 0, else the negative one; a point on the boundary (score 0) is still
+    counted a mistake for either label, as the perceptron's texts do.
 
     **Probabilities.** :meth:`predict_proba_one` gives the positive class
     :math:`\sigma(s) = 1/(1 + e^{-s})` of the served score :math:`s`, as river's Perceptron does.
     It is a monotone squashing of the score, so rank-based metrics such as ROC AUC work, but it
     is **not a calibrated probability**: the perceptron fits no likelihood and the score's scale
     grows with ‖θ‖.
+
+    **Sample weights.** ``learn_one(x, y, w)`` scales the update by :math:`w \ge 0`: on a
+    mistake (still :math:`y(\theta \cdot x + \theta_0) \le 0`, whatever w),
+    :math:`\theta \leftarrow \theta + w y x` and :math:`\theta_0 \leftarrow \theta_0 + w y`, the
+    step river's linear models take with a sample weight. ``w = 1`` is the rule itself, bit for
+    bit; ``w = 0`` learns nothing (the example is not counted). :attr:`updates` counts updates,
+    whatever their weight. With ``average=True`` the weight scales the update that enters the
+    average, :math:`\Delta_s = w_s y_s x_s`, and each example learned still counts once in T:
+    θ̄ stays the mean of θ over the examples. learn_many takes no weights.
+
+    **Bad values.** A feature value is a number (a bool counts as 0 or 1). ``None``, NaN, ±inf
+    or anything else in a dict row, a list, a list of rows or a DataFrame is refused with one
+    :class:`~stream_perceptron.errors.FeatureValueError` naming the feature, as the worker's
+    decoder refuses such a record; nothing is learned from the row. numpy arrays (and
+    :class:`~stream_perceptron.model.sparse.SparseRows`) are taken as they are: the worker
+    builds them from records it has checked, and a check would cost its batches a pass (a
+    non-finite value then gives a non-finite score, never a mistake).
+
+    **Mini-batches** (river's ``MiniBatchClassifier``): :meth:`learn_many`,
+    :meth:`predict_many` and :meth:`predict_proba_many` take a pandas DataFrame (its columns are
+    feature names, each row learned or scored as the dict of its columns would be, in column
+    order) and answer with a Series or a DataFrame on its index; they take numpy arrays and lists
+    of rows too, and answer those with numpy arrays. pandas is imported only when given.
 
     **Averaging is lazy.** With :math:`n_s` the number of labeled examples learned before a
     mistake :math:`s` whose update is :math:`\Delta_s = y_s x_s`, the model keeps
@@ -159,10 +193,12 @@ class Perceptron(base.Classifier):
     >>> model.weights.tolist(), model.updates
     ([1.0, 1.0], 2)
 
-    Named features map to stable indices, and labels come back as taught:
+    Named features map to stable indices, and labels come back as taught; whether an example
+    was a mistake is :attr:`last_mistake`:
 
     >>> model = Perceptron()
     >>> model.learn_one({"a": 2.0, "b": -1.0}, True)
+    >>> model.last_mistake
     True
     >>> model.predict_one({"a": 1.0}), model.score_one({"a": 1.0})
     (True, 3.0)
@@ -176,6 +212,17 @@ class Perceptron(base.Classifier):
     [True, True]
     >>> model.predict_one([3.0]), model.predict_one([-3.0])
     (1, 0)
+
+    Class names are the only labels taken once given:
+
+    >>> model = Perceptron(classes=("ham", "spam"))
+    >>> model.learn_one({"offer": 1.0}, "spam")
+    >>> model.predict_one({"offer": 2.0})
+    'spam'
+    >>> model.learn_one({"offer": 1.0}, True)
+    Traceback (most recent call last):
+    ...
+    ValueError: label True is not one of the classes ('ham', 'spam') given by classes=
     """
 
     def __init__(
@@ -197,19 +244,37 @@ class Perceptron(base.Classifier):
         self.hash_bits = hash_bits
         self.hash_sign = hash_sign
         self.classes = classes
+        # θ is _w, the first entries of the buffer _wbuf (which grows by doubling; its entries
+        # past θ are 0); _wv is a memoryview of _wbuf, for Python floats one at a time
         self._w: FloatArray | None = None
+        self._wbuf: FloatArray | None = None
+        self._wv: memoryview | None = None
+        # θ by feature name for dict rows one at a time: _wd[k] = s_k·θ[c_k], with c_k the name's
+        # column and s_k its sign (1 unless hash_sign), equal to the array at every name it holds
+        # (all indexed names; the names met lately when hashing, and _keys_at lists them by
+        # column). None until needed, and again whenever the array moved without it.
+        self._wd: dict[Hashable, float] | None = None
+        self._keys_at: dict[int, list[tuple[Hashable, float]]] = {}
         self._b = 0.0
         self._updates = 0
         # ‖θ‖², kept up to date by sparse updates (a mistake then costs the row's features, not
         # the model's width); None: the full sum over θ, as after a dense update
         self._sq: float | None = None
-        self._index: dict[str, int] = {}
+        self._zeros = initial_weights is None  # θ is 0 until an update or a state: set_state clears it
+        self._index: dict[Hashable, int] = {}
         self._names_refused = 0
-        self._labels = LabelSpace(None if classes is None else (classes[0], classes[1]))
-        # averaging (lazy): u = Σ n_s Δ_s beside θ, u0 beside θ0, T labeled examples learned
+        self._labels = LabelSpace(classes)
+        self._signs = self._labels.known  # label → sign, for the labels met (the same dict, kept)
+        # averaging (lazy): u = Σ n_s Δ_s beside θ, u0 beside θ0, T labeled examples learned;
+        # u kept as θ is (_u, _ubuf, _uv, and _ud by name)
         self._u: FloatArray | None = None
+        self._ubuf: FloatArray | None = None
+        self._uv: memoryview | None = None
+        self._ud: dict[Hashable, float] | None = None
         self._ub = 0.0
         self._steps = 0
+        self._mistake = False
+        self._y_name: Hashable = None  # the name of the last y Series learned: predict_many's name
         self._hasher: FeatureHasher | None = None
         width = n_features
         if hash_bits is not None:
@@ -223,15 +288,31 @@ class Perceptron(base.Classifier):
             w = np.array(initial_weights, dtype=np.float64).ravel()
             if width is not None and len(w) != width:
                 raise ValueError(f"initial_weights has {len(w)} entries but n_features is {width}")
-            self._w = w.copy()
+            self._set_w(w.copy())
         elif width is not None:
-            self._w = np.zeros(width, dtype=np.float64)
+            self._set_w(np.zeros(width, dtype=np.float64))
 
     @classmethod
     def _unit_test_params(cls) -> Any:
         yield {}
         yield {"average": True}
         yield {"hash_bits": 8, "hash_sign": True}
+        yield {"classes": (False, True)}  # river's checks teach bools: the two names they use
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The object's state for pickle and deepcopy: memoryviews do not pickle, and the by-name
+        copies and buffers are rebuilt from θ and u."""
+        state = self.__dict__.copy()
+        for key in ("_wbuf", "_wv", "_wd", "_ubuf", "_uv", "_ud"):
+            state[key] = None
+        state["_keys_at"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._set_w(self._w)
+        self._set_u(self._u)
+        self._signs = self._labels.known
 
     # ------------------------------------------------------------------ learned state
     @property
@@ -260,6 +341,18 @@ class Perceptron(base.Classifier):
         return self._updates
 
     @property
+    def class_labels(self) -> tuple[Any, Any]:
+        """``(negative, positive)``: the labels the model predicts (see Notes)."""
+        return self._labels.pair
+
+    @property
+    def last_mistake(self) -> bool:
+        """Whether the example :meth:`learn_one` learned last was a mistake, so that θ and θ0
+        moved (False before any, and after an example of weight 0). learn_many reports each of
+        its rows in its result instead."""
+        return self._mistake
+
+    @property
     def averaged_weights(self) -> FloatArray:
         """θ̄, the weights served with ``average=True`` (θ itself otherwise, or before any label)."""
         w = self.weights
@@ -280,9 +373,9 @@ class Perceptron(base.Classifier):
         return None if self._w is None else len(self._w)
 
     @property
-    def feature_names(self) -> list[str]:
+    def feature_names(self) -> list[Hashable]:
         """Named features in index order (empty when only dense vectors were seen)."""
-        return sorted(self._index, key=self._index.__getitem__)
+        return list(self._index)  # names are indexed in the order they come: index order
 
     @property
     def n_names(self) -> int:
@@ -308,14 +401,34 @@ class Perceptron(base.Classifier):
         return True
 
     # ------------------------------------------------------------------ inputs
+    def _set_w(self, w: FloatArray | None) -> None:
+        """θ replaced by ``w`` (None: no dimension yet); the copy by name is dropped."""
+        self._w = self._wbuf = w
+        self._wv = None if w is None else w.data
+        self._names_changed()
+
+    def _set_u(self, u: FloatArray | None) -> None:
+        """u replaced by ``u``, as :meth:`_set_w` replaces θ."""
+        self._u = self._ubuf = u
+        self._uv = None if u is None else u.data
+        self._names_changed()
+
     def _ensure_dim(self, d: int) -> FloatArray:
-        self._w = _grown(self._w, d)
+        """θ at least ``d`` wide (new entries 0; the copy by name stays equal to it)."""
+        if self._w is None or d > len(self._w):
+            self._w, self._wbuf, self._wv = _grown(self._w, self._wbuf, self._wv, d)
         return self._w
 
     def _ensure_u(self, d: int) -> FloatArray:
         """The averaging sums u, as wide as θ."""
-        self._u = _grown(self._u, d)
+        if self._u is None or d > len(self._u):
+            self._u, self._ubuf, self._uv = _grown(self._u, self._ubuf, self._uv, d)
         return self._u
+
+    def _names_changed(self) -> None:
+        """Names were indexed, or θ or u moved, other than one row at a time: the copies by name
+        are built again when next needed."""
+        self._wd = self._ud = None
 
     def vectorize(self, x: Features, *, grow: bool = True) -> FloatArray:
         """``x`` as a float vector in the model's coordinates.
@@ -326,7 +439,10 @@ class Perceptron(base.Classifier):
         """
         if isinstance(x, Mapping):
             return self._vectorize_named(x, grow)
-        v = np.asarray(x, dtype=np.float64)
+        try:
+            v = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise FeatureValueError(f"x holds a value that is not a number: {x!r}") from None
         if v.ndim != 1:
             raise DimensionError(f"x must be a vector, got an array of shape {v.shape}")
         d = self.dim
@@ -351,14 +467,12 @@ class Perceptron(base.Classifier):
                 limit = self.name_limit
                 if limit is not None and len(index) + len(new) > limit:
                     raise DimensionError(self._refuse_names(len(new)))
-                for name in new:
-                    index[name] = len(index)
-                self._ensure_dim(max(len(index), self.n_features or 0))
+                self._index_names(new)
         v = np.zeros(len(index) if self._w is None else len(self._w), dtype=np.float64)
-        for name, value in x.items():
+        for name, x_k in x.items():
             i = index.get(name)
             if i is not None:
-                v[i] = value
+                v[i] = x_k
         return v
 
     def vectorize_many(self, xs: Sequence[Features] | FloatArray) -> tuple[Rows, dict[int, str]]:
@@ -419,6 +533,7 @@ class Perceptron(base.Classifier):
         for the rows whose new names would take the model past its bound on names (none indexed)."""
         index, limit = self._index, self.name_limit
         rejected: dict[int, str] = {}
+        known = len(index)
         for i, x in enumerate(xs):
             new = [k for k in x if k not in index]
             if limit is not None and len(index) + len(new) > limit:
@@ -426,9 +541,28 @@ class Perceptron(base.Classifier):
                 continue
             for name in new:
                 index[name] = len(index)
+        if len(index) > known:
+            self._names_changed()
         return rejected
 
-    def _hashed(self, names: list[str], values: FloatArray) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    def _index_names(self, new: Iterable[Hashable]) -> None:
+        """Give ``new`` names (none of them indexed) the next indices, θ growing to hold them."""
+        index, names = self._index, list(new)
+        first = len(index)
+        for name in names:
+            index[name] = len(index)
+        self._ensure_dim(max(len(index), self.n_features or 0))
+        wd, ud, wv = self._wd, self._ud, self._wv
+        if wd is not None and wv is not None:  # kept equal to θ
+            for i, name in enumerate(names, first):
+                wd[name] = wv[i]
+            if ud is not None:
+                u, uv = self._u, self._uv
+                for i, name in enumerate(names, first):
+                    ud[name] = uv[i] if u is not None and uv is not None and i < len(u) else 0.0
+
+    def _hashed(self, names: Sequence[Hashable], values: FloatArray
+                ) -> tuple[npt.NDArray[np.intp], FloatArray]:
         """The hashed columns of ``names`` and ``values`` times their hashed signs."""
         assert self._hasher is not None
         cols, signs = self._hasher.columns(names)
@@ -463,31 +597,11 @@ class Perceptron(base.Classifier):
     # ------------------------------------------------------------------ prediction
     def score_one(self, x: Features) -> float:
         """The served score: θ·x + θ0, or θ̄·x + θ̄0 with ``average=True``."""
+        if isinstance(x, dict):
+            return self._score_dict(x)
         if isinstance(x, Mapping):
-            if self._fixed_by_dense():
-                raise DimensionError(_FIXED_BY_DENSE)
-            values = np.fromiter(x.values(), dtype=np.float64, count=len(x))
-            bounds = np.array([0, len(x)], dtype=np.intp)
-            w, u = self._w, self._u
-            if self._hasher is not None:
-                assert w is not None
-                cols, values = self._hashed(list(x), values)
-                a = float(segment_sums(w[cols] * values, bounds)[0] + self._b)
-                if not self._averaging():
-                    return a
-                assert u is not None
-                return self._served(a, float(segment_sums(u[cols] * values, bounds)[0] + self._ub))
-            # an unknown name weighs 0, as it would once indexed: the same products, the same sum
-            index = self._index
-            known = [index.get(k) for k in x]
-            weights = [w[i] if w is not None and i is not None else 0.0 for i in known]
-            a = float(segment_sums(np.array(weights, dtype=np.float64) * values, bounds)[0] + self._b)
-            if not self._averaging():
-                return a
-            sums = [u[i] if u is not None and i is not None else 0.0 for i in known]
-            weighted = segment_sums(np.array(sums, dtype=np.float64) * values, bounds)[0] + self._ub
-            return self._served(a, float(weighted))
-        v = self.vectorize(x, grow=False)
+            return self._score_dict(dict(x))
+        v = self.vectorize(x if isinstance(x, np.ndarray) else _checked_list(x), grow=False)
         if self._w is None or not len(v):
             return self._b  # nothing learned yet
         a = float((v * self._w).sum() + self._b)
@@ -495,6 +609,94 @@ class Perceptron(base.Classifier):
             return a
         assert self._u is not None
         return self._served(a, float((v * self._u).sum() + self._ub))
+
+    def _score_dict(self, x: dict[Hashable, Any]) -> float:
+        """:meth:`score_one` of a dict row, in plain Python (:mod:`.rowwise`), with learn_many's
+        floats: a name not indexed weighs 0, as it would once indexed (the same products)."""
+        wd = self._wd
+        if wd is None:
+            wd = self._by_name()
+        try:
+            if self.average and self._steps:
+                a, c = self._served_parts(wd, x)
+                if type(a) is not float or a - a or type(c) is not float:  # as below
+                    raise TypeError
+                return a - c / self._steps
+            if len(x) <= 8:  # dot_named's loop, written out here: a call costs a third of a row
+                items = iter(x.items())
+                a = 0.0
+                for k, v in items:
+                    a = wd[k] * v
+                    break
+                rest = -0.0
+                for k, v in items:
+                    rest += wd[k] * v
+                a = (a + rest) + self._b
+            else:
+                a = dot_named(wd, x) + self._b
+            if type(a) is not float or a - a:  # a numpy value, or one not finite: checked below
+                raise TypeError
+            return a
+        except (KeyError, TypeError, OverflowError):
+            pass
+        xf = checked(x)  # a value to refuse or convert, or a name not met: the same sums from floats
+        values = list(xf.values())
+        if self._hasher is not None:
+            self._take_keys(xf)
+        wd = self._wd
+        assert wd is not None
+        a = dot_lists([wd.get(k, 0.0) for k in xf], values) + self._b
+        if not (self.average and self._steps):
+            return a
+        ud = self._ud
+        assert ud is not None
+        return a - (dot_lists([ud.get(k, 0.0) for k in xf], values) + self._ub) / self._steps
+
+    def _served_parts(self, wd: dict[Hashable, float], x: dict[Hashable, Any]) -> tuple[float, float]:
+        """θ·x + θ0 and u·x + u0 of a dict row, in one pass (:func:`~.rowwise.dot_pair`)."""
+        assert self._ud is not None
+        a, c = dot_pair(wd, self._ud, x)
+        return a + self._b, c + self._ub
+
+    def _by_name(self) -> dict[Hashable, float]:
+        """θ (and u when averaging) by name, built from the arrays (empty when hashing: names
+        are added as they are met); DimensionError when dense vectors fixed the model (it has no
+        names)."""
+        self._keys_at = {}
+        if self._hasher is not None:
+            self._wd, self._ud = {}, ({} if self.average else None)
+            return self._wd
+        if self._fixed_by_dense():
+            raise DimensionError(_FIXED_BY_DENSE)
+        w = [] if self._w is None else self._w.tolist()
+        self._wd = dict(zip(self._index, w, strict=False))
+        if self.average:
+            u = [] if self._u is None else self._u.tolist()
+            ud = dict(zip(self._index, u, strict=False))
+            for name in list(self._index)[len(ud):]:  # u narrower than the names: 0 past it
+                ud[name] = 0.0
+            self._ud = ud
+        return self._wd
+
+    def _take_keys(self, xf: dict[Hashable, float]) -> None:
+        """Put the names of a checked dict row that are not by name yet there, with their hashed
+        columns and signs (the copy holds at most 65,536 names: past that it starts afresh)."""
+        assert self._hasher is not None
+        wd = self._wd if self._wd is not None else self._by_name()
+        new = [k for k in xf if k not in wd]
+        if not new:
+            return
+        if len(wd) + len(new) > _KEYS_BY_NAME:
+            wd = self._by_name()
+        ud, keys_at, wv, uv = self._ud, self._keys_at, self._wv, self._uv
+        assert wv is not None
+        column = self._hasher.column
+        for k in new:
+            c, sign = column(k)
+            wd[k] = wv[c] * sign  # s·θ[c]: times x_k, the product s·x_k·θ[c] of learn_many's rows
+            if ud is not None:
+                ud[k] = (0.0 if uv is None else uv[c]) * sign
+            keys_at.setdefault(c, []).append((k, sign))
 
     def _averaging(self) -> bool:
         """Whether the served model differs from θ: averaging, once a label was learned."""
@@ -507,19 +709,26 @@ class Perceptron(base.Classifier):
     def predict_one(self, x: Features) -> Any:  # type: ignore[override]  # also dense x
         """The positive label when the served score is > 0, else the negative one, in the label
         space taught (see Notes)."""
-        return self._labels.label(1 if self.score_one(x) > 0 else -1)
+        s = self._score_dict(x) if type(x) is dict else self.score_one(x)
+        negative, positive = self._labels.pair
+        return positive if s > 0 else negative
 
     def predict_proba_one(self, x: Features) -> dict[Any, float]:  # type: ignore[override]
         """``{negative: 1 − σ(s), positive: σ(s)}`` with σ the logistic function of the served
         score s: a squashing for ranking, **not a calibrated probability** (see Notes)."""
-        s = self.score_one(x)
-        p = 1.0 / (1.0 + math.exp(-s)) if s >= 0 else math.exp(s) / (1.0 + math.exp(s))
-        return {self._labels.label(-1): 1.0 - p, self._labels.label(1): p}
+        s = self._score_dict(x) if type(x) is dict else self.score_one(x)
+        if s >= 0:  # _sigmoid, written out
+            p = 1.0 / (1.0 + _exp(-s))
+        else:
+            e = _exp(s)
+            p = e / (1.0 + e)
+        negative, positive = self._labels.pair
+        return {negative: 1.0 - p, positive: p}
 
-    def score_many(self, X: Sequence[Features] | Rows, *, served: bool = True) -> FloatArray:
+    def score_many(self, X: Any, *, served: bool = True) -> FloatArray:
         """:meth:`score_one` of each row (same summation order, so the same floats); with
         ``served=False``, θ·x+θ0 of the learning weights even when averaging (the
-        quantities: margins, training error)."""
+        quantities: margins, training error). ``X`` as :meth:`learn_many` takes it."""
         m = self._matrix(X)
         width = m.n_cols if isinstance(m, SparseRows) else m.shape[1]
         w = self._ensure_dim(width)
@@ -530,11 +739,26 @@ class Perceptron(base.Classifier):
         averaged: FloatArray = scores - _block(m, u, self._ub, 0, len(m)) / self._steps
         return averaged
 
-    def predict_many(self, X: Sequence[Features] | Rows) -> npt.NDArray[Any]:
-        """:meth:`predict_one` of each row, as an array of the labels taught."""
+    def predict_many(self, X: Any) -> Any:
+        """:meth:`predict_one` of each row: a pandas Series on X's index for a DataFrame (named
+        as the last y Series learned, as river's linear models name it), else an array of the
+        labels taught."""
         positive = self.score_many(X) > 0
-        labels: npt.NDArray[Any] = np.where(positive, self._labels.label(1), self._labels.label(-1))
+        negative_label, positive_label = self._labels.pair
+        labels: npt.NDArray[Any] = np.where(positive, positive_label, negative_label)
+        if frames.is_pandas(X):
+            return frames.series(labels, X, self._y_name)
         return labels
+
+    def predict_proba_many(self, X: Any) -> Any:
+        """:meth:`predict_proba_one` of each row (the same floats): a pandas DataFrame on X's
+        index, its columns the negative and the positive label, for a DataFrame; else an array
+        of two columns in that order."""
+        p = np.array([_sigmoid(s) for s in self.score_many(X).tolist()], dtype=np.float64)
+        proba = np.column_stack([1.0 - p, p])
+        if frames.is_pandas(X):
+            return frames.frame(proba, X, self._labels.pair)
+        return proba
 
     def norms(self) -> tuple[float, float]:
         """‖θ‖ and ‖[θ, θ0]‖ (the augmented weights of the reduction through the origin)."""
@@ -542,34 +766,189 @@ class Perceptron(base.Classifier):
         return math.sqrt(sq), math.sqrt(sq + self._b * self._b)
 
     def _full_sq(self) -> float:
-        """‖θ‖² summed over all of θ."""
+        """‖θ‖² summed over all of θ (0 without a sum while θ is the zeros it was made: a hashed
+        model's first mistake costs its row, not its 2^b columns)."""
         w = self._w
-        return float((w * w).sum()) if w is not None else 0.0
+        if w is None or (self._zeros and not self._updates):
+            return 0.0
+        return float((w * w).sum())
 
     # ------------------------------------------------------------------ learning
-    def learn_one(self, x: Features, y: Any) -> bool:  # type: ignore[override]  # returns the flag
-        """One step of Rosenblatt's update; True when (x, y) was a mistake and θ, θ0 moved."""
-        label = self._labels.sign(y)
-        if isinstance(x, Mapping):  # the sparse path of learn_many, so the same floats
-            rows, rejected = self._vectorize_named_many([x])
-            if rejected:
-                raise DimensionError(rejected[0])
-            return bool(self.learn_many(rows, np.array([label], dtype=np.int8)).mistakes[0])
-        v = self.vectorize(x)
-        if self.average:  # the served model moves with every example: learn_many keeps it
-            return bool(self.learn_many(v[None, :], np.array([label], dtype=np.int8)).mistakes[0])
-        w = self._ensure_dim(len(v))
-        if label * ((v * w).sum() + self._b) <= 0:
-            w += label * v
-            self._sq = None
-            if self.fit_intercept:
-                self._b += label
-            self._updates += 1
+    def learn_one(self, x: Features, y: Any, w: float = 1.0) -> None:
+        """One step of Rosenblatt's update, scaled by the sample weight ``w`` (see Notes);
+        :attr:`last_mistake` then says whether (x, y) was a mistake and θ, θ0 moved."""
+        try:
+            sign = self._signs[y]
+            new_label = False
+        except (KeyError, TypeError):
+            sign = self._labels.sign_of(y)  # taught once the row is learned
+            new_label = True
+        if w == 1.0:
+            g = 1.0 if sign > 0 else -1.0
+        else:
+            g = sign * _weight(w)
+            if not g:  # weight 0: nothing is learned, nor counted
+                self._mistake = False
+                return
+        if isinstance(x, dict):
+            self._mistake = self._learn_dict(x, sign, g)
+        elif isinstance(x, Mapping):
+            self._mistake = self._learn_dict(dict(x), sign, g)
+        else:
+            self._mistake = self._learn_vector(x, sign, g)
+        if new_label:
+            self._labels.remember(sign, y)
+
+    def _learn_dict(self, x: dict[Hashable, Any], sign: int, g: float) -> bool:
+        """learn_one of a dict row, in plain Python (:mod:`.rowwise`), with learn_many's floats."""
+        wd = self._wd
+        if wd is None:
+            wd = self._by_name()
+        try:
+            a = dot_named(wd, x) + self._b
+            if type(a) is not float or a - a:  # a numpy value, or one not finite: checked below
+                raise TypeError
+        except (KeyError, TypeError, OverflowError):
+            x = self._take(x)
+            wd = self._wd
+            assert wd is not None
+            a = dot_named(wd, x) + self._b
+        if sign * a <= 0:  # a mistake: the boundary counts
+            if self._hasher is None:
+                self._update_named(x, g)
+            else:
+                self._update_hashed(x, g)
             return True
+        if self.average:
+            self._counted()
         return False
 
-    def learn_many(
-        self, X: Sequence[Features] | Rows, y: Iterable[Any], labeled: Iterable[bool] | None = None
+    def _counted(self) -> None:
+        """An example learned without a mistake, when averaging: T counts it (and u is as wide
+        as θ, as learn_many leaves it)."""
+        if self._w is not None:
+            self._ensure_u(len(self._w))
+        self._steps += 1
+
+    def _take(self, x: dict[Hashable, Any]) -> dict[Hashable, float]:
+        """A dict row checked (its values as floats, FeatureValueError else), every name of it
+        then by name: new names indexed (DimensionError past the bound on names, none indexed
+        then), or hashed."""
+        if self._hasher is not None:
+            xf = checked(x)
+            self._take_keys(xf)
+            return xf
+        if self._fixed_by_dense():
+            raise DimensionError(_FIXED_BY_DENSE)
+        xf = checked(x)
+        index = self._index
+        new = [k for k in xf if k not in index]
+        if new:
+            limit = self.name_limit
+            if limit is not None and len(index) + len(new) > limit:
+                raise DimensionError(self._refuse_names(len(new)))
+            self._index_names(new)
+        return xf
+
+    def _update_named(self, x: dict[Hashable, Any], g: float) -> None:
+        """θ += g·x, θ0 += g (and u, u0 when averaging) over a row whose names are all indexed,
+        in θ's array and by name at once; ‖θ‖² kept as learn_many keeps it."""
+        if self._wv is None:  # no name yet: θ is empty
+            self._ensure_dim(0)
+        index, wd, wv = self._index, self._wd, self._wv
+        assert wd is not None and wv is not None
+        sq = self._sq if self._sq is not None else self._full_sq()
+        columns = [index[k] for k in x]
+        before = [wd[k] for k in x]  # the names of a dict are distinct: each column once
+        after = []
+        for k, c, v, old in zip(x, columns, x.values(), before, strict=True):
+            new = old + g * v
+            wd[k] = wv[c] = new
+            after.append(new)
+        self._sq = _moved(sq, before, after)
+        if self.average:
+            step = self._steps
+            assert self._w is not None
+            self._ensure_u(len(self._w))
+            ud, uv = self._ud, self._uv
+            assert ud is not None and uv is not None
+            gs = step * g
+            for k, c, v in zip(x, columns, x.values(), strict=True):
+                ud[k] = uv[c] = ud[k] + gs * v
+            if self.fit_intercept:
+                self._ub += gs
+            self._steps = step + 1
+        if self.fit_intercept:
+            self._b += g
+        self._updates += 1
+
+    def _update_hashed(self, x: dict[Hashable, Any], g: float) -> None:
+        """:meth:`_update_named` for hashed names: a column may repeat within a row, and each
+        occurrence adds, in order, as ``np.add.at`` adds; then every name by name at a column
+        that moved takes its new value."""
+        hasher, wv = self._hasher, self._wv
+        assert hasher is not None and wv is not None
+        known, column = hasher.known, hasher.column
+        pairs = [known.get(k) or column(k) for k in x]
+        columns = [c for c, _ in pairs]
+        values = ([v * s for (_, s), v in zip(pairs, x.values(), strict=True)] if self.hash_sign
+                  else list(x.values()))
+        sq = self._sq if self._sq is not None else self._full_sq()
+        touched = sorted(set(columns))
+        before = [wv[c] for c in touched]
+        for c, v in zip(columns, values, strict=True):
+            wv[c] += g * v
+        self._sq = _moved(sq, before, [wv[c] for c in touched])
+        uv = None
+        if self.average:
+            step = self._steps
+            assert self._w is not None
+            self._ensure_u(len(self._w))
+            uv = self._uv
+            assert uv is not None
+            gs = step * g
+            for c, v in zip(columns, values, strict=True):
+                uv[c] += gs * v
+            if self.fit_intercept:
+                self._ub += gs
+            self._steps = step + 1
+        if self.fit_intercept:
+            self._b += g
+        self._updates += 1
+        wd, ud, keys_at = self._wd, self._ud, self._keys_at
+        assert wd is not None
+        for c in touched:
+            for k, sign in keys_at.get(c, ()):
+                wd[k] = wv[c] * sign
+                if ud is not None and uv is not None:
+                    ud[k] = uv[c] * sign
+
+    def _learn_vector(self, x: Sequence[float] | FloatArray, sign: int, g: float) -> bool:
+        """learn_one of a dense vector: learn_many's dense operations on one row."""
+        v = self.vectorize(x if isinstance(x, np.ndarray) else _checked_list(x))
+        w = self._ensure_dim(len(v))
+        if not sign * ((v * w).sum() + self._b) <= 0:
+            if self.average:
+                self._counted()
+            return False
+        if self.average:
+            step = self._steps
+            self._ensure_u(len(w))
+            assert self._u is not None
+            self._u += (step * g) * v
+            if self.fit_intercept:
+                self._ub += step * g
+            self._steps = step + 1
+        w += g * v
+        self._sq = None
+        self._names_changed()
+        if self.fit_intercept:
+            self._b += g
+        self._updates += 1
+        return True
+
+    def learn_many(  # type: ignore[override]  # also a mask, and it returns what it learned
+        self, X: Any, y: Iterable[Any], labeled: Iterable[bool] | None = None
     ) -> BatchResult:
         """:meth:`learn_one` over the rows in order, with the same flags and weights, but fast.
 
@@ -580,6 +959,8 @@ class Perceptron(base.Classifier):
         :mod:`~stream_perceptron.model.dense_pass`: its loop only decides the mistakes, from
         margins with a bounded rounding error, and every row is scored after it.
 
+        ``X`` is a matrix, a list of rows (dense, or dicts), sparse rows, or a pandas DataFrame
+        (each row the dict of its columns; the Series ``y`` taken by position, as river does).
         ``y`` holds labels as :meth:`learn_one` takes them (0 is the negative class). A row is
         unlabeled (scored, never learned) where the mask ``labeled`` is False, or where ``y``
         holds None or NaN.
@@ -592,8 +973,21 @@ class Perceptron(base.Classifier):
         ([True, False, False, False], [0.0, 5.0, -1.0, 7.0], [-1, 1, -1, 1])
         """
         m = self._matrix(X)
+        if frames.is_pandas(y):
+            self._y_name = frames.name_of(y)
+            y = frames.values_of(y)
+        return self._learn_signs(m, self._labels.signs(y, len(m), labeled))
+
+    def _learn_signs(self, m: Rows, signs: Signs) -> BatchResult:
+        """learn_many of rows in the model's coordinates and their signs (0: unlabeled)."""
+        updates = self._updates
+        out = self._learn_rows(m, signs)
+        if self._updates != updates:  # θ moved in its array: the copies by name are stale
+            self._names_changed()
+        return out
+
+    def _learn_rows(self, m: Rows, signs: Signs) -> BatchResult:
         n = len(m)
-        signs = self._labels.signs(y, n, labeled)
         if isinstance(m, SparseRows):
             w, width = self._ensure_dim(m.n_cols), len(m.values) // max(1, n)  # width: features a row
         else:
@@ -707,10 +1101,7 @@ class Perceptron(base.Classifier):
         else:
             a[columns] += values  # distinct columns: one add each
 
-    def fit(
-        self, X: Sequence[Features] | Rows, y: Iterable[Any], passes: int = 1, *,
-        epochs: int | None = None,
-    ) -> list[int]:
+    def fit(self, X: Any, y: Iterable[Any], passes: int = 1, *, epochs: int | None = None) -> list[int]:
         """Up to ``passes`` passes over (X, y) in order (the perceptron with offset over T
         passes, T = ``passes``; ``epochs`` is its old name, kept).
 
@@ -720,19 +1111,21 @@ class Perceptron(base.Classifier):
         of each pass made. Every row needs a label (0 is the negative class).
         """
         m = self._matrix(X)
-        signs = self._labels.signs(y, len(m))
+        signs = self._labels.signs(frames.values_of(y) if frames.is_pandas(y) else y, len(m))
         if (signs == 0).any():
             raise ValueError(f"fit needs a label for every row; row {int((signs == 0).argmax())} has none")
         per_pass: list[int] = []
         for _ in range(passes if epochs is None else epochs):
-            per_pass.append(int(self.learn_many(m, signs).mistakes.sum()))
+            per_pass.append(int(self._learn_signs(m, signs).mistakes.sum()))
             if per_pass[-1] == 0:
                 break
         return per_pass
 
     # ------------------------------------------------------------------ helpers
-    def _matrix(self, X: Sequence[Features] | Rows) -> Rows:
-        """``X`` in the model's coordinates (the model's width grown to fit), or DimensionError."""
+    def _matrix(self, X: Any) -> Rows:
+        """``X`` in the model's coordinates (the model's width grown to fit), or DimensionError;
+        a list of rows or a DataFrame with a value that is not a finite number,
+        FeatureValueError."""
         if isinstance(X, SparseRows):
             if self.n_features is not None and X.n_cols > self.n_features:
                 raise DimensionError(f"X has {X.n_cols} columns, the model allows {self.n_features}")
@@ -746,11 +1139,38 @@ class Perceptron(base.Classifier):
                 raise DimensionError(f"X has {m.shape[1]} features, the model has {self.dim}")
             self._ensure_dim(m.shape[1])
             return m
-        rows, rejected = self.vectorize_many(list(X))
+        if frames.is_frame(X):
+            return self._frame_rows(X)
+        xs = list(X)
+        _checked_rows(xs)
+        rows, rejected = self.vectorize_many(xs)
         if rejected:
             row, reason = next(iter(rejected.items()))
             raise DimensionError(f"row {row}: {reason}")
         return rows
+
+    def _frame_rows(self, X: Any) -> SparseRows:
+        """A DataFrame as sparse rows: each row the dict of its columns, in column order."""
+        names, values = frames.columns_and_values(X)
+        n, k = values.shape
+        if self._hasher is not None:
+            columns, signs = self._hasher.columns(names)
+            if self.hash_sign:
+                values = values * signs
+            width = len(self.weights)
+        else:
+            if self._fixed_by_dense():
+                raise DimensionError(_FIXED_BY_DENSE)
+            index = self._index
+            new = [c for c in names if c not in index]
+            limit = self.name_limit
+            if new and limit is not None and len(index) + len(new) > limit:
+                raise DimensionError(f"X: {self._refuse_names(len(new))}")
+            self._index_names(new)
+            columns = np.fromiter((index[c] for c in names), dtype=np.intp, count=k)
+            width = len(self._ensure_dim(max(len(index), self.n_features or 0)))
+        indptr = np.arange(n + 1, dtype=np.intp) * k
+        return SparseRows(indptr, np.tile(columns, n), values.ravel(), width)
 
     def _refuse_names(self, new: int) -> Refusal:
         """Count a row refused for bringing ``new`` names past the bound; returns the reason."""
@@ -796,25 +1216,46 @@ class Perceptron(base.Classifier):
         A state without ``classes`` or ``average`` (as checkpoints written before them are)
         restores with no label taught and, when averaging, the averaging starting afresh from the
         restored θ."""
+        self._zeros = False
         w = np.array(state["weights"], dtype=np.float64)
         width = self.n_features if self._hasher is None else 1 << (self.hash_bits or 0)
         if width is not None and len(w) not in (0, width):
             raise DimensionError(f"state has {len(w)} weights, the model has {width}")
         if len(w):
-            self._w = w
+            self._set_w(w)
         else:
-            self._w = None if width is None else np.zeros(width)
+            self._set_w(None if width is None else np.zeros(width))
         self._b = float(state["intercept"])
         sq = state.get("theta_sq")  # absent: the full sum (as in files written before it)
         self._sq = None if sq is None else float(sq)
         self._updates = int(state["mistakes"])
-        self._index = {name: i for i, name in enumerate(state.get("features") or [])}
+        # a tuple name comes back from JSON as a list: a tuple again
+        self._index = {_name(name): i for i, name in enumerate(state.get("features") or [])}
         self._labels.set_state(state.get("classes"))
         avg = state.get("average")
         self._steps = int(avg["steps"]) if avg else 0
         self._ub = float(avg["weighted_intercept"]) if avg else 0.0
         u = np.array(avg["weighted_updates"], dtype=np.float64) if avg else np.zeros(0)
-        self._u = u if len(u) else None
+        self._set_u(u if len(u) else None)
+        self._mistake = False
+
+    def name_features(self, names: Sequence[Hashable]) -> None:
+        """Name the model's columns, in order: a model learned from dense vectors (a matrix whose
+        columns a dataset named) then takes dict rows by these names too. The model must have no
+        names yet, and as many columns as ``names`` (or no width yet)."""
+        names = [_name(n) for n in names]
+        if self._index or self._hasher is not None:
+            raise ValueError("the model has names already (or hashes them): its columns are named")
+        if len(set(names)) != len(names):
+            raise ValueError(f"the feature names repeat: {names!r}")
+        if self.dim not in (None, len(names)):
+            raise DimensionError(f"{len(names)} names for a model of {self.dim} columns")
+        self._index_names(names)
+
+    def name_classes(self, negative: Any, positive: Any) -> None:
+        """Name the two classes the model predicts, as a dataset labeled them (``fit`` learns from
+        signs): the model then answers with these labels, and takes them when learning."""
+        self._labels.name(negative, positive)
 
     def config(self) -> dict[str, Any]:
         """The configuration a checkpoint must match: ``n_features`` and ``fit_intercept``, and
@@ -829,13 +1270,74 @@ class Perceptron(base.Classifier):
         return config
 
 
-def _grown(a: FloatArray | None, d: int) -> FloatArray:
-    """``a`` with zeros appended up to ``d`` entries (zeros when None)."""
-    if a is None:
-        return np.zeros(d, dtype=np.float64)
-    if d > len(a):
-        return np.concatenate([a, np.zeros(d - len(a))])
-    return a
+def _grown(a: FloatArray | None, buf: FloatArray | None, view: memoryview | None,
+           d: int) -> tuple[FloatArray, FloatArray, memoryview]:
+    """``a`` grown to ``d`` entries, the new ones 0, as the first entries of a buffer at least
+    twice as long as ``a`` was (so that names arriving one at a time cost a copy now and then,
+    not each): the vector, its buffer and a memoryview of the buffer."""
+    if buf is not None and view is not None and d <= len(buf):
+        return buf[:d], buf, view  # the buffer's entries past ``a`` are 0
+    n = 0 if a is None else len(a)
+    grown = np.zeros(max(d, 2 * n), dtype=np.float64)
+    if a is not None:
+        grown[:n] = a
+    return grown[:d], grown, grown.data
+
+
+def _name(name: Any) -> Hashable:
+    """A feature name as stored in a state: a list (a tuple read back from JSON) is a tuple."""
+    return tuple(_name(n) for n in name) if isinstance(name, list) else name
+
+
+def _moved(sq: float, before: Sequence[float], after: Sequence[float]) -> float:
+    """‖θ‖², ``sq`` before θ moved at some columns from ``before`` to ``after``, as learn_many
+    keeps it (the squares summed as ``np.add.reduce`` sums them)."""
+    return max(0.0, sq + (reduce_sum([a * a for a in after]) - reduce_sum([b * b for b in before])))
+
+
+def _weight(w: Any) -> float:
+    """A sample weight as a float: finite and at least 0, else ValueError."""
+    try:
+        f = float(w)
+    except (TypeError, ValueError):
+        raise ValueError(f"w is a sample weight, a number >= 0; got {w!r}") from None
+    if not 0.0 <= f < math.inf:
+        raise ValueError(f"w is a sample weight, a finite number >= 0; got {w!r}")
+    return f
+
+
+def _sigmoid(s: float) -> float:
+    """σ(s) = 1/(1 + e^(−s)), as :meth:`Perceptron.predict_proba_one` computes it."""
+    if s >= 0:
+        return 1.0 / (1.0 + _exp(-s))
+    e = _exp(s)
+    return e / (1.0 + e)
+
+
+def _checked_list(x: Any, where: str = "") -> list[float]:
+    """A dense row given as a Python sequence, its values as :func:`~.rowwise.value` takes them;
+    FeatureValueError naming the first that is not a finite number."""
+    if isinstance(x, str | bytes) or not isinstance(x, Sequence):
+        raise FeatureValueError(f"{where}x is a dict, a sequence of numbers or a numpy array,"
+                                f" not {type(x).__name__}")
+    out = []
+    for i, v in enumerate(x):
+        try:
+            out.append(value(v))
+        except FeatureValueError as exc:
+            raise FeatureValueError(f"{where}x[{i}] {exc.reason}: feature values are finite"
+                                    " numbers") from None
+    return out
+
+
+def _checked_rows(xs: list[Any]) -> None:
+    """FeatureValueError for the first value of a list of rows (dicts or dense) that is not a
+    finite number, naming its row and feature (a numpy row is taken as it is, as a matrix is)."""
+    for i, x in enumerate(xs):
+        if isinstance(x, Mapping):
+            checked(x, f"row {i}: ")
+        elif not isinstance(x, np.ndarray):
+            _checked_list(x, f"row {i}: ")
 
 
 class _Scorer:

@@ -12,12 +12,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from stream_perceptron.contract import finite_number
 from stream_perceptron.errors import SourceError
+
+if TYPE_CHECKING:
+    from stream_perceptron.sources.classes import SeenClasses
 
 __all__ = [
     "BadRecord",
@@ -50,6 +54,8 @@ class Source:
     ``factory`` makes a fresh iterator over the examples; ``chunks``, when set, makes a fresh
     iterator over the same examples as ``(X, y)`` numpy blocks (used by :func:`dense_matrix`).
     ``from_file`` is True for CSV and JSONL files, whose rows are only checked as they are read.
+    ``classes``, when set, is filled as the examples are read with the label the dataset gave
+    for each sign (:class:`~stream_perceptron.sources.classes.SeenClasses`).
     """
 
     spec: str
@@ -59,6 +65,7 @@ class Source:
     factory: Callable[[], Iterator[Example]] = field(repr=False, compare=False)
     chunks: Callable[[], Iterator[Chunk]] | None = field(default=None, repr=False, compare=False)
     from_file: bool = False
+    classes: SeenClasses | None = field(default=None, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Example]:
         """Start over: yield every example from the beginning."""

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 from stream_perceptron.sources.base import Example, Source, cap, limited
+from stream_perceptron.sources.classes import SeenClasses
 from stream_perceptron.sources.spec_args import MAX_D, check, parse_args
 
 __all__ = ["hyperplane_source", "sea_source"]
@@ -31,7 +32,9 @@ def sea_source(spec: str, rest: str, limit: int | None) -> Source:
         for x, y in itertools.islice(gen, n):
             yield [float(x[0]), float(x[1]), float(x[2])], 1 if y else -1
 
-    return Source(spec, 3, ["0", "1", "2"], cap(n, limit), limited(examples, limit))
+    seen = SeenClasses()
+    seen.negative, seen.positive = False, True  # river's SEA labels with bools
+    return Source(spec, 3, ["0", "1", "2"], cap(n, limit), limited(examples, limit), classes=seen)
 
 
 def hyperplane_source(spec: str, rest: str, limit: int | None) -> Source:
@@ -83,4 +86,6 @@ def hyperplane_source(spec: str, rest: str, limit: int | None) -> Source:
             yield [float(x[k]) for k in keys], 1 if y else -1
 
     names = [str(i) for i in range(d)]
-    return Source(spec, d, names, cap(n, limit), limited(examples, limit))
+    seen = SeenClasses()
+    seen.negative, seen.positive = 0, 1  # river's Hyperplane labels with 0/1
+    return Source(spec, d, names, cap(n, limit), limited(examples, limit), classes=seen)

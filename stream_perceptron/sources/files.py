@@ -15,7 +15,7 @@ from typing import IO, Any
 from stream_perceptron.contract import finite_text, json_object
 from stream_perceptron.errors import DecodeError, SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, limited, number
-from stream_perceptron.sources.classes import Classes, label_from_text, label_from_value
+from stream_perceptron.sources.classes import Classes, SeenClasses, label_from_text, label_from_value
 
 __all__ = ["csv_source", "existing_file", "jsonl_source"]
 
@@ -75,7 +75,8 @@ def csv_source(
         raise SourceError(f"{path}:1: no feature columns besides the label {label!r}")
     feature_names = [names[i] for i in layout.feature_at]
     return Source(
-        spec, len(feature_names), feature_names, None, limited(layout.rows, limit), from_file=True
+        spec, len(feature_names), feature_names, None, limited(layout.rows, limit), from_file=True,
+        classes=layout.seen,
     )
 
 
@@ -90,6 +91,7 @@ class _CsvLayout:
         self.label_at = label_at
         self.feature_at = [i for i in range(len(names)) if i != label_at]
         self.classes = classes
+        self.seen = SeenClasses()
 
     def parse(self, row: list[str]) -> Example:
         if len(row) != len(self.names):
@@ -101,7 +103,7 @@ class _CsvLayout:
                 x.append(finite_text(cell))
             except ValueError as exc:
                 raise BadRecord(f"column {self.names[i]!r} {exc}: {cell!r}") from None
-        return x, label_from_text(row[self.label_at], self.classes)
+        return x, label_from_text(row[self.label_at], self.classes, self.seen)
 
     def rows(self) -> Iterator[Example]:
         with _open_text(self.path) as f:
@@ -132,6 +134,7 @@ def jsonl_source(
     """
     first = _first_jsonl_x(path)
     dense_len = len(first) if isinstance(first, list) else None
+    seen = SeenClasses()
 
     def parse(record: dict[str, Any]) -> Example:
         x = _jsonl_x(record, dense_len)
@@ -140,7 +143,7 @@ def jsonl_source(
                 f"no label {label!r} (an unlabeled record cannot be used by fit or produce,"
                 " whose --label option names the label key)"
             )
-        return x, label_from_value(record[label], classes)
+        return x, label_from_value(record[label], classes, seen)
 
     def examples() -> Iterator[Example]:
         with closing(_jsonl_records(path)) as records:
@@ -151,7 +154,7 @@ def jsonl_source(
                     raise SourceError(f"{path}:{line}: {exc}") from None
                 yield example
 
-    return Source(spec, dense_len, None, None, limited(examples, limit), from_file=True)
+    return Source(spec, dense_len, None, None, limited(examples, limit), from_file=True, classes=seen)
 
 
 def _first_jsonl_x(path: Path) -> list[float] | dict[str, float] | None:

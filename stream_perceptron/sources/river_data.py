@@ -8,7 +8,7 @@ from typing import Any
 
 from stream_perceptron.errors import SourceError
 from stream_perceptron.sources.base import BadRecord, Example, Source, cap, limited, number
-from stream_perceptron.sources.classes import POSITIVE_CLASS_SETTING, Classes, label_from_value
+from stream_perceptron.sources.classes import POSITIVE_CLASS_SETTING, Classes, SeenClasses, label_from_value
 
 __all__ = ["SUPPORTED_RIVER_DATASETS", "river_source"]
 
@@ -42,6 +42,7 @@ def river_source(spec: str, name: str, limit: int | None, classes: Classes) -> S
         )
     sparse = bool(getattr(dataset, "sparse", False))
     names = None if sparse else _river_feature_names(dataset, title)
+    seen = SeenClasses()
 
     def examples() -> Iterator[Example]:
         it = iter(dataset)
@@ -49,7 +50,7 @@ def river_source(spec: str, name: str, limit: int | None, classes: Classes) -> S
         try:
             for x, y in it:
                 index += 1
-                yield _river_example(x, y, names, classes)
+                yield _river_example(x, y, names, classes, seen)
         except BadRecord as exc:
             raise SourceError(f"{title}: example #{index}: {exc}") from None
         finally:
@@ -60,7 +61,7 @@ def river_source(spec: str, name: str, limit: int | None, classes: Classes) -> S
     n_samples = getattr(dataset, "n_samples", None)
     length = n_samples if isinstance(n_samples, int) else None
     n_features = None if names is None else len(names)
-    return Source(spec, n_features, names, cap(length, limit), limited(examples, limit))
+    return Source(spec, n_features, names, cap(length, limit), limited(examples, limit), classes=seen)
 
 
 def _river_dataset(name: str, module: Any, base: Any) -> Any:
@@ -111,9 +112,9 @@ def _river_feature_names(dataset: Any, title: str) -> list[str]:
 
 
 def _river_example(
-    x: dict[Any, Any], y: object, names: list[str] | None, classes: Classes
+    x: dict[Any, Any], y: object, names: list[str] | None, classes: Classes, seen: SeenClasses
 ) -> Example:
-    label = label_from_value(y, classes)
+    label = label_from_value(y, classes, seen)
     if names is None:
         return {str(k): number(v, repr(k)) for k, v in x.items()}, label
     if len(x) != len(names):

@@ -12,10 +12,10 @@ writer's newest.
 all there, each with its length and sha256), the one of the **highest epoch** (the claim under
 which it was written), the latest in the topic among those. A worker that lost the partition and
 writes on (a zombie) writes under an older epoch than the partition's owner, which writes a
-record as soon as it claims the partition (:meth:`Mixer.opened
-<stream_perceptron.worker.mixer.Mixer.opened>`): from then on every reader ignores the zombie's
-records, whenever they land. A record of the earlier format (one record keyed ``<topic>:<p>``)
-counts as epoch -1.
+record as soon as it claims the partition, under an epoch above every one the topic has shown
+for the partition (:meth:`Mixer.opened <stream_perceptron.worker.mixer.Mixer.opened>`): from then
+on every reader ignores the zombie's records, whenever they land. A record of the earlier
+format (one record keyed ``<topic>:<p>``) counts as epoch -1.
 
 This module knows records, not a Kafka client; the worker's reader hands it each record in order.
 """
@@ -87,6 +87,7 @@ class ModelTopicIndex:
         self._complete: dict[tuple[str, int], dict[str, _Complete]] = {}
         self._keys: dict[tuple[str, int], set[str]] = {}  # every key seen live, for tombstones
         self._writers: dict[str, tuple[int, str]] = {}  # key -> (epoch, writer), where known
+        self._highest: dict[tuple[str, int], int] = {}  # each partition's highest epoch read
 
     def add(self, key: str | None, value: bytes | None) -> None:
         """The next record of the topic (a tombstone: ``value`` None); ValueError for a record
@@ -113,6 +114,7 @@ class ModelTopicIndex:
         elif kind == MANIFEST:
             m = Manifest.read(key, self._position, value)  # ValueError: not a manifest
             self._waiting[key] = m
+            self._highest[(topic, partition)] = max(m.epoch, self.epoch(topic, partition))
             for k in (key, *(c.key for c in m.chunks)):
                 self._writers[k] = (m.epoch, m.writer)
         self._assemble()
@@ -149,6 +151,7 @@ class ModelTopicIndex:
             raise ValueError(f"not a mixing record: {type(exc).__name__}: {exc}") from None
         self._keys.setdefault((topic, partition), set()).add(key)
         self._writers[key] = (LEGACY_EPOCH, "")
+        self._highest.setdefault((topic, partition), LEGACY_EPOCH)
         self._complete.setdefault((topic, partition), {})[key] = _Complete(
             LEGACY_EPOCH, self._position, record)
 
@@ -168,6 +171,11 @@ class ModelTopicIndex:
         found = {key: self._newest(records) for key, records in self._complete.items()}
         return {key: r for key, r in found.items() if r is not None}
 
+    def epoch(self, topic: str, partition: int) -> int:
+        """The highest claim epoch of the partition's records read so far, whether complete,
+        superseded or tombstoned since; -1 (the earlier format's) when there are none."""
+        return self._highest.get((topic, partition), LEGACY_EPOCH)
+
     def stale(self, topic: str, partition: int, epoch: int, writer: str, keep: Iterable[str] = ()
               ) -> set[str]:
         """What the partition's writer ``writer`` under the claim ``epoch`` tombstones once its
@@ -184,6 +192,20 @@ def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str
     """Every mixing record the model topic's ``records`` (key, value; in order) hold, superseded
     or tombstoned since or not, oldest first: what an audit of the adoptions logged reads (a
     compacted topic keeps only the newest of each key, so this sees what compaction left)."""
+    return [record for _, record in written_under_claims(records)]
+
+
+def written_under_claims(records: Iterable[tuple[str | None, bytes | None]]
+                         ) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`written` with the epoch of the claim each record was written under, from its
+    manifest: what tells an owner's records from those of a worker that had lost the partition.
+
+    >>> topic = [(r.key, r.value) for offset, epoch in ((4, 2), (7, 1)) for r in encode(
+    ...     {"topic": "in", "partition": 0, "offset": offset, "state": {}, "log": []},
+    ...     epoch=epoch, writer=f"w-{epoch}", chunk_bytes=1024)]
+    >>> [(epoch, r["offset"]) for epoch, r in written_under_claims(topic)]
+    [(2, 4), (1, 7)]
+    """
     chunks: dict[str, bytes] = {}
     out = []
     for key, value in records:
@@ -196,7 +218,7 @@ def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str
         try:
             m = Manifest.read(str(key), -1, value)
             blob = b"".join(chunks[c.key] for c in m.chunks)
-            out.append(orjson.loads(blob))
+            out.append((m.epoch, orjson.loads(blob)))
         except (ValueError, KeyError):  # not a manifest, or chunks gone: no record to read
             continue
     return out

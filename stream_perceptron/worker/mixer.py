@@ -91,6 +91,7 @@ class Mixer:
         self._topic = model_topic
         self._index = ModelTopicIndex()
         self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
+        self._epochs: dict[tuple[str, int], int] = {}  # each partition's claim, on the model topic
 
     @property
     def on(self) -> bool:
@@ -143,6 +144,10 @@ class Mixer:
         if logged:
             log.info("%s: %d adoptions logged past offset %d are adopted again at their offsets",
                      st.name, len(logged), after)
+        # Above every claim the topic has shown for the partition: the store's epoch need not be
+        # (the Kafka store's is 1 + that of the newest *stored state*: over a holder that stored
+        # none, the holder's own), and the holder's later records must lose to this claim's.
+        self._epochs[(st.topic, st.partition)] = max(st.epoch, self._index.epoch(st.topic, st.partition) + 1)
         self._write(st, self._published(st, max(after, 0)), max(after, 0))
 
     def remaining(self, st: PartitionState) -> int:
@@ -168,13 +173,14 @@ class Mixer:
         then tombstone its earlier ones; returns once it is acknowledged."""
         record = {"topic": st.topic, "partition": st.partition, "offset": offset, "state": own.record(),
                   "log": st.mix_log, "ts": time.time()}
-        writer = f"{self._writer}-{st.epoch}"
-        records = encode(record, epoch=st.epoch, writer=writer, chunk_bytes=self._chunk_bytes)
+        epoch = self._epochs.get((st.topic, st.partition), st.epoch)
+        writer = f"{self._writer}-{epoch}"
+        records = encode(record, epoch=epoch, writer=writer, chunk_bytes=self._chunk_bytes)
         topic = self._reader()
         topic.append(records)  # the adoption is durable before any prediction after it
         for r in records:
             self._index.add(r.key, r.value)
-        stale = self._index.stale(st.topic, st.partition, st.epoch, writer, keep=(r.key for r in records))
+        stale = self._index.stale(st.topic, st.partition, epoch, writer, keep=(r.key for r in records))
         if stale:
             topic.append([StateRecord(0, key, None) for key in sorted(stale)])
             for key in stale:

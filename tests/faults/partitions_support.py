@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,8 +188,10 @@ class Group:
             k += 1
         return f"w{k}"
 
-    def start(self, name: str) -> Member:
-        """Start worker ``name`` (again, if it ran before: its log continues)."""
+    def start(self, name: str, module: str = "stream_perceptron.cli",
+              extra_env: Mapping[str, str] | None = None) -> Member:
+        """Start worker ``name`` (again, if it ran before: its log continues); ``module`` and
+        ``extra_env`` as :func:`~.support.start_worker` takes them (a worker with a fault inside)."""
         if name in self.live:
             raise ValueError(f"{name} is running already")
         self.named.add(name)
@@ -198,7 +200,8 @@ class Group:
         settings = self.settings(name)
         log = self.root / f"{name}.log"
         start = log.stat().st_size if log.exists() else 0
-        member = self.live[name] = Member(name, start_worker(settings, log=log), log, settings, start)
+        proc = start_worker(settings, log=log, module=module, extra_env=extra_env)
+        member = self.live[name] = Member(name, proc, log, settings, start)
         self.started.append(member.proc)
         return member
 

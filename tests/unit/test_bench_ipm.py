@@ -84,7 +84,8 @@ def reference_stream(X, y, partitions, every, weights, passes):
         for t in range(len(X)):
             q = t % partitions
             m = models[q]
-            since[q] += m.learn_one(X[t], int(y[t]))
+            m.learn_one(X[t], int(y[t]))
+            since[q] += m.last_mistake
             seen[q] += 1
             if weights is not None and seen[q] % every == 0:
                 newest[q] = Published(q, m.weights.copy(), m.intercept, since[q], epoch[q], seen[q])

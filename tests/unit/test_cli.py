@@ -463,3 +463,53 @@ def test_a_cluster_command_without_a_bootstrap_names_the_variable_to_set():
     assert res.exit_code == 2
     assert res.output == ("stream-perceptron: SP_KAFKA__BOOTSTRAP_SERVERS is not set"
                           " (nor bootstrap_servers under [kafka] in --config)\n")
+
+
+def test_checkpoint_export_writes_rivers_and_scikit_learns_perceptron_of_a_fit(tmp_path):
+    """Issue 54: the model of a fit goes out with its weights, intercept, feature order and classes."""
+    import pickle
+
+    import joblib
+    import pandas as pd
+    from river import datasets
+    from river import linear_model as river_lm
+    from sklearn.linear_model import Perceptron as SkPerceptron
+
+    from stream_perceptron import Perceptron
+    from stream_perceptron.state.stored import StateFiles
+
+    assert run("fit", "river:Phishing", "--checkpoint-dir", str(tmp_path / "ck")).exit_code == 0
+    for to, name in (("river", "phishing.pkl"), ("sklearn", "phishing.joblib")):
+        res = run("checkpoint", "export", "--to", to, "--checkpoint-dir", str(tmp_path / "ck"),
+                  str(tmp_path / name))
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["classes"] == [False, True]
+    model = Perceptron()
+    model.set_state(StateFiles(tmp_path / "ck").load().model)
+    rows = list(datasets.Phishing())
+    with (tmp_path / "phishing.pkl").open("rb") as f:
+        theirs = pickle.load(f)  # noqa: S301  # the file this test wrote
+    assert isinstance(theirs, river_lm.Perceptron)
+    assert list(theirs.weights.values()) == model.weights.tolist() and theirs.intercept == model.intercept
+    assert list(theirs.weights) == list(rows[0][0])
+    sk = joblib.load(tmp_path / "phishing.joblib")
+    assert isinstance(sk, SkPerceptron) and sk.coef_[0].tolist() == model.weights.tolist()
+    X = pd.DataFrame([x for x, _ in rows])
+    ours = [model.predict_one(x) for x, _ in rows]
+    assert [theirs.predict_one(x) for x, _ in rows] == ours == sk.predict(X).tolist()
+
+
+def test_checkpoint_export_names_the_partition_of_a_directory_of_several(tmp_path):
+    import pickle
+
+    states = _partition_states(tmp_path, ("in", 0), ("in", 1))
+    export = ["checkpoint", "export", "--to", "river", "--checkpoint-dir", str(tmp_path)]
+    res = CliRunner().invoke(main, [*export, str(tmp_path / "m.pkl")])
+    assert res.exit_code == 1
+    assert "holds the states of 2 partitions (in:0, in:1): name one with --partition" in res.stderr
+    res = run(*export, "--partition", "in:1", str(tmp_path / "m.pkl"))
+    assert res.exit_code == 0, res.output
+    with (tmp_path / "m.pkl").open("rb") as f:
+        assert list(pickle.load(f).weights.values()) == states["in:1"].model["weights"]  # noqa: S301
+    res = CliRunner().invoke(main, [*export, "--partition", "in:7", str(tmp_path / "m.pkl")])
+    assert res.exit_code == 1 and "no valid state of in:7" in res.stderr

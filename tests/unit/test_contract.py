@@ -70,16 +70,16 @@ def _sources(y):
         return None
 
 
-def _model(y):
+def _model(y, classes=None):
     try:
-        return LabelSpace((NEGATIVE, POSITIVE)).sign(y)
+        return LabelSpace(classes).sign(y)
     except ValueError:
         return None
 
 
-def _model_many(y):
+def _model_many(y, classes=None):
     try:
-        return int(LabelSpace((NEGATIVE, POSITIVE)).signs(np.array([y]), 1)[0])
+        return int(LabelSpace(classes).signs(np.array([y]), 1)[0])
     except ValueError:
         return None
 
@@ -89,11 +89,25 @@ def _model_many(y):
 def test_every_road_signs_a_label_as_the_contract_does(road, y, sign):
     """The worker's decoder, fit and produce's sources, and the model's learn_one and learn_many:
     0 is the negative class on each, and what is not a label is refused by each (but NaN, which
-    learn_many takes for a missing label)."""
+    learn_many takes for a missing label). The model is given no class names: a class name is
+    then not one of its labels."""
     if road is _model_many and isinstance(y, float) and np.isnan(y):
         assert road(y) == 0  # unlabeled
+    elif road in (_model, _model_many) and y in (POSITIVE, NEGATIVE):
+        assert road(y) is None
     else:
         assert road(y) == sign
+
+
+@pytest.mark.parametrize(("y", "sign"), LABELS + [(y, None) for y in NOT_LABELS if y is not None])
+@pytest.mark.parametrize("road", [_model, _model_many])
+def test_a_model_given_class_names_takes_those_two_alone(road, y, sign):
+    """``Perceptron(classes=(negative, positive))``: any other label is refused, so that a stream of
+    other labels (bools, 0/1) is not learned silently as one class."""
+    if road is _model_many and isinstance(y, float) and np.isnan(y):
+        assert road(y, (NEGATIVE, POSITIVE)) == 0  # unlabeled
+    else:
+        assert road(y, (NEGATIVE, POSITIVE)) == (sign if y in (POSITIVE, NEGATIVE) else None)
 
 
 json_labels = st.none() | st.booleans() | st.integers() | st.floats() | st.sampled_from(

@@ -41,12 +41,12 @@ ALLOWED: dict[str, set[str]] = {
                "codec", "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log",
                "kafka.reader", "kafka.registry"},
     "commands": {"errors", "contract", "settings", "throttle", "runtime", "signals", "http_server", "model",
-                 "features",
-                 "codec", "state", "sources", "worker", "kafka.edge", "kafka.admin", "kafka.config",
-                 "kafka.reader", "kafka.registry"},
+                 "features", "codec", "state", "sources", "worker", "interop", "kafka.edge", "kafka.admin",
+                 "kafka.config", "kafka.reader", "kafka.registry"},
+    "interop": {"errors", "model"},  # the model out to river and scikit-learn, and theirs in
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed
-    "__init__": {"model"},
+    "__init__": {"model", "interop"},
 }
 
 # Neither a Kafka client, nor files, the network, processes or the clock, in the pure layers.
@@ -207,6 +207,15 @@ def test_the_kafka_edge_loads_no_numpy():
     loaded = loaded_by(KAFKA_EDGE)
     assert "kafka" in loaded
     assert not loaded & {"numpy", "river", "simdjson"}
+
+
+def test_the_model_loads_no_pandas_and_the_way_out_no_scikit_learn():
+    """pandas is optional: the model takes DataFrames without importing pandas itself; and
+    scikit-learn is imported only by an export to it."""
+    loaded = loaded_by(["stream_perceptron", "stream_perceptron.model.perceptron",
+                        "stream_perceptron.model.frames", "stream_perceptron.interop"])
+    assert "numpy" in loaded and "river" in loaded
+    assert not loaded & {"pandas", "sklearn"}
 
 
 @pytest.mark.skipif(not _confluent(), reason="confluent-kafka is not installed (pip install '.[confluent]')")

@@ -182,3 +182,34 @@ def test_a_line_of_a_kind_past_its_minute_carries_the_count_itself():
         "kafka.conn WARNING node 1 refused (try 0)",
         "kafka.conn WARNING node 1 refused (try 61) (2 similar suppressed)",
     ]
+
+
+def test_a_client_traceback_from_inside_the_client_is_one_line_and_ours_stay_whole(capsys):
+    """kafka-python's own fault at shutdown, a socket it closed under a read, is one line; an
+    exception of a callback of this package keeps its traceback; at DEBUG the client's does too."""
+    import kafka.net.transport as transport  # a module of the client, where its I/O faults arise
+
+    inside = {}
+    exec(compile("def recv(sock):\n    return sock.recv(4096)\n", transport.__file__, "exec"), inside)
+    try:
+        inside["recv"](None)
+    except AttributeError:
+        theirs = sys.exc_info()
+    try:
+        raise ValueError("in a callback of ours")
+    except ValueError:
+        ours = sys.exc_info()
+    setup_logging("INFO", "text")
+    client = logging.getLogger("kafka.net.transport")
+    client.error("<Transport>: Error receiving network data closing socket", exc_info=theirs)
+    logging.getLogger("kafka.future").error("Error processing callback", exc_info=ours)
+    err = capsys.readouterr().err
+    assert ("ERROR   kafka.net.transport: <Transport>: Error receiving network data closing socket:"
+            " AttributeError: 'NoneType' object has no attribute 'recv'\n") in err
+    assert err.count("Traceback") == 1 and 'raise ValueError("in a callback of ours")' in err
+    logging.getLogger("kafka").setLevel(logging.DEBUG)  # kafka-python's own debugging asked for
+    try:
+        client.error("<Transport>: Error receiving network data closing socket", exc_info=theirs)
+    finally:
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+    assert "Traceback" in capsys.readouterr().err

@@ -284,7 +284,8 @@ class PlainLoop:
         """Learn the kept event ``rid`` with ``y``; its features, score, offset and the mistake
         flag at the join."""
         x, score, offset = self.kept.pop(rid)
-        return x, score, offset, self.model.learn_one(x, y)
+        self.model.learn_one(x, y)
+        return x, score, offset, self.model.last_mistake
 
     def state(self) -> dict[str, Any]:
         """What the worker's stored state must hold (``model`` and ``stats["features"]``): the

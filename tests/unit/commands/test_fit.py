@@ -75,3 +75,40 @@ def test_an_averaged_fit_is_a_checkpoint_the_averaged_worker_restores(tmp_path):
     worker = Worker(settings)
     worker.restore()  # the seed of every partition without a state of its own
     assert worker.partitions.state("examples", 0).learner.model.get_state() == ckpt.model
+
+
+def _fitted(tmp_path, spec: str, **limits) -> dict:
+    from stream_perceptron.state.stored import StateFiles
+
+    settings = Settings(checkpoint={"dir": str(tmp_path)}, observe={"enabled": False}, limits=limits)
+    offline.fit_source(settings, spec, passes=1)
+    stored = StateFiles(tmp_path).load()
+    assert stored is not None
+    return stored.model
+
+
+def test_a_fit_checkpoint_keeps_the_names_of_its_river_dataset_and_scores_its_dict_rows(tmp_path):
+    """Issue 54: it stored ``features: []`` and ``classes: [-1, 1]``."""
+    from river import datasets
+
+    from stream_perceptron import Perceptron
+
+    state = _fitted(tmp_path, "river:Phishing")
+    rows = list(datasets.Phishing())
+    assert state["features"] == list(rows[0][0]) and state["classes"] == [False, True]
+    model = Perceptron()
+    model.set_state(state)
+    dense = Perceptron()
+    dense.set_state({**state, "features": []})
+    for x, _ in rows[:200]:
+        assert model.predict_one(x) is (dense.score_one(list(x.values())) > 0)
+
+
+def test_a_fit_checkpoint_keeps_a_csv_header_and_its_class_names(tmp_path):
+    path = tmp_path / "spam.csv"
+    path.write_text("words,links,y\n3,1,spam\n0,0,ham\n5,2,spam\n1,0,ham\n")
+    state = _fitted(tmp_path / "ck", str(path), positive_class="spam", negative_class="ham")
+    assert state["features"] == ["words", "links"] and state["classes"] == ["ham", "spam"]
+    plain = tmp_path / "ints.csv"
+    plain.write_text("a,y\n1,1\n-1,0\n")
+    assert _fitted(tmp_path / "ck2", str(plain))["classes"] == [0, 1]

@@ -10,6 +10,12 @@ import numpy as np
 from stream_perceptron import Perceptron
 
 
+def learned(model: Perceptron, x, y, **kwargs) -> bool:
+    """learn_one(x, y), then whether it was a mistake (:attr:`Perceptron.last_mistake`)."""
+    model.learn_one(x, y, **kwargs)
+    return model.last_mistake
+
+
 def assert_learn_many_is_learn_one(
     make: Callable[[], Perceptron], rows, y, cuts: int
 ) -> tuple[Perceptron, Perceptron]:
@@ -20,7 +26,7 @@ def assert_learn_many_is_learn_one(
     flags, scores = [], []
     for i in range(len(rows)):
         scores.append(one.score_one(rows[i]))
-        flags.append(one.learn_one(rows[i], int(y[i])))
+        flags.append(learned(one, rows[i], int(y[i])))
     edges = sorted({0, len(rows), *np.linspace(0, len(rows), cuts + 1).astype(int).tolist()})
     got_flags, got_scores, got_norms = [], [], []
     for a, b in zip(edges, edges[1:], strict=False):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
-from tests.unit.model.exactness import assert_learn_many_is_learn_one
+from tests.unit.model.exactness import assert_learn_many_is_learn_one, learned
 
 
 def _noisy(d=6, n=400, seed=0, noise=0.15):
@@ -26,7 +26,7 @@ def test_it_learns_exactly_as_the_plain_perceptron_and_serves_the_mean_of_theta(
     plain, averaged = Perceptron(), Perceptron(average=True)
     thetas, intercepts = [], []
     for x, label in zip(X, y, strict=True):
-        assert plain.learn_one(x, int(label)) == averaged.learn_one(x, int(label))
+        assert learned(plain, x, int(label)) == learned(averaged, x, int(label))
         thetas.append(plain.weights.copy())
         intercepts.append(plain.intercept)
     assert np.array_equal(plain.weights, averaged.weights) and plain.mistakes == averaged.mistakes

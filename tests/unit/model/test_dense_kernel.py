@@ -54,7 +54,7 @@ def test_learn_many_runs_where_numba_can_cache_nowhere(tmp_path):
         "X = rng.normal(size=(400, 6)); y = np.where(X @ rng.normal(size=6) > 0, 1, -1)\n"
         "many, one = Perceptron(), Perceptron()\n"
         "flags = many.learn_many(X, y).mistakes.tolist()\n"
-        "ones = [one.learn_one(x, v) for x, v in zip(X, y)]\n"
+        "for x, v in zip(X, y):\n    one.learn_one(x, v)\n"
         "assert many.weights.tobytes() == one.weights.tobytes() and many.intercept == one.intercept\n"
         "print(sum(flags), one.mistakes)\n"
     )

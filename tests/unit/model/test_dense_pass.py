@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron
 from stream_perceptron.model import dense_pass
-from tests.unit.model.exactness import assert_learn_many_is_learn_one
+from tests.unit.model.exactness import assert_learn_many_is_learn_one, learned
 
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])
@@ -26,7 +26,7 @@ def decider(request, monkeypatch):
 
 def _noisy_stream(n: int, d: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Separable with a margin, then a fraction ``noise`` of the labels flipped: about 3%
-    mistakes all along the stream at d=20 and noise 0.005 (as bench_core's stream)."""
+    mistakes all along the stream at d=20 and noise 0.005 (bench_river_api's batch stream)."""
     rng = np.random.default_rng(seed)
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
@@ -44,7 +44,7 @@ def _row_by_row(model: Perceptron, X, y, labeled) -> tuple[list, list, list]:
     for i in range(len(X)):
         scores.append(model.score_one(X[i]))
         norms.append(model.norms())
-        flags.append(model.learn_one(X[i], int(y[i])) if labeled[i] else False)
+        flags.append(learned(model, X[i], int(y[i])) if labeled[i] else False)
     return scores, flags, norms
 
 

@@ -86,7 +86,8 @@ def test_scores_are_those_of_a_perceptron_holding_the_mix_bit_for_bit(seed, d):
     m = mix(states, "mistakes")
     adopted = Adopted("in", 0, 1, 10, m)
     model = Perceptron()
-    model.learn_one(rng.normal(size=d), 1)  # a model of width d, then the mix adopted
+    model.learn_one(rng.normal(size=d), 1)  # a model of width d that answers ±1, then the mix adopted
+    model.learn_one(rng.normal(size=d), -1)
     adopt(model, m)
     for x in rng.normal(size=(20, d)) * 10.0 ** rng.integers(-3, 4):
         s = adopted.score(x.tolist())

@@ -12,7 +12,7 @@ from sklearn.linear_model import Perceptron as SkPerceptron
 
 from stream_perceptron import Perceptron
 from stream_perceptron.errors import DimensionError
-from tests.unit.model.exactness import assert_learn_many_is_learn_one
+from tests.unit.model.exactness import assert_learn_many_is_learn_one, learned
 
 
 def test_worked_example_of_seed_001_ends_at_1_1_after_two_updates():
@@ -20,7 +20,7 @@ def test_worked_example_of_seed_001_ends_at_1_1_after_two_updates():
     points = [([1, 0], 1), ([0, -1], -1), ([0, 1], 1), ([-1, 0], -1)]
     flags = []
     for _epoch in range(3):
-        flags.append([model.learn_one(np.array(p, dtype=float), y) for p, y in points])
+        flags.append([learned(model, np.array(p, dtype=float), y) for p, y in points])
     assert flags[0] == [True, True, False, False]
     assert flags[1] == [False] * 4
     assert model.weights.tolist() == [1.0, 1.0]
@@ -30,10 +30,10 @@ def test_worked_example_of_seed_001_ends_at_1_1_after_two_updates():
 
 def test_boundary_is_a_mistake_so_first_example_always_updates():
     model = Perceptron()
-    assert model.learn_one([0.0, 0.0], -1) is True  # score 0 is on the boundary
+    assert learned(model, [0.0, 0.0], -1) is True  # score 0 is on the boundary
     assert model.intercept == -1.0
     assert model.weights.tolist() == [0.0, 0.0]
-    assert model.learn_one([5.0, 1.0], -1) is False  # score -1 < 0: right
+    assert learned(model, [5.0, 1.0], -1) is False  # score -1 < 0: right
     assert model.predict_one([5.0, 1.0]) == -1
 
 
@@ -42,15 +42,15 @@ def test_update_rule_with_offset():
     model.learn_one([1.0, 2.0], 1)
     assert model.weights.tolist() == [1.0, 2.0] and model.intercept == 1.0
     assert model.score_one([1.0, 1.0]) == 4.0
-    assert model.learn_one([1.0, 1.0], -1) is True
+    assert learned(model, [1.0, 1.0], -1) is True
     assert model.weights.tolist() == [0.0, 1.0] and model.intercept == 0.0
 
 
 def test_labels_accept_bools_and_reject_others():
     model = Perceptron()
-    assert model.learn_one([1.0], True)
-    assert model.learn_one([-2.0], False) is False  # score -2 + 1 < 0
-    with pytest.raises(ValueError, match="labels are True/False, -1/\\+1 or 0/1"):
+    assert learned(model, [1.0], True)
+    assert learned(model, [-2.0], False) is False  # score -2 + 1 < 0
+    with pytest.raises(ValueError, match="is not True/False, -1/\\+1 or 0/1"):
         model.learn_one([1.0], 2)
     with pytest.raises(ValueError):
         model.learn_one([1.0], "yes")
@@ -67,8 +67,8 @@ def test_dimension_is_fixed_by_first_dense_example():
 
 def test_initial_weights():
     model = Perceptron(initial_weights=[1.0, -1.0])
-    assert model.learn_one([2.0, 1.0], 1) is False
-    assert model.learn_one([1.0, 2.0], 1) is True
+    assert learned(model, [2.0, 1.0], 1) is False
+    assert learned(model, [1.0, 2.0], 1) is True
     assert model.weights.tolist() == [2.0, 1.0]
     with pytest.raises(ValueError):
         Perceptron(n_features=3, initial_weights=[1.0])
@@ -96,7 +96,7 @@ def test_phishing_one_pass_agrees_with_river_and_sklearn_row_by_row():
     rows, names, X, y = _phishing()
 
     ours = Perceptron()
-    ours_flags = [ours.learn_one(X[i], int(y[i])) for i in range(len(X))]
+    ours_flags = [learned(ours, X[i], int(y[i])) for i in range(len(X))]
 
     river_model = river_lm.Perceptron()
     river_flags = []
@@ -127,7 +127,7 @@ def test_phishing_one_pass_agrees_with_river_and_sklearn_row_by_row():
 def test_learn_many_on_phishing_equals_learn_one():
     _, _, X, y = _phishing()
     a, b = Perceptron(), Perceptron()
-    flags = [a.learn_one(X[i], int(y[i])) for i in range(len(X))]
+    flags = [learned(a, X[i], int(y[i])) for i in range(len(X))]
     out = b.learn_many(X, y)
     assert out.mistakes.tolist() == flags
     assert np.array_equal(a.weights, b.weights) and a.intercept == b.intercept
@@ -161,7 +161,7 @@ def test_zero_is_the_negative_class_in_learn_one_learn_many_and_fit():
     many = Perceptron(fit_intercept=False)
     out = many.learn_many(X, [1, 0, 1, 0])
     one = Perceptron(fit_intercept=False)
-    flags = [one.learn_one(x, y) for x, y in zip(X, [1, 0, 1, 0], strict=True)]
+    flags = [learned(one, x, y) for x, y in zip(X, [1, 0, 1, 0], strict=True)]
     fitted = Perceptron(fit_intercept=False)
     fitted.fit(X, np.array([1, 0, 1, 0]))
     assert out.mistakes.tolist() == flags == [True, False, False, False]
@@ -194,7 +194,7 @@ def test_predictions_answer_in_the_label_space_taught(taught, answers):
 
 
 def test_a_class_not_yet_taught_is_inferred_from_the_other():
-    for label, other in ((True, False), (1, -1), (0, 1), (-1, 1), (False, True)):
+    for label, other in ((True, False), (1, 0), (0, 1), (-1, 1), (False, True)):  # 0 is the negative class
         model = Perceptron()
         model.learn_one([1.0], label)
         assert set(model.predict_proba_one([1.0])) == {label, other}
@@ -208,7 +208,7 @@ def test_predict_proba_one_is_the_logistic_of_the_score():
         s = model.score_one(x)
         proba = model.predict_proba_one(x)
         assert proba[1] == pytest.approx(1 / (1 + np.exp(-s)))
-        assert proba[-1] + proba[1] == pytest.approx(1.0)
+        assert proba[0] + proba[1] == pytest.approx(1.0)  # taught 1 alone: the negative class is 0
         assert (proba[1] > 0.5) == (model.predict_one(x) == 1)
 
 
@@ -254,7 +254,7 @@ def test_dict_and_vector_inputs_agree(stream):
     for i in range(len(X)):
         x_named = {f"f{j}": float(v) for j, v in enumerate(X[i])}
         assert dense.score_one(X[i]) == named.score_one(x_named)
-        assert dense.learn_one(X[i], int(y[i])) == named.learn_one(x_named, int(y[i]))
+        assert learned(dense, X[i], int(y[i])) == learned(named, x_named, int(y[i]))
     assert np.array_equal(dense.weights, named.weights)
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from stream_perceptron import Perceptron, RunningStats
 from stream_perceptron.model.learner import Learner
+from tests.unit.model.exactness import learned
 
 
 def _run(X, y, window, alpha=0.1, cuts=1):
@@ -38,7 +39,7 @@ def test_statistics_equal_a_direct_recomputation():
         geo.append(f / w_norm if w_norm else np.nan)
         aug.append(f / w_aug if w_aug else np.nan)
         norms.append(np.sqrt(xi @ xi + 1.0))
-        flags.append(model.learn_one(xi, int(yi)))
+        flags.append(learned(model, xi, int(yi)))
     labeled = int((y != 0).sum())
     assert s["seen"] == 500 and s["labeled"] == labeled
     assert s["mistakes"] == sum(flags) == learner.model.mistakes

@@ -11,6 +11,7 @@ from stream_perceptron.codec.inputs import input_record
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
+from tests.unit.model.exactness import learned
 
 
 class MemoryEdge:
@@ -70,7 +71,7 @@ def test_named_features_are_learned_exactly_in_any_chunks(tmp_path):
         for chunk in Batch.of(records[start : start + 100]).chunks(37):  # as run() cuts a poll batch
             w.process(chunk)
     ref = Perceptron()
-    flags = [ref.learn_one(x, y) for x, y in rows]
+    flags = [learned(ref, x, y) for x, y in rows]
     model = w.learner.model
     assert model.mistakes == ref.mistakes == sum(flags)
     assert model.feature_names == ref.feature_names
@@ -113,7 +114,7 @@ def test_wide_dense_rows_are_learned_in_chunks_exactly(tmp_path, monkeypatch):
     w, edge = _worker(tmp_path)
     w.process(Batch.of(records))
     ref = Perceptron()
-    flags = [ref.learn_one(X[i].tolist(), int(y[i])) for i in range(120)]
+    flags = [learned(ref, X[i].tolist(), int(y[i])) for i in range(120)]
     assert np.array_equal(w.learner.model.weights, ref.weights) and w.learner.model.mistakes == sum(flags)
     preds = [v for t, _, v in edge.sent if t == "predictions"]
     assert [p["mistake"] for p in preds] == flags and len(preds) == 120

@@ -12,9 +12,11 @@ from stream_perceptron.errors import SettingsError
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.model.mixing import Mix, adopt
 from stream_perceptron.settings import Settings
-from stream_perceptron.state.model_topic import ModelTopicIndex
+from stream_perceptron.state.kafka_store import KafkaStore
+from stream_perceptron.state.model_topic import ModelTopicIndex, written_under_claims
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.partition import new_learner
+from tests.unit.state.test_kafka_store import MemoryLog
 from tests.unit.worker.fakes import MemoryModelTopic
 from tests.unit.worker.test_batch import MemoryEdge
 
@@ -42,13 +44,13 @@ def _mixing_points(rows):
     return [labeled[k] + 1 for k in range(EVERY - 1, len(labeled), EVERY)]
 
 
-def _worker(tmp_path, log=None, **mix):
+def _worker(tmp_path, log=None, store=None, **mix):
     """A worker mixing every EVERY examples on an in-memory edge and model topic (``log``: the
-    model topic's records so far)."""
+    model topic's records so far), with the directory store in ``tmp_path`` or ``store``."""
     edge, topic = MemoryEdge(), MemoryModelTopic(log)
     settings = Settings(observe={"enabled": False}, checkpoint={"dir": str(tmp_path)},
                         mix={"every_examples": EVERY, **mix})
-    w = Worker(settings, edge=edge, model_topic=topic)
+    w = Worker(settings, edge=edge, model_topic=topic, store=store)
     w.model_log = topic  # type: ignore[attr-defined]  # what the test reads back
     return w, edge
 
@@ -249,3 +251,62 @@ def test_a_zombies_records_are_ignored_once_the_owner_has_claimed_the_partition(
     mixed = third.partitions.assigned[("in", 1)].mix.last["mix"]
     assert mixed["partitions"] == [0, 1]
     assert mixed["offsets"][0] == 0  # in[0]'s state as b claimed it, not the zombie's at its mixing point
+
+
+def test_with_the_kafka_store_a_zombie_that_stored_no_state_is_ignored_too(tmp_path):
+    """As above, on the Kafka store, before the zombie has stored any state of in[0]: the store
+    gives the owner the zombie's own epoch (1 + that of the newest stored state). The owner's
+    claim record fences the zombie's later records all the same: on the model topic its claim is
+    above every epoch the topic has shown for the partition."""
+    data = _stream(seed=7)
+    state_log = MemoryLog(partitions=1)
+    zombie, _ = _worker(tmp_path / "a", store=KafkaStore(state_log, chunk_bytes=1 << 20))
+    log = zombie.model_log.log
+    owner, _ = _worker(tmp_path / "b", log=log, store=KafkaStore(state_log, chunk_bytes=1 << 20))
+    point, second = _mixing_points(data[0])[:2]
+    zombie.process(Batch.of(_records(data[0], 0, 0, point)))  # its first mixing point; no state stored
+    owner.process(Batch.of(_records(data[0], 0, 0, 1)))  # b claims in[0], learns a row
+    zombie.process(Batch.of(_records(data[0], 0, point, second + 1)))  # the zombie mixes on, writes
+    assert [r["offset"] for r in MemoryModelTopic(log).written()][-1] == second
+    index = ModelTopicIndex()
+    for key, value in MemoryModelTopic(log).newer():
+        index.add(key, value)
+    assert index.newest("in")[0]["offset"] == 0  # b's claim, not the zombie's record at `second`
+    assert owner.partitions.assigned[("in", 0)].epoch == zombie.partitions.assigned[("in", 0)].epoch == 1
+    assert [e for e, _ in written_under_claims(log)] == [1, 1, 2, 1]  # a's claim and point, b's, a's
+
+
+@pytest.mark.xfail(strict=True, reason="the Kafka store restores the state furthest on, whoever stored it:"
+                   " a zombie's, which adopted a mix only its ignored records logged, outranks the owner's"
+                   " mixes once the owner is gone without a state past it")
+def test_with_the_kafka_store_a_zombies_stored_state_never_replaces_the_owners_mixes(tmp_path):
+    """a holds in[0] and stalls before its first mixing point; b claims in[0], mixes there anew (no
+    other partition has published yet) and predicts on; c publishes in[1]'s state; a, resumed,
+    mixes at the same point with in[1]'s state in its view (a zombie's mix, in a record every
+    reader ignores), predicts on and stores its state (the Kafka store cannot refuse it); b is
+    killed having stored none. The next owner d must predict what b did: b's mix is the one the
+    model topic's readers took at that point."""
+    data = _stream(seed=9)
+    state_log = MemoryLog(partitions=1)
+
+    def worker(name, log=None):
+        return _worker(tmp_path / name, log=log, store=KafkaStore(state_log, chunk_bytes=1 << 20))
+
+    zombie, _ = worker("a")
+    log = zombie.model_log.log
+    (owner, owner_edge), (other, _) = worker("b", log), worker("c", log)
+    point = _mixing_points(data[0])[0]
+    zombie.process(Batch.of(_records(data[0], 0, 0, point - 1)))  # stalls before its first mixing point
+    owner.process(Batch.of(_records(data[0], 0, 0, point + 20)))  # claims in[0], mixes at `point` alone
+    assert owner.partitions.assigned[("in", 0)].mix.last["mix"]["partitions"] == [0]
+    other.process(Batch.of(_records(data[1], 1, 0, _mixing_points(data[1])[0])))  # in[1] publishes
+    zombie.process(Batch.of(_records(data[0], 0, point - 1, point + 10)))  # mixes in[1] in, predicts
+    assert zombie.partitions.assigned[("in", 0)].mix.last["mix"]["partitions"] == [0, 1]
+    assert zombie.checkpoint("test")  # stored: the Kafka store refuses no epoch
+    index = ModelTopicIndex()
+    for key, value in MemoryModelTopic(log).newer():
+        index.add(key, value)
+    assert index.newest("in")[0]["log"][-1]["mix"]["partitions"] == [0]  # readers take b's mix
+    successor, successor_edge = worker("d", log)  # b is killed; d takes in[0] over
+    successor.process(Batch.of(_records(data[0], 0, point + 10, point + 20)))
+    assert _preds(successor_edge, 0) == _preds(owner_edge, 0)[-10:]  # d re-emits what b sent

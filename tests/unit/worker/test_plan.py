@@ -15,6 +15,7 @@ from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.plan import Join, Learn, Mix, join_points, mix_points, plan
+from tests.unit.model.exactness import learned
 from tests.unit.worker.fakes import FakeEdge, MemoryModelTopic
 
 # -- the pure function ------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_the_plans_give_a_plain_loop_of_the_update_over_events_and_late_labels(t
             elif record.get("id") is not None:
                 kept[record["id"]] = x
         elif "x" not in record:  # a label record: learns its event's features now
-            joined.append(model.learn_one(kept.pop(record["id"]), record["y"]))
+            joined.append(learned(model, kept.pop(record["id"]), record["y"]))
     assert [p["score"] for p in outputs["predictions"]] == scores
     assert [o["mistake"] for o in outputs["outcomes"]] == joined
     assert model_state["weights"] == model.weights.tolist()

@@ -11,6 +11,7 @@ from stream_perceptron.errors import CheckpointMismatchError
 from stream_perceptron.kafka.edge import Batch, InRecord
 from stream_perceptron.settings import Settings
 from stream_perceptron.worker.loop import Worker
+from tests.unit.model.exactness import learned
 from tests.unit.worker.test_batch import MemoryEdge
 
 
@@ -44,7 +45,7 @@ def test_the_averaged_worker_serves_the_average_and_learns_as_the_seeds(tmp_path
     served, flags = [], []
     for x, y in zip(X, labels, strict=True):
         served.append(ref.score_one(x))
-        flags.append(None if y is None else ref.learn_one(x, y))
+        flags.append(None if y is None else learned(ref, x, y))
     preds = [v for t, _, v in edge.sent if t == "predictions"]
     assert [p["score"] for p in preds] == served  # the served model's score, bit for bit
     assert [p["prediction"] for p in preds] == [1 if s > 0 else -1 for s in served]
