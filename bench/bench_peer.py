@@ -96,10 +96,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
            "summary": {label: summarize(r) for label, r in runs.items()}, "ratios": ratios(runs, base),
            "runs": {label: [{k: v for k, v in r.items() if not k.startswith("_")} for r in rs]
                     for label, rs in runs.items()}}
+    # CPU per record (all the process's threads, over the outputs' window): what the machine's
+    # other load moves less than the rate, which it moves by the share of the cores it leaves
+    cpu = {label: s["median_cpu_us_per_record"] for label, s in out["summary"].items()}
     rows = [[label, fmt_rate(r["median"]), f"{r['ratio'] or 0:.2f}x",
-             ", ".join(f"{v:.2f}" for v in r["per_repeat"]), ", ".join(fmt_rate(x) for x in s["rates"])]
+             ", ".join(f"{v:.2f}" for v in r["per_repeat"]), ", ".join(fmt_rate(x) for x in s["rates"]),
+             f"{cpu[label] or 0:.2f}", f"{(cpu[base] or 0) / cpu[label]:.2f}x" if cpu[label] else "n/a"]
             for (label, r), s in zip(out["ratios"].items(), out["summary"].values(), strict=True)]
-    print(format_table(["contender", "median rec/s", f"x {base}", "per repeat", "runs"], rows))
+    print(format_table(["contender", "median rec/s", f"x {base}", "per repeat", "runs", "CPU us/rec",
+                        f"{base}'s CPU/rec over it"], rows))
     print(f"load average at start {load[0]}, at end {load[1]}")
     if args.json:
         write_json(args.json, out)

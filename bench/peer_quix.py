@@ -24,6 +24,7 @@ project's perceptron; its ``predict_one`` breaks the tie at a score of 0 towards
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -60,7 +61,7 @@ def peer(bootstrap: str, input_topic: str, output_topic: str, records: int) -> d
 
     app = Application(broker_address=bootstrap, consumer_group=f"peer-quix-{os.getpid()}-{time.time_ns()}",
                       auto_offset_reset="earliest", use_changelog_topics=False, auto_create_topics=False,
-                      loglevel="WARNING",
+                      loglevel="WARNING", state_dir=tempfile.mkdtemp(prefix="peer-quix-state-"),
                       producer_extra_config={"linger.ms": LINGER_MS, "batch.size": BATCH_BYTES},
                       consumer_extra_config={"fetch.wait.max.ms": FETCH_WAIT_MS})
     sdf = app.dataframe(app.topic(input_topic, value_deserializer="json"))

@@ -244,7 +244,9 @@ def worker_env(ctx: Ctx, topics: dict[str, str], ckpt_dir: Path, predictions: st
         "SP_KAFKA__HEARTBEAT_INTERVAL_MS": str(max(100, min(1000, ctx.session_timeout_ms // 3))),
         "SP_TOPICS__INPUT": topics["input"], "SP_TOPICS__PREDICTIONS": topics["predictions"],
         "SP_TOPICS__STATS": topics["stats"], "SP_TOPICS__DEAD_LETTER": topics["dead_letter"],
-        "SP_CHECKPOINT__DIR": str(ckpt_dir), "SP_OUTPUT__PREDICTIONS": predictions,
+        # a state topic of its own too, for a run on the Kafka store not to restore another's
+        "SP_CHECKPOINT__DIR": str(ckpt_dir), "SP_CHECKPOINT__TOPIC": f"{group}-state",
+        "SP_OUTPUT__PREDICTIONS": predictions,
         "SP_OBSERVE__ENABLED": "false", "SP_LOG_FORMAT": "json", "SP_LOG_LEVEL": "INFO",
         **ctx.worker_env, **(extra or {}),
     })
@@ -268,6 +270,8 @@ def start_worker(ctx: Ctx, in_topic: str, predictions: str, label: str, *, until
     topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
     group = ctx.name(f"{label}-group")
     env = worker_env(ctx, topics, ctx.workdir / f"{group}-ckpt", predictions, group, env_extra)
+    if env.get("SP_CHECKPOINT__STORE") == "kafka":
+        ctx.topics.append(env["SP_CHECKPOINT__TOPIC"])  # the worker makes it; the scope deletes it
     cmd = [*wrap, sys.executable, *python_args, "-m", "stream_perceptron.cli", "run"]
     cmd += ["--until-caught-up"] if until_caught_up else []
     log = ctx.workdir / f"{group}.log"
