@@ -12,7 +12,7 @@ and the package runs the twin where the extension is not installed:
 * :func:`encode_predictions`: the prediction records of a batch, byte for byte as msgspec writes
   them (:func:`~stream_perceptron.codec.outputs.encode_predictions`).
 
-``tests/unit/codec/test_native.py`` runs both ways on the decoders' fuzzed inputs and random
+``tests/unit/test_native.py`` runs both ways on the decoders' fuzzed inputs and random
 batches and compares them byte for byte.
 """
 
