@@ -35,6 +35,17 @@ struct Reader<'a> {
     i: usize,
 }
 
+/// The index of the first byte at or after `i` that is not an ASCII digit.
+fn digits_end(s: &[u8], i: usize) -> usize {
+    i + s[i.min(s.len())..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+/// [`digits_end`] where at least one digit starts at `i`; None (not a JSON number) otherwise.
+fn some_digits(s: &[u8], i: usize) -> Option<usize> {
+    let end = digits_end(s, i);
+    (end > i).then_some(end)
+}
+
 impl<'a> Reader<'a> {
     fn ws(&mut self) {
         while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
@@ -90,22 +101,13 @@ impl<'a> Reader<'a> {
         if s[i] == b'0' {
             i += 1;
         } else if s[i].is_ascii_digit() {
-            while i < s.len() && s[i].is_ascii_digit() {
-                i += 1;
-            }
+            i = digits_end(s, i);
         } else {
             return None;
         }
         let mut integer = true;
         if i < s.len() && s[i] == b'.' {
-            i += 1;
-            let digits = i;
-            while i < s.len() && s[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == digits {
-                return None;
-            }
+            i = some_digits(s, i + 1)?;
             integer = false;
         }
         if i < s.len() && (s[i] == b'e' || s[i] == b'E') {
@@ -113,13 +115,7 @@ impl<'a> Reader<'a> {
             if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
                 i += 1;
             }
-            let digits = i;
-            while i < s.len() && s[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == digits {
-                return None;
-            }
+            i = some_digits(s, i)?;
             integer = false;
         }
         self.i = i;
