@@ -8,18 +8,36 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-tansu unit integration kafka kafka-jars registry registry-jars lint lock bench bench-worker clean
+.PHONY: help install native peer-venv bench-peer demo test test-tansu unit integration kafka kafka-jars registry registry-jars lint lock bench bench-worker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# The compiled part (native/, Rust: the dense input reader, the prediction encoder, ADWIN's loop) is
+# built where cargo is found (on PATH or in ~/.cargo/bin); NATIVE=0 skips it. Without it the package
+# runs its pure-Python paths, which give the same bytes, more slowly (docs/install.md).
+NATIVE ?= 1
+CARGO  := $(or $(shell command -v cargo 2>/dev/null),$(wildcard $(HOME)/.cargo/bin/cargo))
+
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(MAKE) --no-print-directory native
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the package with its dev tools
+install: $(STAMP)  ## create .venv and install the package with its dev tools (and the compiled part)
+
+native:  ## build and install the compiled part into .venv (needs cargo; NATIVE=0: remove it)
+	@if [ "$(NATIVE)" = 0 ]; then \
+	    $(BIN)/python -m pip uninstall --quiet --yes stream-perceptron-native 2>/dev/null; \
+	    echo "compiled part not installed (NATIVE=0): the pure-Python paths run"; \
+	elif [ -z "$(CARGO)" ]; then \
+	    echo "cargo not found: the compiled part is not built; the pure-Python paths run (docs/install.md)"; \
+	else \
+	    PATH="$(dir $(CARGO)):$$PATH" $(BIN)/python -m pip install --quiet ./native \
+	    && echo "compiled part built and installed (stream_perceptron_native)"; \
+	fi
 
 demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded broker, with a plot
 	$(BIN)/stream-perceptron demo
@@ -64,8 +82,19 @@ lock: $(STAMP)  ## re-pin deploy/requirements.lock from PyPI, with hashes (docs/
 bench: $(STAMP)  ## the model against river: progressive validation, each call on dict rows, learn_many
 	$(BIN)/python -m bench.bench_river_api --json bench/results/river_api.json
 
-bench-worker: $(STAMP)  ## the worker end to end against the bare pipes and a river loop (~30–35 min)
+peer-venv: .venv-peer/.installed-stamp  ## the benchmarks' peer, Quix Streams + river, in .venv-peer
+
+.venv-peer/.installed-stamp: pyproject.toml
+	$(PYTHON) -m venv .venv-peer
+	.venv-peer/bin/python -m pip install --quiet --upgrade pip
+	.venv-peer/bin/python -m pip install --quiet 'quixstreams>=3.28,<3.29' 'river>=0.22'
+	touch $@
+
+bench-peer: $(STAMP) .venv-peer/.installed-stamp  ## the worker against Quix Streams + river at checkpoints every 2,000 and 10,000
+	$(BIN)/python -m bench.bench_peer --json bench/results/peer.json
+
+bench-worker: $(STAMP) .venv-peer/.installed-stamp  ## the worker end to end against the bare pipes and the Quix Streams + river peer (~30–35 min)
 	$(BIN)/python -m bench.bench_worker --json bench/results/worker.json --markdown bench/results/worker.md
 
 clean:  ## remove .venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-peer .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -11,7 +11,7 @@ Run from the repository root::
 Each server runs alone in a child process (:func:`served`: an ``Observer``, or a
 ``DashboardServer`` over an empty view, on 127.0.0.1, port 0), started with the code of this
 checkout or of ``--compare REF`` (checked out into a temporary git worktree as
-``bench.bench_ab`` does). The probe (:func:`large_headers`) is the one of the review that found
+``bench.bench_scale --compare`` does). The probe (:func:`large_headers`) is the one of the review that found
 the servers' defect: it opens ``--connections`` connections at once and on each sends a request
 line and 99 header lines of 64 KiB, with no end to the head, as fast as the server reads them,
 and keeps the connection open. It ends when every connection has sent it all or been closed by
@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         sides = [("this checkout", ROOT)]
         if args.compare:
-            from bench.bench_ab import worktree
+            from bench.worker.machine import worktree
 
             base, commit = stack.enter_context(worktree(args.compare))
             sides.insert(0, (commit[:7], base))

@@ -1,20 +1,9 @@
 """The worker end to end on a Kafka-protocol broker, on each client backend: throughput against a
-bare pipe of its own client and a hand-written river loop, resident memory, latency at half load,
-cost against size, events through a feature spec against the same examples as envelope records,
-and a profile.
-
-Run from the repository root::
-
-    .venv/bin/python -m bench.bench_worker                      # 100k records, 3 repeats, ~30 min
-    .venv/bin/python -m bench.bench_worker --quick              # small sizes, 1 repeat, ~2 min
-    .venv/bin/python -m bench.bench_worker --profile both --json bench/results/worker.json
-
-Every contender is a process of its own on the same pre-produced records
-(``bench/worker/contenders.py``); a rate is ``(count − 1) / (last − first)`` over the output
-records' CreateTime, so start-up, the group join and the final flush fall outside it for every
-contender (the worker with predictions off: over its statistics records). docs/performance.md has
-the method, the targets and the run of record; this module holds the command line and the order
-of the sections, ``bench/worker/`` the sections and their parts.
+bare pipe of its own client and the Quix Streams + river peer, resident memory, latency at half
+load, cost against size, events through a feature spec, and a profile. Run from the repository root
+(``bench/README.md`` has the commands, docs/performance.md the method, the targets and the run of
+record); this module holds the command line and the order of the sections, ``bench/worker/`` the
+sections and their parts.
 """
 
 from __future__ import annotations
@@ -68,9 +57,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--quick", action="store_true", help="small sizes, 1 repeat, about 2 minutes")
     add("--only", help=f"comma-separated of {','.join(c.SECTIONS)} (default: all but events and profile)")
     add("--backends", default=",".join(c.BACKENDS), help=f"comma-separated of {', '.join(c.BACKENDS)}")
-    add("--profile", default="none", choices=("none", "cprofile", "pyspy", "pyspy-gil", "both"),
-        help="profile the worker: cProfile, py-spy sampling wall time (pyspy) or the GIL's holder "
-        "(pyspy-gil); both: cprofile and pyspy")
+    add("--profile", default="none", choices=("none", "pyspy"),
+        help="profile each one-process worker and its pipe with py-spy (wall time)")
     add("--profile-records", type=int, default=PROFILE_RECORDS)
     add("--latency-seconds", type=float, help="steady-rate phase (20; --quick 2)")
     add("--latency-rate", help="input rate of the latency runs: one for every backend, or kafka-python=N,"
@@ -170,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ctx = Ctx(bootstrap, f"bw{int(time.time()) % 10**6}{os.getpid() % 1000}", workdir,
                   args.session_timeout_ms, broker_pid, dict(item.split("=", 1) for item in args.worker_env))
         counters = cpu_counters()
-        tools = {"none": (), "both": ("cprofile", "pyspy")}.get(args.profile, (args.profile,))
+        tools = () if args.profile == "none" else (args.profile,)
         for section in (name for name in c.SECTIONS if name in args.sections):
             with ctx.scope():  # each section deletes its topics: see Ctx.scope
                 if section == "throughput":
@@ -204,14 +192,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                                          backends, args.event_formats, args.hash_bits,
                                                          args.registry, tools)
                 elif section == "sizes":
-                    say("sizes: the kafka-python worker, its pipe and the river loop by the input's size")
+                    say("sizes: the kafka-python worker, its pipe and the peer by the input's size")
                     report[section] = sec.section_sizes(ctx, args.records, args.sizes_repeats, args.quick,
                                                     args.seed, say)
                 else:
                     say(f"profile: the worker on {args.profile_records:,} records with {', '.join(tools)}")
-                    # the producer-process worker is two processes: only py-spy --gil --subprocesses
-                    # tells them apart
-                    profiled = [b for b in backends if b != c.KPP or "pyspy-gil" in tools]
+                    profiled = [b for b in backends if b != c.KPP]  # two processes: not profiled
                     report[section] = section_profile(ctx, args.profile_records, tools, args.seed, say,
                                                       profiled)
             steal[section], counters = steal_share(counters, now := cpu_counters()), now

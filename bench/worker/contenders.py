@@ -1,5 +1,5 @@
-"""The worker benchmark's contenders (what each label runs: a pipe, the worker or the river loop, on
-which client backend) and the defaults of a run."""
+"""The worker benchmark's contenders (what each label runs: a pipe, the worker or the Quix Streams +
+river application, on which client backend) and the defaults of a run."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ PIPE_KP_APPEND = "pipe: kafka-python, batch decode and append"  # the worker's c
 PIPE_KPP = "pipe: bare kafka-python, producer in a 2nd process"
 PIPE_CF = "pipe: bare confluent-kafka consume->produce"
 PIPE_CF_CODEC = "pipe: confluent-kafka, the worker's codec, fixed model"  # decode, score, encode
-PEER = "peer: kafka-python + json + river loop"
+PEER = "peer: Quix Streams + river application"
 PIPE_OF = {KP: PIPE_KP, KPP: PIPE_KPP, CF: PIPE_CF}
 WORKER_OF = {b: f"worker ({b}), predictions=all" for b in BACKENDS}
 WORKER_NONE_OF = {b: f"worker ({b}), predictions=none" for b in BACKENDS}
@@ -44,7 +44,7 @@ EXTRA_PIPES = {KP: (PIPE_KP_APPEND,), KPP: (), CF: (PIPE_CF_CODEC,)}
 SPECS: dict[str, Spec] = {
     PIPE_KP: Spec("pipe", KP), PIPE_KPP: Spec("pipe", KPP), PIPE_CF: Spec("pipe", CF),
     PIPE_KP_APPEND: Spec("pipe", KP, pipe_args=("--decode", "--append"), tag="kpa"),
-    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"), PEER: Spec("peer", KP),
+    PIPE_CF_CODEC: Spec("pipe", CF, pipe_args=("--codec",), tag="cfc"), PEER: Spec("peer", CF),
     **{WORKER_OF[b]: Spec("worker", b) for b in BACKENDS},
     **{WORKER_NONE_OF[b]: Spec("worker", b, "none") for b in BACKENDS},
 }
@@ -62,6 +62,19 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
     """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``)."""
     k = k % len(items) if items else 0
     return [*items[k:], *items[:k]]
+
+
+def peer_python() -> str | None:
+    """The interpreter that runs the peer (``bench/peer_quix.py``): ``.venv-peer`` where it exists
+    (``make peer-venv``; Quix Streams pins confluent-kafka below the worker's), else this one when
+    it has Quix Streams; None without either."""
+    import importlib.util
+    import sys
+
+    venv = ROOT / ".venv-peer" / "bin" / "python"
+    if venv.exists():
+        return str(venv)
+    return sys.executable if importlib.util.find_spec("quixstreams") else None
 
 
 def backend_env(backend: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker import measures as m
-from bench.worker.contenders import KP, ROOT, SHORT, SPECS, backend_env
+from bench.worker.contenders import KP, ROOT, SHORT, SPECS, backend_env, peer_python
 from bench.worker.topics import create_topics, delete_topics, produce_all, read_back, topic_count
 
 SESSION_TIMEOUT_MS = 6_000  # a group join: the embedded broker holds one for half of it
@@ -144,7 +144,7 @@ class Ctx:
     session_timeout_ms: int
     broker_pid: int | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
-    code_root: Path = ROOT  # the checkout whose pipe, peer and worker run (bench_ab and bench_scale set it)
+    code_root: Path = ROOT  # the checkout whose pipe, peer and worker run (bench_scale --compare sets it)
     topics: list[str] = field(default_factory=list)
     counter: int = 0
 
@@ -191,23 +191,25 @@ def _window(timestamps_ms: Sequence[int]) -> tuple[float | None, float | None]:
 
 
 def start_contender(ctx: Ctx, module: str, label: str, in_topic: str, n: int, args: Sequence[str] = (),
-                    wrap: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """``bench.pipe`` or ``bench.peer_river_loop`` (``wrap``-ped) started on ``n`` records of
-    ``in_topic`` into a fresh output topic: the process, that topic, its log."""
+                    wrap: Sequence[str] = (), python: str | None = None
+                    ) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """``bench.pipe`` or ``bench.peer_quix`` (``wrap``-ped, run by ``python``, this interpreter by
+    default) started on ``n`` records of ``in_topic`` into a fresh output topic: the process, that
+    topic, its log."""
     (out_topic,) = ctx.new_topics(f"{label}-out")
     log = ctx.workdir / f"{out_topic}.log"
-    cmd = [*wrap, sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
+    cmd = [*wrap, python or sys.executable, "-m", module, "--bootstrap", ctx.bootstrap, "--input", in_topic,
            "--output", out_topic, "--records", str(n), *args]
     return popen_logged(cmd, clean_env(ctx.code_root), log, ctx.code_root), out_topic, log
 
 
 def run_contender_process(ctx: Ctx, module: str, label: str, in_topic: str, n: int,
-                          extra_args: Sequence[str] = ()) -> dict[str, Any]:
-    """Run ``bench.pipe`` or ``bench.peer_river_loop`` on ``in_topic``; its rate from its output topic."""
+                          extra_args: Sequence[str] = (), python: str | None = None) -> dict[str, Any]:
+    """Run ``bench.pipe`` or ``bench.peer_quix`` on ``in_topic``; its rate from its output topic."""
     from bench.pipe import parse_result
 
     t0, broker = time.time(), ctx.broker_sampler()
-    proc, out_topic, log = start_contender(ctx, module, label, in_topic, n, extra_args)
+    proc, out_topic, log = start_contender(ctx, module, label, in_topic, n, extra_args, python=python)
     rss = RssSampler(proc.pid)
     rss.start()
     code = wait_logged(proc, 120 + n / 500, log, module)
@@ -242,7 +244,9 @@ def worker_env(ctx: Ctx, topics: dict[str, str], ckpt_dir: Path, predictions: st
         "SP_KAFKA__HEARTBEAT_INTERVAL_MS": str(max(100, min(1000, ctx.session_timeout_ms // 3))),
         "SP_TOPICS__INPUT": topics["input"], "SP_TOPICS__PREDICTIONS": topics["predictions"],
         "SP_TOPICS__STATS": topics["stats"], "SP_TOPICS__DEAD_LETTER": topics["dead_letter"],
-        "SP_CHECKPOINT__DIR": str(ckpt_dir), "SP_OUTPUT__PREDICTIONS": predictions,
+        # a state topic of its own too, for a run on the Kafka store not to restore another's
+        "SP_CHECKPOINT__DIR": str(ckpt_dir), "SP_CHECKPOINT__TOPIC": f"{group}-state",
+        "SP_OUTPUT__PREDICTIONS": predictions,
         "SP_OBSERVE__ENABLED": "false", "SP_LOG_FORMAT": "json", "SP_LOG_LEVEL": "INFO",
         **ctx.worker_env, **(extra or {}),
     })
@@ -266,6 +270,8 @@ def start_worker(ctx: Ctx, in_topic: str, predictions: str, label: str, *, until
     topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
     group = ctx.name(f"{label}-group")
     env = worker_env(ctx, topics, ctx.workdir / f"{group}-ckpt", predictions, group, env_extra)
+    if env.get("SP_CHECKPOINT__STORE") == "kafka":
+        ctx.topics.append(env["SP_CHECKPOINT__TOPIC"])  # the worker makes it; the scope deletes it
     cmd = [*wrap, sys.executable, *python_args, "-m", "stream_perceptron.cli", "run"]
     cmd += ["--until-caught-up"] if until_caught_up else []
     log = ctx.workdir / f"{group}.log"
@@ -360,7 +366,10 @@ def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict
             args = ["--client", spec.backend, *spec.pipe_args]
             r = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, args)
         elif spec.kind == "peer":
-            r = run_contender_process(ctx, "bench.peer_river_loop", f"{label}-peer", in_topic, n)
+            python = peer_python()
+            if python is None:
+                raise RuntimeError("the peer needs Quix Streams: make peer-venv (bench/README.md)")
+            r = run_contender_process(ctx, "bench.peer_quix", f"{label}-peer", in_topic, n, python=python)
         else:
             r = run_worker(ctx, in_topic, n, spec.predictions, f"{tag}-w{spec.predictions}", spec.backend)
     return {**r, "backend": spec.backend, "broker_topics_at_start": topics_before}

@@ -1,21 +1,18 @@
-"""The profile section: the worker (and its pipe) under py-spy or cProfile, each sample put in one
-category of the worker's or the client's work.
+"""The profile section: the worker (and its pipe) under py-spy, each sample put in one category of
+the worker's or the client's work.
 
-A py-spy frame names a function by its qualified name and source file, a cProfile entry by its
-code object's file, first line and name. A category is a :class:`Where`: a module prefix that
-must import, or a function taken from the imported object (its code object). A function or module
-renamed or gone fails here, by name, and in the unit test that resolves every rule, never by a
-category that silently stops matching. The worker's own modules count as one,
+A py-spy frame names a function by its qualified name and source file. A category is a
+:class:`Where`: a module prefix that must import, or a function taken from the imported object. A
+function or module renamed or gone fails here, by name, and in the unit test that resolves every
+rule, never by a category that silently stops matching. The worker's own modules count as one,
 ``stream_perceptron.worker``; its one function named, ``Worker._start_edge``, resolves the same way.
 """
 
 from __future__ import annotations
 
-import cProfile  # noqa: F401  (the profile runs ``python -m cProfile``; imported to fail early)
 import functools
 import importlib
 import linecache
-import pstats
 import re
 import shutil
 import sys
@@ -34,10 +31,7 @@ from bench.worker.topics import read_back
 
 PROFILE_RECORDS = 200_000
 PYSPY_HZ = 250
-# py-spy's two ways of sampling. --idle: every thread at every sample, waits included (for the GIL,
-# in poll), so wall time. --gil: only the thread holding the GIL, so the samples share out the one
-# core that a Python process's own work gets, busy background threads included.
-PYSPY_MODES = {"pyspy": "--idle", "pyspy-gil": "--gil"}
+# py-spy --idle: every thread at every sample, waits included (for the GIL, in poll), so wall time
 
 START_UP = "start-up, imports, other"
 POLL = "edge poll (client poll + column copies), incl. waiting"
@@ -53,12 +47,12 @@ CF_SERVE = "confluent-kafka poll(0) (delivery reports)"
 # functions the leaf's source line tells which call it is
 LEAF_CALLS = (("consume_first(", CF_CONSUME), ("consume_batch(", CF_CONSUME), ("produce(", CF_PRODUCE),
               ("poll(0)", CF_SERVE), ("serve(", CF_SERVE), (".flush(", CF_FLUSH))
-_IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire"}
+_IDLE_LEAVES = {"select", "wait", "sleep", "poll", "_poll_once", "acquire", "_run"}  # _run: a queue get
 
 
 def module_of(path: str) -> str:
     """The dotted name of the module in a source file, from its path as py-spy prints it (relative
-    to its entry of ``sys.path``, or ``<frozen name>``) or absolute (code objects, cProfile).
+    to its entry of ``sys.path``, or ``<frozen name>``) or absolute (code objects).
 
     >>> module_of("stream_perceptron/kafka/python_edge.py"), module_of("<frozen importlib._bootstrap>")
     ('stream_perceptron.kafka.python_edge', 'importlib._bootstrap')
@@ -83,7 +77,6 @@ class Where:
 
     module: str
     qualname: str | None = None
-    code: tuple[str, int, str] | None = None  # a function's cProfile key: file, first line, name
 
     @classmethod
     def package(cls, name: str) -> Where:
@@ -93,8 +86,7 @@ class Where:
     @classmethod
     def of(cls, function: Callable[..., Any]) -> Where:
         code = function.__code__
-        return cls(module_of(code.co_filename), code.co_qualname, (code.co_filename, code.co_firstlineno,
-                                                                   code.co_name))
+        return cls(module_of(code.co_filename), code.co_qualname)
 
     def holds(self, module: str, qualname: str) -> bool:
         if self.qualname is None:
@@ -113,6 +105,7 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
     from kafka import KafkaConsumer, KafkaProducer
 
     import bench.pipe
+    from stream_perceptron.codec.native import DenseReader
     from stream_perceptron.codec.outputs import encode_predictions
     from stream_perceptron.contract import json_object
     from stream_perceptron.kafka.edge import EdgeBase
@@ -151,13 +144,14 @@ def rules() -> tuple[Rules, Rules, list[Where]]:
         (SEND, of(KafkaEdge.send_many)),
         (SEND, of(EdgeBase.send)),
         *cf_stages,
+        ("decode: the compiled reader (native)", of(DenseReader.read)),
         ("decode: simdjson matrix (dense_json)", module("stream_perceptron.codec.dense_json")),
         ("decode (msgspec, validated)", module("stream_perceptron.codec.inputs")),
         ("decode events: JSON (orjson)", of(json_object)),
         ("decode events: Avro (schema ids, fastavro)", module("stream_perceptron.codec.avro")),
         ("decode events: the feature spec (compiled)", module("stream_perceptron.features")),
         ("decode events: the batch loop (EventDecoder)", module("stream_perceptron.codec.events")),
-        ("encode predictions (structs + msgspec)", of(encode_predictions)),
+        ("encode predictions (compiled, or structs + msgspec)", of(encode_predictions)),
         ("encode other records (statistics, dead letters)", module("stream_perceptron.codec")),
         ("drift detector", module("stream_perceptron.model.drift")),
         ("statistics update (margins, norms)", module("stream_perceptron.model.stats")),
@@ -230,41 +224,26 @@ def _source_line(frame: str, lineno: int | None) -> str:
     return ""
 
 
-def split_process(frames: Sequence[str]) -> tuple[int, list[str]]:
-    """How deep in the process tree a py-spy stack was sampled (1: the process started, 2: its
-    child, ...) and the stack without the ``process PID:"cmdline"`` frames that ``--subprocesses``
-    puts at its root (a stack without them is the process started)."""
-    k = 0
-    while k < len(frames) and frames[k].startswith("process ") and ':"' in frames[k]:
-        k += 1
-    return max(k, 1), list(frames[k:])
-
-
-def summarize_pyspy(path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None,
-                    gil: bool = False, process: int = 1) -> dict[str, Any]:
-    """Samples per category (the worker's stages, the client-library calls) of the stacks of
-    ``process`` (:func:`split_process`), in seconds and µs per record. Sampled ``--idle``, every
-    thread is in every sample, and samples become seconds at the effective rate (main-thread
-    samples / the process's wall time: py-spy falls behind on a busy machine); the group join
-    (``join_s``) comes out of the poll categories, and start-up out of the shares. Sampled
-    ``--gil`` (``gil``), only the GIL's holder is: seconds at the nominal ``hz``, a lower bound,
-    and nothing out of poll (a join waits without the GIL)."""
+def summarize_pyspy(path: Path, hz: int, records: int, *, wall_s: float, join_s: float | None
+                    ) -> dict[str, Any]:
+    """Samples per category (the worker's stages, the client-library calls), in seconds and µs per
+    record. Every thread is in every sample, and samples become seconds at the effective rate
+    (main-thread samples / the process's wall time: py-spy falls behind on a busy machine); the
+    group join (``join_s``) comes out of the poll categories, and start-up out of the shares."""
     fine: dict[str, int] = {}
     coarse: dict[str, int] = {}
     for line in path.read_text(errors="replace").splitlines():
         stack, _, num = line.rpartition(" ")
         if not stack or not num.isdigit():
             continue
-        depth, frames = split_process(stack.split(";"))
-        if depth != process or not frames:
-            continue
+        frames = stack.split(";")
         lib = library_category(frames)
         coarse[lib] = coarse.get(lib, 0) + int(num)
         cat = lib if lib.startswith(("background", START_UP)) else categorize_stack(frames)
         fine[cat] = fine.get(cat, 0) + int(num)
     main = sum(v for k, v in coarse.items() if not k.startswith("background"))
-    eff_hz = main / wall_s if wall_s > 0 and main and not gil else float(hz)
-    join = 0 if gil else int(round((join_s or 0.0) * eff_hz))
+    eff_hz = main / wall_s if wall_s > 0 and main else float(hz)
+    join = int(round((join_s or 0.0) * eff_hz))
 
     def table(counts: dict[str, int]) -> list[dict[str, Any]]:
         adj = {k: max(0, v - join) if "incl. waiting" in k else v for k, v in counts.items()}
@@ -275,24 +254,10 @@ def summarize_pyspy(path: Path, hz: int, records: int, *, wall_s: float, join_s:
                  "share_of_processing": v / processing if processing and k in steady else None}
                 for k, v in sorted(adj.items(), key=lambda kv: -kv[1])]
 
-    return {"raw_file": str(path), "mode": "--gil" if gil else "--idle", "process": process, "hz": hz,
+    return {"raw_file": str(path), "mode": "--idle", "hz": hz,
             "effective_hz_main_thread": eff_hz, "process_wall_s": wall_s, "records": records,
             "group_join_s": join_s, "group_join_samples_removed_from_poll": join,
             "categories": table(fine), "library": table(coarse)}
-
-
-def summarize_cprofile(path: Path, top: int = 25) -> dict[str, Any]:
-    """Calls, own and cumulative time of every function the rules name (matched to the profile by
-    its code object), and the ``top`` functions by own time."""
-    raw: dict[Any, Any] = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    stages, library, _ = rules()
-    named = {w.code: f"{w.qualname} ({w.module})" for _, w in [*stages, *library] if w.code}
-    functions = [{"what": what, "calls": raw[code][1], "tottime_s": raw[code][2], "cumtime_s": raw[code][3]}
-                 for code, what in named.items() if code in raw]
-    rows = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
-    return {"profile_file": str(path), "functions": functions,
-            "top_by_tottime": [{"function": f"{Path(f).name}:{ln}({fn})", "calls": v[1], "tottime_s": v[2],
-                                "cumtime_s": v[3]} for (f, ln, fn), v in rows]}
 
 
 def _pyspy() -> str | None:
@@ -302,7 +267,7 @@ def _pyspy() -> str | None:
 
 def section_profile(ctx: Ctx, n: int, tools: Sequence[str], seed: int, say: Say,
                     backends: Sequence[str] = (KP,)) -> dict[str, Any]:
-    """Per backend, the worker (predictions=all) on ``n`` records under cProfile and/or py-spy; with
+    """Per backend, the worker (predictions=all) on ``n`` records under py-spy; with
     py-spy also the bare pipe of the same client on the same records, so the two can be compared
     per record."""
     rules()  # a rule naming what is gone fails here, before anything runs
@@ -322,56 +287,29 @@ def profile_backend(ctx: Ctx, in_topic: str, n: int, tools: Sequence[str], backe
     bare pipe of its client under py-spy too."""
     out: dict[str, Any] = {"backend": backend}
     env = {**backend_env(backend), **(env or {})}
-    tag = SHORT[backend]
-    if backend == KPP:  # two processes: only py-spy --gil --subprocesses tells each process's GIL apart
-        tools = [t for t in tools if t == "pyspy-gil"]
-    if "cprofile" in tools:
-        prof = ctx.workdir / f"worker-{tag}.prof"
-        wp = start_worker(ctx, in_topic, "all", f"prof-cp-{tag}", env_extra=env,
-                          python_args=["-m", "cProfile", "-o", str(prof)])
-        res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
-        out["cprofile"] = {"run": res, **summarize_cprofile(prof)}
-        say(f"  cProfile worker ({backend}): {fmt_rate(res['rate'])} rec/s under the profiler; {prof}")
-    for tool in (t for t in PYSPY_MODES if t in tools):
-        spy = _pyspy()
-        if spy is None:
-            out[tool.replace("-", "_")] = {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}
-            return out
-        out.update(_pyspy_pair(ctx, spy, tool, in_topic, n, backend, say, env, pipe))
-    return out
-
-
-def _pyspy_pair(ctx: Ctx, spy: str, tool: str, in_topic: str, n: int, backend: str, say: Say,
-                env: dict[str, str], pipe: bool) -> dict[str, Any]:
-    """The worker, then the bare pipe of its client, under py-spy in ``tool``'s mode: summaries
-    under ``pyspy`` or ``pyspy_gil`` and ``…_pipe`` (and ``…_child`` for the producer process)."""
-    gil, tag, key, mode = tool == "pyspy-gil", SHORT[backend], tool.replace("-", "_"), PYSPY_MODES[tool]
-    # --nonblocking: never pause the process to sample it; --subprocesses: the producer process too
-    base = [spy, "record", mode, "--nonblocking", "-r", str(PYSPY_HZ)]
-    base += ["--subprocesses"] if backend == KPP else []
-    base += ["-f", "raw", "-o"]
-    processes = {key: 1, f"{key}_child": 2} if backend == KPP else {key: 1}
-    raw = ctx.workdir / f"worker-{tag}.{tool}.txt"
-    wp = start_worker(ctx, in_topic, "all", f"prof-{tool}-{tag}", wrap=[*base, str(raw), "--"],
+    tag, spy = SHORT[backend], _pyspy()
+    if not tools or backend == KPP:  # two processes: py-spy --idle would see the first alone
+        return out
+    if spy is None:
+        return {**out, "pyspy": {"error": "py-spy not installed (.venv/bin/pip install py-spy)"}}
+    # --nonblocking: never pause the process to sample it
+    base = [spy, "record", "--idle", "--nonblocking", "-r", str(PYSPY_HZ), "-f", "raw", "-o"]
+    raw = ctx.workdir / f"worker-{tag}.pyspy.txt"
+    wp = start_worker(ctx, in_topic, "all", f"prof-pyspy-{tag}", wrap=[*base, str(raw), "--"],
                       sample_rss=False, env_extra=env)
     res = finish_worker(ctx, wp, n, "all", timeout_s=300 + n / 200)
-    out: dict[str, Any] = {
-        name: {"run": res, **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"],
-                                             join_s=res.get("group_join_s"), gil=gil, process=depth)}
-        for name, depth in processes.items()
-    }
-    say(f"  py-spy {mode} worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
+    out["pyspy"] = {"run": res, **summarize_pyspy(raw, PYSPY_HZ, n, wall_s=res["process_wall_s"],
+                                                  join_s=res.get("group_join_s"))}
+    say(f"  py-spy --idle worker ({backend}): {fmt_rate(res['rate'])} rec/s while sampled; {raw}")
     if not pipe:
         return out
-    raw_pipe = ctx.workdir / f"pipe-{tag}.{tool}.txt"
+    raw_pipe = ctx.workdir / f"pipe-{tag}.pyspy.txt"
     t0 = time.time()
     proc, out_topic, log = start_contender(ctx, "bench.pipe", f"prof-pipe-{tag}", in_topic, n,
                                            ["--client", backend], wrap=[*base, str(raw_pipe), "--"])
     wait_logged(proc, 120 + n / 500, log, "the profiled pipe")
     wall = time.time() - t0
     rate = rate_from_timestamps(read_back(ctx.bootstrap, out_topic, expected=n).timestamps)
-    for name, depth in processes.items():
-        summary = summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None, gil=gil, process=depth)
-        out[f"{name}_pipe"] = {"rate": rate, **summary}
-    say(f"  py-spy {mode} pipe ({backend}): {fmt_rate(rate)} rec/s; {raw_pipe}")
+    out["pyspy_pipe"] = {"rate": rate, **summarize_pyspy(raw_pipe, PYSPY_HZ, n, wall_s=wall, join_s=None)}
+    say(f"  py-spy --idle pipe ({backend}): {fmt_rate(rate)} rec/s; {raw_pipe}")
     return out

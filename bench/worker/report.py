@@ -12,7 +12,6 @@ from bench.worker.targets import target_line
 
 Table = tuple[list[str], list[list[Any]]]
 THROUGHPUT_ALIGN = "lrrrrrrrrrrrl"
-PYSPY_KEYS = ("pyspy", "pyspy_gil", "pyspy_gil_child")  # --idle, --gil, and --gil of the producer process
 
 
 def throughput_table(tp: dict[str, Any]) -> Table:
@@ -127,20 +126,14 @@ def events_table(ev: dict[str, Any]) -> Table:
          x(r["cpu_ratio"]), "/".join(map(str, r["mistakes"]))] for r in ev["rows"] for s in [r["summary"]]]
 
 
-def profile_text(entry: dict[str, Any], records: int, markdown: bool = False, key: str = "pyspy") -> str:
-    """One backend's py-spy summary (``key``: ``pyspy``, sampled ``--idle``, or ``pyspy_gil``,
-    sampled ``--gil``): the worker by its own stages, then (if profiled) worker and pipe side by side."""
-    ps, pipe, b = entry[key], entry.get(f"{key}_pipe"), entry.get("backend", c.KP)
+def profile_text(entry: dict[str, Any], records: int, markdown: bool = False) -> str:
+    """One backend's py-spy summary: the worker by its own stages, then (if profiled) worker and
+    pipe side by side."""
+    ps, pipe, b = entry["pyspy"], entry.get("pyspy_pipe"), entry.get("backend", c.KP)
     run = f"run rate {fmt_rate((ps.get('run') or {}).get('rate'))} rec/s while sampled"
-    if ps.get("mode") == "--gil":
-        which = "the producer process (the child), " if ps.get("process", 1) > 1 else ""
-        about = (f"py-spy --gil at {ps['hz']} Hz (only the thread holding the GIL: how the one core of the "
-                 f"process's Python is shared out; seconds at the nominal rate), {which}{records:,} records, "
-                 f"predictions=all; {run}")
-    else:
-        about = (f"py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where it "
-                 f"happens), worker main thread, {records:,} records, predictions=all; the group join "
-                 f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; {run}")
+    about = (f"py-spy --idle at {ps['hz']} Hz (wall time, so waiting for the GIL counts where it "
+             f"happens), worker main thread, {records:,} records, predictions=all; the group join "
+             f"({ps['group_join_s'] or 0:.1f} s) is taken out of poll; {run}")
     stages = [[r["category"], f"{r['seconds']:.2f}", f"{r['us_per_record']:.1f}",
                "" if r["share_of_processing"] is None else f"{r['share_of_processing']:.0%}"]
               for r in ps["categories"]]
@@ -215,14 +208,8 @@ def render(report: dict[str, Any], markdown: bool = False) -> str:
     profiled = [(prof["backends"][b], prof["records"]) for b in c.BACKENDS if b in prof.get("backends", {})]
     profiled += [(e, ev["input"]["n"]) for e in ev.get("profile", {}).values()]
     for entry, records in profiled:
-        parts += [profile_text(entry, records, markdown, key) for key in PYSPY_KEYS
-                  if "categories" in (entry.get(key) or {})]
-        if cp := entry.get("cprofile"):
-            rows = [[f["what"], f"{f['calls']:,}", f"{f['tottime_s']:.2f}", f"{f['cumtime_s']:.2f}"]
-                    for f in cp["functions"]]
-            parts += [f"PROFILE ({entry['backend']}, cProfile, main thread; times inflated by the profiler's "
-                      f"per-call cost; {fmt_rate(cp['run']['rate'])} rec/s under it)",
-                      table((["function", "calls", "tottime s", "cumtime s"], rows))]
+        if "categories" in (entry.get("pyspy") or {}):
+            parts.append(profile_text(entry, records, markdown))
     if report.get("targets"):
         parts += ["TARGETS", targets_text(report["targets"], markdown)]
     return "\n\n".join(parts) + "\n"

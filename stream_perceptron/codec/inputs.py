@@ -41,7 +41,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
-from stream_perceptron.codec import dense_json
+from stream_perceptron.codec import dense_json, native
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
 from stream_perceptron.contract import (
@@ -279,7 +279,8 @@ class BatchDecoder:
     float64 row. Before all that (unless ``read_dense`` is False), a batch of plain dense records
     of one width is read straight into a matrix by
     :class:`~stream_perceptron.codec.dense_json.DenseBatchReader`, which takes only what the typed
-    decoder would take, with the same result.
+    decoder would take, with the same result; where the compiled part is installed, its reader
+    (:mod:`~stream_perceptron.codec.native`) tries first, with the same result again.
 
     >>> d = BatchDecoder(Limits(max_key_bytes=2)).decode_many(
     ...     [b'{"x": [1, 2.5], "y": 0, "id": 7}', b'{"x": []}', None, b'{"x": [1]}'],
@@ -331,6 +332,8 @@ class BatchDecoder:
             if read_dense and dense_json.available()
             else None
         )
+        # the compiled reader decodes the two classes' labels; K classes take the Python readers
+        self._compiled = native.reader(limits) if read_dense and classes is None else None
 
     def decode_many(
         self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
@@ -398,6 +401,11 @@ class BatchDecoder:
         if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
             return None
         names = None if self.classes is None else labels.names
+        if self._compiled is not None:
+            dense = self._compiled.read(present)
+            if dense is not None:
+                X, ys, ids = dense
+                return Decoded(X, ys, ids, list(range(len(ids))))
         if self._dense is not None:
             dense = self._dense.read(present, labels)
             if dense is not None:

@@ -12,12 +12,15 @@ import base64
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
 
 from stream_perceptron.codec.limits import Limits, Scalar
+
+if TYPE_CHECKING:  # numpy is loaded with the compiled encoder, not by the bounds the settings check
+    import numpy as np
 
 
 def clip(s: str, n: int = 64) -> str:
@@ -133,15 +136,15 @@ def encode_predictions(
     *,
     topic: str,
     partition: int,
-    offsets: Sequence[int],
+    offsets: Sequence[int] | np.ndarray,
     keys: Sequence[bytes | None],
     ids: Sequence[Scalar],
-    predictions: Sequence[int],
-    scores: Sequence[float],
-    labels: Sequence[int],
-    mistakes: Sequence[bool],
-    margins: Sequence[float],
-    updates: Sequence[int],
+    predictions: Sequence[int] | np.ndarray,
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[int] | np.ndarray,
+    mistakes: Sequence[bool] | np.ndarray,
+    margins: Sequence[float] | np.ndarray,
+    updates: Sequence[int] | np.ndarray,
     classes: Classes | None = None,
     echo: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[bytes]:
@@ -158,7 +161,21 @@ def encode_predictions(
     ...                    predictions=[-1], scores=[-0.5], labels=[-1], mistakes=[False],
     ...                    margins=[-0.1], updates=[3], classes=("ham", "spam"))[0][-40:]
     b'"margin":-0.1,"updates":3,"class":"ham"}'
+
+    The numeric columns may be lists or numpy arrays. Without ``echo``, the compiled encoder
+    (:mod:`~stream_perceptron.codec.native`) writes the same bytes where it is installed.
     """
+    if echo is None:
+        from stream_perceptron.codec import native
+
+        compiled = native.encode_predictions(
+            topic=topic, partition=partition, offsets=offsets, keys=keys, ids=ids,
+            predictions=predictions, scores=scores, labels=labels, mistakes=mistakes, margins=margins,
+            updates=updates, classes=classes)
+        if compiled is not None:
+            return compiled
+    columns: list[Any] = [c.tolist() if hasattr(c, "tolist") else c
+                          for c in (offsets, predictions, scores, labels, mistakes, margins, updates)]
     encode_one = _PREDICTION_ENCODER.encode
     row: Callable[..., _Prediction] = _Prediction
     if classes is not None:
@@ -194,7 +211,7 @@ def encode_predictions(
             )
         )
         for offset, key, rid, prediction, score, label, mistake, margin, update in zip(
-            offsets, keys, ids, predictions, scores, labels, mistakes, margins, updates, strict=True
+            columns[0], keys, ids, *columns[1:], strict=True
         )
     ]
 

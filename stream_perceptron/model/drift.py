@@ -43,6 +43,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+try:  # the compiled part (native/): the same loop, the same floats
+    from stream_perceptron_native import adwin_update as _compiled_update
+except ImportError:  # not built here: the loop below serves
+    _compiled_update = None
+
 if TYPE_CHECKING:
     from river import stats as river_stats
 
@@ -118,7 +123,12 @@ class Adwin:
         """Add the values ``xs`` in order; returns the position in ``xs`` of each value at which
         a change is signalled, with its :attr:`split`. The same arithmetic as
         :meth:`update` one value at a time, in one loop over local variables (the insert is
-        all a value costs between two of the ``clock``'s tests)."""
+        all a value costs between two of the ``clock``'s tests). Where the compiled part is
+        installed, its twin of this loop runs instead, with the same floating-point operations
+        in the same order (the logarithm from the C library, as :func:`math.log` takes it)."""
+        if _compiled_update is not None:
+            found: list[tuple[int, tuple[float, float, float, float]]] = _compiled_update(self, xs)
+            return found
         out: list[tuple[int, tuple[float, float, float, float]]] = []
         full, clock, grace = self.max_buckets + 1, self.clock, self.grace_period
         totals, variances = self._levels[0]

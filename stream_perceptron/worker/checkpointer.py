@@ -13,6 +13,17 @@ then commit its offset.
 * A store that refuses a state because another worker claimed the partition since this one did
   (:class:`~stream_perceptron.errors.FencedError`) leaves the partition to its new owner: this
   worker processes, stores and commits nothing more of it.
+* With ``background`` (the directory store), the loop's interval checkpoint runs beside the loop:
+  it takes each moved partition's state (a snapshot of plain data), then a thread of its own
+  flushes the outputs sent so far while the records sent meanwhile are held back
+  (:meth:`~stream_perceptron.worker.outputs.Outputs.hold`), then stores the snapshot; the loop's
+  thread releases the held records once the flush is done, and commits the offsets once the
+  states are stored (:meth:`Checkpointer.settle`). So the order above holds: a state is stored
+  only after the outputs it covers are acknowledged, its offsets committed only after it is
+  stored. At most one is in flight; the loop holds back at most one poll's records; an interval
+  checkpoint that comes due while one is in flight waits for it; every other checkpoint, and
+  every assignment, settles it first. A partition that moved since its snapshot stays one to
+  store.
 
 :class:`TransactionalCheckpointer` (exactly-once, ``SP_OUTPUT__GUARANTEE=exactly-once``, on the
 Kafka store): each checkpoint interval is one Kafka transaction. It holds what the interval
@@ -35,10 +46,15 @@ is exactly what a new owner would do.
 
 from __future__ import annotations
 
+import functools
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from stream_perceptron.errors import (
@@ -50,6 +66,7 @@ from stream_perceptron.errors import (
 )
 from stream_perceptron.kafka.edge import Edge, Partition
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
+from stream_perceptron.state.stored import StoredState
 from stream_perceptron.throttle import Throttle
 from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.deadline import ShutdownDeadline
@@ -60,6 +77,57 @@ from stream_perceptron.worker.policy import Counters, Every
 
 log = logging.getLogger("stream_perceptron.worker")  # one name, whichever module writes the line
 
+Snapshot = list[tuple[PartitionState, int, StoredState, int]]
+"""Each moved partition's state, taken once its outputs were confirmed: (partition, offset,
+state, epoch)."""
+
+
+@dataclass
+class Saved:
+    """What storing a :data:`Snapshot` did: the states stored (partition, offset, where), the
+    partitions a store refused as fenced, and the failure that stopped it (None if none)."""
+
+    stored: list[tuple[PartitionState, int, str]] = field(default_factory=list)
+    fenced: list[tuple[PartitionState, FencedError]] = field(default_factory=list)
+    failure: CheckpointError | KafkaEdgeError | None = None
+
+
+@dataclass
+class _InFlight:
+    """An interval checkpoint running beside the loop: its flush (``stage`` "flush"), then the
+    storing of its snapshot ("save")."""
+
+    future: Future[Any]
+    reason: str
+    started: float
+    snapshot: Snapshot
+    mark: int  # the outputs' count when the flush began
+    stage: str = "flush"
+
+
+class _Background:
+    """One daemon thread running the calls handed to it, in turn (started at the first)."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._calls.put((future, call))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="sp-checkpoint", daemon=True)
+            self._thread.start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, call = self._calls.get()
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to the loop's thread, which raises it
+                future.set_exception(exc)
+
 
 class Checkpointer:
     """At-least-once checkpoints (see the module's docstring), every ``policy`` and on demand.
@@ -69,7 +137,8 @@ class Checkpointer:
 
     def __init__(self, edge: Edge, store: PartitionStore, partitions: Partitions, outputs: Outputs, *,
                  policy: Every, deadline: ShutdownDeadline, observer: Observer | NullObserver,
-                 counters: Counters, lines: Throttle, stop: Callable[[], None]) -> None:
+                 counters: Counters, lines: Throttle, stop: Callable[[], None],
+                 background: bool = False) -> None:
         self._edge = edge
         self._store = store
         self._partitions = partitions
@@ -89,6 +158,10 @@ class Checkpointer:
         # Offsets of stored states whose commit failed; the next checkpoint or the hand-over
         # sends them. Kept only while the partition stays assigned (see forget).
         self._withheld: dict[Partition, int] = {}
+        self._background = background
+        self._aside = False  # this checkpoint runs beside the loop
+        self._in_flight: _InFlight | None = None
+        self._thread = _Background() if background else None
 
     # ------------------------------------------------------------------ the worker's calls
     def tick(self, n: int) -> None:
@@ -113,7 +186,8 @@ class Checkpointer:
         for key in partitions:
             self._withheld.pop(key, None)
 
-    def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None) -> bool:
+    def checkpoint(self, reason: str, handover: Iterable[Partition] | None = None, *, aside: bool = False
+                   ) -> bool:
         """Confirm the outputs, store each moved partition's state, commit their offsets;
         returns False on failure. ``handover``: the partitions being revoked (all of them at the
         shutdown), whose offsets are committed even when held back before: the next owner's lag
@@ -123,11 +197,19 @@ class Checkpointer:
         records sent since are still confirmed, and a failure to confirm them is reported as for
         any output. Nothing is ever stored once the worker's state is not one to resume from.
         A restart then resumes each partition from its last stored state and replays.
+
+        ``aside`` (the loop's interval checkpoints, with ``background``): the checkpoint runs
+        beside the loop and :meth:`settle` finishes it (the module's docstring); it returns True,
+        and does nothing while one is in flight (the checkpoint stays due).
         """
+        if aside and self._in_flight is not None and not self._in_flight.future.done():
+            return True
         if handover is None and reason == "shutdown":
             handover = list(self._partitions.assigned)
         # named in the line of a shutdown that overran its deadline while this waited
         with self._deadline.during(f"writing the {reason} checkpoint (flushing the outputs first)"):
+            self.settle(wait=True)
+            self._aside = aside and self._background
             self._policy.reset()
             started = time.monotonic()
             unsafe = self._open_batch or self._lost
@@ -148,26 +230,82 @@ class Checkpointer:
         if not (moved or self._outputs.unconfirmed):
             self._commit({}, handover)
             return True
-        try:
-            self._outputs.flush()
-        except UndeliveredError as exc:
+        snapshot = [(st, st.next_offset, st.state(), st.epoch) for st in moved if st.next_offset is not None]
+        if self._aside and self._thread is not None and not handover:
+            flush, mark = self._outputs.hold()
+            self._in_flight = _InFlight(self._thread.submit(lambda: _flushed(flush)), reason, started,
+                                        snapshot, mark)
+            return True
+        failed = _flushed(self._outputs.flush)
+        if failed is not None:
+            return self._not_flushed(failed, reason, started)
+        if not snapshot:  # only statistics records to confirm: the stored states still hold
+            self._observer.outputs_confirmed()
+            self._commit({}, handover)
+            return True
+        return self._stored(self._save(snapshot), reason, handover, started)
+
+    @property
+    def holding(self) -> bool:
+        """A checkpoint's flush runs beside the loop, and the outputs sent meanwhile are held."""
+        return self._in_flight is not None and self._in_flight.stage == "flush"
+
+    def settle(self, *, wait: bool = False, release: bool = False) -> None:
+        """Take the checkpoint running beside the loop as far as it has come: once its flush is
+        done, the held outputs are sent and its states go to be stored; once they are stored, its
+        offsets are committed, its outcome counted and logged. ``wait``: wait until it is
+        finished; ``release``: until the held outputs are sent. Nothing when none is in flight."""
+        while (flight := self._in_flight) is not None:
+            if not flight.future.done() and not (wait or release and flight.stage == "flush"):
+                return
+            outcome = flight.future.result()  # raises what the thread raised
+            if flight.stage == "save":
+                self._in_flight = None
+                self._stored(outcome, flight.reason, set(), flight.started)
+                return
+            self._outputs.release()
+            if outcome is not None:
+                self._in_flight = None
+                self._not_flushed(outcome, flight.reason, flight.started)
+                return
+            self._outputs.confirmed_up_to(flight.mark)
+            if not flight.snapshot:
+                self._in_flight = None
+                self._observer.outputs_confirmed()
+                self._commit({}, set())
+                return
+            assert self._thread is not None
+            flight.stage = "save"
+            flight.future = self._thread.submit(functools.partial(self._save, flight.snapshot))
+
+    def _not_flushed(self, exc: KafkaEdgeError, reason: str, started: float) -> bool:
+        """A checkpoint whose outputs were not acknowledged: given up (the worker stops), or not
+        yet (postponed: the next checkpoint tries again)."""
+        if isinstance(exc, UndeliveredError):
             self._lost = f"outputs were given up ({exc})"
             self._stop()
             log.error(
                 "stopping: outputs since the last checkpoint were given up: %s; a restart resumes"
                 " from %s and sends them again", exc, self._partitions.resume_point(),
             )
-            self._record(False, started)
-            return False
-        except KafkaEdgeError as exc:
+        else:
             log.error("checkpoint (%s) postponed: outputs not acknowledged: %s", reason, exc)
-            self._record(False, started)
-            return False
-        if not moved:  # only statistics records to confirm: the stored states still hold
-            self._observer.outputs_confirmed()
-            self._commit({}, handover)
-            return True
-        stored, places, failure = self._store_moved(moved)
+        self._record(False, started)
+        return False
+
+    def _stored(self, saved: Saved, reason: str, handover: set[Partition], started: float) -> bool:
+        """Account for the states ``saved`` stored: each stored partition that has not moved since
+        is clean; a fenced one is left to its new owner; the offsets stored are committed."""
+        for st, exc in saved.fenced:
+            st.fenced = True
+            log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
+        stored: dict[Partition, int] = {}
+        places: list[str] = []
+        for st, offset, place in saved.stored:
+            st.dirty, st.saved_at = st.dirty and st.next_offset != offset, place
+            stored[st.key] = offset
+            places.append(place)
+        failure = saved.failure
         if failure is not None:
             if self.ok:
                 log.error("checkpoint (%s) failed, offsets not committed: %s", reason, failure)
@@ -186,29 +324,19 @@ class Checkpointer:
                 {f"{t}[{p}]": o for (t, p), o in stored.items()}, more)
         return True
 
-    def _store_moved(
-        self, moved: list[PartitionState]
-    ) -> tuple[dict[Partition, int], list[str], CheckpointError | KafkaEdgeError | None]:
-        """Store the ``moved`` partitions' states, in turn, until one fails; returns the offsets
-        stored, where they went, and the failure (None when none failed). A partition whose
-        store refuses it as fenced is left to its new owner."""
-        stored: dict[Partition, int] = {}
-        places: list[str] = []
-        for st in moved:
-            offset = st.next_offset
+    def _save(self, snapshot: Snapshot) -> Saved:
+        """Store the snapshot's states, in turn, until one fails (on any thread: it changes no
+        partition's state, :meth:`_stored` does)."""
+        saved = Saved()
+        for st, offset, state, epoch in snapshot:
             try:
-                place = self._store.save(st.state(), st.epoch)
+                saved.stored.append((st, offset, self._store.save(state, epoch)))
             except FencedError as exc:
-                st.fenced = True
-                log.warning("%s; this worker leaves %s to its new owner", exc, st.name)
-                continue
+                saved.fenced.append((st, exc))
             except (CheckpointError, KafkaEdgeError) as exc:  # a file, or the state topic
-                return stored, places, exc
-            st.dirty, st.saved_at = False, place
-            if offset is not None:  # always: a moved partition has processed a batch
-                stored[st.key] = offset
-            places.append(place)
-        return stored, places, None
+                saved.failure = exc
+                break
+        return saved
 
     def _commit(self, stored: dict[Partition, int], handover: set[Partition]) -> None:
         """Commit the offsets of the states just stored (``stored``) and those withheld from
@@ -256,6 +384,16 @@ class Checkpointer:
         allowed = self._lines.allow("checkpoint") if reason == "interval" else 0
         return (logging.DEBUG if allowed is None else logging.INFO,
                 f" ({allowed} more at DEBUG since the last)" if allowed else "")
+
+
+def _flushed(flush: Callable[[], None]) -> KafkaEdgeError | None:
+    """Run ``flush``; the failure that says the outputs were not acknowledged (None when they
+    were)."""
+    try:
+        flush()
+    except KafkaEdgeError as exc:  # UndeliveredError among them: given up
+        return exc
+    return None
 
 
 class TransactionalCheckpointer(Checkpointer):

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
+from stream_perceptron.codec import native
 from stream_perceptron.errors import (
     CheckpointError,
     KafkaAuthError,
@@ -49,6 +50,7 @@ from stream_perceptron.model.learner import Learner
 from stream_perceptron.runtime import tune_gc
 from stream_perceptron.settings import Settings, redacted
 from stream_perceptron.signals import stopping_on_signals
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.state.store import PartitionStore, TransactionalStore
 from stream_perceptron.state.stored import Offsets
 from stream_perceptron.throttle import Throttle
@@ -137,7 +139,10 @@ class Worker:
             if exactly_once else
             Checkpointer(self.edge, self.store, self.partitions, outputs, policy=policy,
                          deadline=self.shutdown.deadline, observer=self.observer, counters=self.counters,
-                         lines=lines, stop=self.stop))
+                         lines=lines, stop=self.stop,
+                         # files are written on a thread of their own; the Kafka store sends
+                         # through the edge, on the loop's thread
+                         background=isinstance(self.store, DirectoryStore)))
         # Why an assigned partition could not be opened (its stored states all damaged, another
         # configuration's): raised by the loop after the poll whose rebalance met it.
         self._refused: CheckpointError | SettingsError | None = None
@@ -223,6 +228,7 @@ class Worker:
     def run(self, until: Callable[[Worker], bool] | None = None) -> int:
         """Run until stopped (or ``until(self)`` is true); returns the process exit code."""
         log.info("effective settings: %s", redacted(self.settings))
+        log.info("record paths: %s", native.description())
         try:
             return self._run(until)
         finally:
@@ -289,8 +295,10 @@ class Worker:
                 self.publisher.publish()
             else:
                 self.observer.lag(self.publisher.lag())  # per poll, never per record
+            # the checkpoint running beside the loop: its held outputs sent (at most one poll's)
+            self.checkpointer.settle(release=True)
             if self.checkpointer.due():
-                self.checkpointer.checkpoint("interval")
+                self.checkpointer.checkpoint("interval", aside=True)
             if until is not None and until(self):
                 return
 
@@ -489,6 +497,7 @@ class Worker:
         if self.shutdown.begun:  # an assignment the client delivers while it closes: never used
             log.info("assigned %s while shutting down: not taken", partitions)
             return
+        self.checkpointer.settle(wait=True)  # no state is read while one is being written
         self.counters.rebalances += 1
         self.observer.rebalance()
         self.observer.assigned(self.edge.assignment())

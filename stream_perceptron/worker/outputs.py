@@ -4,13 +4,16 @@
 :class:`Outputs` is the one owner of two facts a checkpoint needs: whether records were sent
 since the outputs were last confirmed (a flush that every record sent before it survived), and,
 in the exactly-once mode, that the checkpoint interval's transaction is open before the first
-record it holds is sent (the edge owns whether one is open).
+record it holds is sent (the edge owns whether one is open). While a checkpoint's flush runs on
+another thread, the records sent are held, in order, and go to the edge when it is done
+(:meth:`Outputs.hold`, :meth:`Outputs.release`): a flush then waits for no record sent after it
+began.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import dead_letter_record, encode
@@ -27,6 +30,8 @@ class Outputs:
     def __init__(self, edge: Edge) -> None:
         self._edge = edge
         self._unconfirmed = False
+        self._sent = 0  # records sent or held, ever: a flush confirms those counted when it began
+        self._held: list[tuple[str, Sequence[bytes | None], Sequence[bytes]]] | None = None
 
     @property
     def unconfirmed(self) -> bool:
@@ -38,21 +43,53 @@ class Outputs:
             self._edge.begin_transaction()
 
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self._sent += 1
+        self._unconfirmed = True
+        if self._held is not None:
+            self._held.append((topic, [key], [value]))
+            return
         self._begin()
         self._edge.send(topic, key, value)
-        self._unconfirmed = True
 
     def send_many(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
         if not values:
             return
+        self._sent += len(values)
+        self._unconfirmed = True
+        if self._held is not None:
+            self._held.append((topic, keys, values))
+            return
         self._begin()
         self._edge.send_many(topic, keys, values)
-        self._unconfirmed = True
 
     def flush(self) -> None:
         """Wait until every record sent is acknowledged (raises as :meth:`Edge.flush` does)."""
         self._edge.flush()
         self._unconfirmed = False
+
+    @property
+    def holding(self) -> bool:
+        """Records sent now are held until :meth:`release`."""
+        return self._held is not None
+
+    def hold(self) -> tuple[Callable[[], None], int]:
+        """Hold the records sent from now on; returns the flush for another thread to run (it
+        waits for the records sent so far) and the mark to give :meth:`confirmed_up_to` once it
+        returned."""
+        self._held = []
+        return self._edge.flush, self._sent
+
+    def confirmed_up_to(self, mark: int) -> None:
+        """The records sent before ``mark`` (:meth:`hold`'s) are acknowledged: the outputs are
+        confirmed unless more were sent since."""
+        if self._sent == mark:
+            self._unconfirmed = False
+
+    def release(self) -> None:
+        """Send the records held, in the order they were sent, and stop holding."""
+        held, self._held = self._held or [], None
+        for topic, keys, values in held:
+            self._edge.send_many(topic, keys, values)
 
     def confirmed(self) -> None:
         """The records sent are confirmed otherwise: their transaction committed."""

@@ -223,8 +223,12 @@ class BatchProcessor:
         if rejected:
             k, reason = next(iter(rejected.items()))
             self._tell_refusal(st, batch, decoded.rows[start + k], reason)
-        kept = [k for k in range(start, end) if k - start not in rejected]
         echo = decoded.echo
+        if not rejected:  # every row taken: the columns' slices
+            return Run(X, decoded.rows[start:end], decoded.ys[start:end], decoded.ids[start:end],
+                       list(xs[start:end]) if st.pending.max_entries else None,
+                       None if echo is None else echo[start:end], decoded.class_names)
+        kept = [k for k in range(start, end) if k - start not in rejected]
         return Run(X, [decoded.rows[k] for k in kept], [decoded.ys[k] for k in kept],
                    [decoded.ids[k] for k in kept],
                    [xs[k] for k in kept] if st.pending.max_entries else None,
@@ -283,24 +287,26 @@ class BatchProcessor:
         publish_unlabeled, publish_labeled = self._publish
         if not (publish_labeled or publish_unlabeled):
             return counts
-        updates = (before + np.cumsum(result.mistakes)).tolist()
+        updates = before + np.cumsum(result.mistakes)
         # the served model answers (averaged weights with SP_MODEL__AVERAGE); `mistake` and the
         # margin stay the learning θ's, as the update and E_n are
-        scores, preds = result.served_scores.tolist(), result.predictions.tolist()
-        flags, margins = result.mistakes.tolist(), step.margin.tolist()
+        columns: list[Any] = [result.served_scores, result.predictions, result.mistakes, step.margin,
+                              updates, y]
         if not (publish_labeled and publish_unlabeled):
             wanted = (publish_unlabeled, publish_labeled)
             keep = [k for k, label in enumerate(ys) if wanted[label != 0]]
             rows, ys, ids = [rows[k] for k in keep], [ys[k] for k in keep], [ids[k] for k in keep]
-            scores, preds = [scores[k] for k in keep], [preds[k] for k in keep]
-            flags, margins = [flags[k] for k in keep], [margins[k] for k in keep]
-            updates = [updates[k] for k in keep]
+            columns = [column[keep] for column in columns]
             echo = None if echo is None else [echo[k] for k in keep]
         offsets, batch_keys = batch.offsets, batch.keys
-        keys = [batch_keys[r] for r in rows]
+        if rows and rows[-1] - rows[0] == len(rows) - 1:  # increasing positions, none skipped
+            keys, at = batch_keys[rows[0]:rows[-1] + 1], offsets[rows[0]:rows[-1] + 1]
+        else:
+            keys, at = [batch_keys[r] for r in rows], [offsets[r] for r in rows]
+        scores, preds, flags, margins, updates, labels = columns
         values = encode_predictions(
-            topic=batch.topic, partition=batch.partition, offsets=[offsets[r] for r in rows],
-            keys=keys, ids=ids, predictions=preds, scores=scores, labels=ys, mistakes=flags,
+            topic=batch.topic, partition=batch.partition, offsets=at,
+            keys=keys, ids=ids, predictions=preds, scores=scores, labels=labels, mistakes=flags,
             margins=margins, updates=updates, classes=self._classes, echo=echo,
         )
         self._outputs.send_many(self._topic, keys, values)

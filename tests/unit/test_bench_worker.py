@@ -215,7 +215,7 @@ def test_rotated_gives_every_contender_every_position() -> None:
     assert contenders.rotated([], 3) == []
 
 
-def test_every_function_and_module_the_profile_names_resolves_to_what_py_spy_and_cprofile_print() -> None:
+def test_every_function_and_module_the_profile_names_resolves_to_what_py_spy_prints() -> None:
     stages, library, leaves = profile.rules()
     for category, where in [*stages, *library, *((None, w) for w in leaves)]:
         if where.qualname is None:  # a module prefix
@@ -225,8 +225,7 @@ def test_every_function_and_module_the_profile_names_resolves_to_what_py_spy_and
         obj = importlib.import_module(where.module)
         for part in where.qualname.split("."):
             obj = getattr(obj, part)
-        code = obj.__code__
-        assert (code.co_filename, code.co_firstlineno, code.co_name) == where.code, (category, where)
+        assert obj.__code__.co_qualname == where.qualname, (category, where)
         assert obj.__module__ == where.module
 
 
@@ -317,77 +316,6 @@ def test_summarize_pyspy_removes_the_join_and_scales_by_wall_time(tmp_path: Path
     # the join comes out of the one poll category that waits, in each table
     lib = {r["category"]: r for r in s["library"]}
     assert lib["kafka-python KafkaConsumer.poll (incl. waiting)"]["samples"] == 100
-
-
-def test_a_gil_profile_counts_samples_at_the_nominal_rate_and_keeps_poll_whole(tmp_path: Path) -> None:
-    main = "Worker.run (stream_perceptron/worker/loop.py:220)"
-    poll = ";".join(
-        [
-            main,
-            "KafkaEdge.poll (stream_perceptron/kafka/python_edge.py:450)",
-            "KafkaConsumer.poll (kafka/consumer/group.py:1)",
-        ]
-    )
-    learn = ";".join(
-        [
-            main,
-            "Worker.process (stream_perceptron/worker/loop.py:378)",
-            "Perceptron.learn_many (stream_perceptron/model/perceptron.py:1)",
-        ]
-    )
-    raw = tmp_path / "raw.txt"
-    raw.write_text(f"{poll} 50\n{learn} 25\n", encoding="utf-8")
-    # --gil: 75 samples over a 10 s process are 0.3 s of GIL at 250 Hz, not 75 samples / 10 s
-    s = profile.summarize_pyspy(raw, 250, 1000, wall_s=10.0, join_s=2.0, gil=True)
-    assert s["mode"] == "--gil" and s["effective_hz_main_thread"] == 250.0
-    assert s["group_join_samples_removed_from_poll"] == 0  # a join waits without the GIL
-    by = {r["category"]: r for r in s["categories"]}
-    assert by["edge poll (client poll + column copies), incl. waiting"]["samples"] == 50
-    assert by["learn_many"]["us_per_record"] == pytest.approx(100.0)  # 25 / 250 Hz / 1000 records
-    entry = {"backend": "kafka-python", "pyspy_gil": {**s, "run": {"rate": 1000.0}}}
-    text = report.profile_text(entry, 1000, key="pyspy_gil")
-    assert text.startswith("PROFILE (kafka-python): py-spy --gil at 250 Hz (only the thread holding the GIL")
-    assert "taken out of poll" not in text
-    assert bw.parse_args(["--profile", "pyspy-gil"]).sections >= {"profile"}
-
-
-def test_a_producer_process_profile_is_split_by_process(tmp_path: Path) -> None:
-    worker, child = 'process 10:"python -m stream_perceptron.cli run"', 'process 11:"python -m c 5"'
-    run = "Worker.run (stream_perceptron/worker/loop.py:220)"
-    hand_off = ";".join(
-        [
-            worker,
-            run,
-            "Worker.process (stream_perceptron/worker/loop.py:378)",
-            "SplitKafkaEdge.send_many (stream_perceptron/kafka/producer_process.py:157)",
-        ]
-    )
-    child_root = ";".join(
-        [worker, child, "<module> (stream_perceptron/kafka/producer_process.py:306)",
-         "_Child.run (stream_perceptron/kafka/producer_process.py:258)"]
-    )
-    send = ";".join(
-        [
-            child_root,
-            "_Child.handle (stream_perceptron/kafka/producer_process.py:272)",
-            "KafkaEdge.send_many (stream_perceptron/kafka/python_edge.py:566)",
-            "KafkaProducer.send (kafka/producer/kafka.py:1)",
-        ]
-    )
-    read = f"{child_root};_decode (x.py:1)"
-    raw = tmp_path / "raw.txt"
-    raw.write_text(f"{hand_off} 10\n{send} 30\n{read} 5\n", encoding="utf-8")
-    main = profile.summarize_pyspy(raw, 250, 100, wall_s=1.0, join_s=None, gil=True)
-    kid = profile.summarize_pyspy(raw, 250, 100, wall_s=1.0, join_s=None, gil=True, process=2)
-    assert [(r["category"], r["samples"]) for r in main["library"]] == [(profile.HAND_OFF, 10)]
-    assert {r["category"]: r["samples"] for r in kid["library"]} == {
-        "kafka-python KafkaProducer.send": 30,
-        "own code (everything else)": 5,
-    }
-    child_loop = "producer process: reading the pipe, its loop"
-    assert {r["category"] for r in kid["categories"]} == {profile.SEND, child_loop}
-    entry = {"backend": contenders.KPP, "pyspy_gil_child": {**kid, "run": {"rate": 1.0}}}
-    assert "the producer process (the child)" in report.profile_text(entry, 100, key="pyspy_gil_child")
 
 
 def test_confluent_stacks_are_split_by_the_c_call_their_leaf_line_makes() -> None:
@@ -575,8 +503,8 @@ def test_targets_are_judged_per_backend_with_the_shortfall() -> None:
     assert pipe_kp["value"] == pytest.approx(0.75) and pipe_kp["met"] is False
     assert pipe_kp["missed_by"] == pytest.approx(1 / 6) and pipe_kp["factor_needed"] == pytest.approx(1.2)
     assert got[("confluent-kafka", "0.9")]["value"] == pytest.approx(0.2)
-    assert got[("kafka-python", "3")]["value"] == pytest.approx(1.5)
-    assert got[("confluent-kafka", "3")]["met"] is True
+    assert got[("kafka-python", "5")]["value"] == pytest.approx(1.5)
+    assert got[("confluent-kafka", "5")]["met"] is True
     mem = got[("kafka-python", "VmR")]
     assert mem["met"] is True and mem["value"] == pytest.approx(0.05)
     hwm = got[("kafka-python", "VmH")]  # the peak so far is judged too

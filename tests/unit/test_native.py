@@ -1,0 +1,173 @@
+"""The compiled part against its Python twins, byte for byte: the dense reader on the decoders'
+fuzzed inputs and on random dense batches, the prediction encoder on random batches, ADWIN's
+loop on random streams. Where the extension is not installed these skip, except under CI=true or
+SP_REQUIRE_NATIVE=1 (``.ci/run``, whose ``make install`` builds it)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_perceptron.codec import native
+from stream_perceptron.codec.inputs import BatchDecoder
+from stream_perceptron.codec.limits import Limits
+from stream_perceptron.codec.outputs import encode_predictions
+from stream_perceptron.model import drift
+from tests.unit.codec.test_dense_json import LIMITS as DENSE_LIMITS
+from tests.unit.codec.test_dense_json import dense_batches
+from tests.unit.codec.test_records import LIMITS, features, ids, json_values, labels
+
+if not native.available():
+    if os.environ.get("CI") or os.environ.get("SP_REQUIRE_NATIVE") == "1":
+        raise RuntimeError("the compiled part is not installed (make install builds it where cargo is found)")
+    pytest.skip("the compiled part is not installed", allow_module_level=True)
+
+
+def decoded(values, limits, *, compiled: bool):
+    """What BatchDecoder makes of ``values``, with or without the compiled reader: each column,
+    floats as their bits."""
+    decoder = BatchDecoder(limits)
+    if not compiled:
+        decoder._compiled = None
+    d = decoder.decode_many(values)
+    xs = [np.asarray(x, dtype=np.float64).tobytes() for x in d.xs] if isinstance(d.xs, np.ndarray) else [
+        np.asarray(list(x.values()) if isinstance(x, dict) else x, dtype=np.float64).tobytes()
+        if not isinstance(x, dict) else (list(x), np.asarray(list(x.values()), dtype=np.float64).tobytes())
+        for x in d.xs]
+    return (xs, d.ys, [(type(i), i) for i in d.ids], d.rows, d.rejected, d.labels)
+
+
+def same_both_ways(values, limits):
+    compiled, python = decoded(values, limits, compiled=True), decoded(values, limits, compiled=False)
+    assert compiled == python, values
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries({}, optional={"x": features, "y": labels | json_values, "id": ids,
+                                            "z": json_values}),
+        max_size=6,
+    ),
+    st.sampled_from([LIMITS, Limits(), Limits(max_features=1, max_abs_value=0.5, negative_class="ham")]),
+)
+def test_the_compiled_reader_decodes_the_fuzzed_records_as_the_python_way(objs, limits):
+    same_both_ways([json.dumps(o).encode() for o in objs], limits)
+
+
+@settings(max_examples=400, deadline=None)
+@given(dense_batches())
+def test_the_compiled_reader_reads_random_dense_batches_bit_for_bit(values):
+    same_both_ways(values, DENSE_LIMITS)
+
+
+@pytest.mark.parametrize("value", [
+    b'{"x": [1, 2]}', b' {"x":[1.5e3,-0.25], "y":true, "id":"\xc3\xa9t\xc3\xa9"} ', b'{"x": [-0]}',
+    b'{"x": [18446744073709551615, -9223372036854775808]}', b'{"x": [18446744073709551616]}',
+    b'{"x": [1], "id": 9223372036854775807}', b'{"x": [1], "id": 9223372036854775808}',
+    b'{"x": [1], "id": 1e400}', b'{"x": [1], "id": "a\\"b"}', b'{"x": [1], "y": "spam"}',
+    b'{"x": [1], "y": 1e0}', b'{"x": [1e-400, 2.5E+3]}', b'{"x": [01]}', b'{"x": [1.]}', b'{"x": [.5]}',
+    b'{"x": [1], "id": "\x01"}', b'{"x": [1], "id": "\xff"}', b'{"x": [1]}x', b'{"x": [1],}',
+])
+def test_the_compiled_reader_at_the_edges(value):
+    for limits in (LIMITS, Limits(positive_class="spam")):
+        same_both_ways([value], limits)
+        same_both_ways([value, b'{"x": [3]}', value], limits)
+
+
+floats = st.floats() | st.sampled_from([0.0, -0.0, 5e-324, 1e-5, 9.999999999999999e-06, 1e16, 1e15,
+                                        9999999999999998.0, 1.7976931348623157e308, math.nan, math.inf])
+texts = st.text(max_size=6) | st.sampled_from(["\x00\x1f\x7f\"\\/\u2028", "é", "\U0001f600"])
+scalar_ids = (st.none() | st.integers(-(2**63), 2**63 - 1) | st.integers(2**63, 2**64 - 1) | floats | texts)
+
+
+@st.composite
+def prediction_batches(draw):
+    n = draw(st.integers(0, 6))
+    rows = st.lists
+    labels_ = draw(rows(st.sampled_from([-1, 0, 1]), min_size=n, max_size=n))
+    return dict(
+        topic=draw(st.sampled_from(["in", "t\u00e9\"\\", "x" * 249])),
+        partition=draw(st.integers(0, 2**31 - 1)),
+        offsets=draw(rows(st.integers(0, 2**63 - 1), min_size=n, max_size=n)),
+        keys=draw(rows(st.none() | st.binary(max_size=6) | st.sampled_from([b"\xe2\x82A", b"\xed\xa0\x80"]),
+                       min_size=n, max_size=n)),
+        ids=draw(rows(scalar_ids, min_size=n, max_size=n)),
+        predictions=draw(rows(st.sampled_from([-1, 1]), min_size=n, max_size=n)),
+        scores=draw(rows(floats, min_size=n, max_size=n)), labels=labels_,
+        mistakes=draw(rows(st.booleans(), min_size=n, max_size=n)),
+        margins=draw(rows(floats, min_size=n, max_size=n)),
+        updates=draw(rows(st.integers(0, 2**63 - 1), min_size=n, max_size=n)),
+        classes=draw(st.sampled_from([None, ("ham", "spam"), (None, "yes"), ("n\u00e9\n", None)])),
+    )
+
+
+def python_way(batch):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "_native", None)
+        return encode_predictions(**batch)
+
+
+@settings(max_examples=500, deadline=None)
+@given(prediction_batches())
+def test_the_compiled_encoder_writes_what_msgspec_writes(batch):
+    want = python_way(batch)
+    assert native.encode_predictions(**batch) in (want, None)
+    assert encode_predictions(**batch) == want
+
+
+def test_the_compiled_reader_reads_the_benchmark_records():
+    from bench.worker.inputs import dense_records
+
+    values, _ = dense_records(2000, 20, seed=1)
+    X, ys, ids = native.reader(Limits()).read(values)
+    assert X.shape == (2000, 20) and ids == list(range(2000)) and set(ys) == {-1, 1}
+    same_both_ways(values, Limits())
+
+
+def test_the_compiled_encoder_takes_numpy_columns_as_the_learner_gives_them():
+    rng = np.random.default_rng(3)
+    n = 500
+    batch = dict(
+        topic="in", partition=3, offsets=np.arange(10, 10 + n), keys=[str(i).encode() for i in range(n)],
+        ids=list(range(n)), predictions=np.where(rng.random(n) > 0.5, 1, -1).astype(np.int8),
+        scores=rng.normal(size=n) * 10.0 ** rng.integers(-8, 18, size=n),
+        labels=rng.choice([-1, 0, 1], size=n).astype(np.int8), mistakes=rng.random(n) > 0.9,
+        margins=np.where(rng.random(n) > 0.1, rng.normal(size=n), np.nan),
+        updates=np.cumsum(rng.random(n) > 0.9) + 7,
+    )
+    compiled = native.encode_predictions(**batch, classes=None)
+    assert compiled is not None and compiled == python_way({**batch, "classes": None})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]) | st.floats(0, 1), max_size=3000),
+       st.integers(1, 700), st.integers(0, 3))
+def test_the_compiled_adwin_is_the_python_loop_to_the_bit(values, cut, clock_shift):
+    params = dict(clock=[32, 1, 5, 64][clock_shift])
+    compiled, python = drift.Adwin(**params), drift.Adwin(**params)
+    out_c, out_p = [], []
+    for start in range(0, len(values), cut):
+        part = values[start:start + cut]
+        out_c.append(compiled.update_many(part))
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(drift, "_compiled_update", None)
+            out_p.append(python.update_many(part))
+    assert out_c == out_p
+    assert json.dumps(compiled.get_state()) == json.dumps(python.get_state())
+
+
+def test_the_compiled_adwin_raises_the_alarms_of_a_long_stream_as_python_does(monkeypatch):
+    rng = np.random.default_rng(11)
+    flags = (rng.random(200_000) < np.repeat([0.01, 0.2, 0.05, 0.3], 50_000)).astype(float).tolist()
+    compiled, python = drift.Adwin(), drift.Adwin()
+    found = compiled.update_many(flags)
+    monkeypatch.setattr(drift, "_compiled_update", None)
+    assert found == python.update_many(flags) and len(found) >= 3
+    assert json.dumps(compiled.get_state()) == json.dumps(python.get_state())
