@@ -5,7 +5,10 @@
   series (an input partition and its model, or an older worker's) its newest record and the last
   ``history`` points of its curves against its labeled examples (``E_n``, the windowed and EWMA
   mistake rates, the window's margins, R, γ and the bound (R/γ)² beside the window's mistakes,
-  throughput, lag, pending labels), its drift alarms, and the group's sums.
+  throughput, lag, pending labels), its drift alarms, the group's sums, and, for a K-class
+  worker's partition, the per-class rates and the confusion matrix of its newest record
+  (:mod:`~stream_perceptron.commands.class_view`: the ten most labeled classes, the others
+  summed; 2(R/γ)² is then its bound).
   :meth:`~stream_perceptron.commands.stats_view.StatsView.snapshot` gives the JSON the page
   polls: only what came after the version the page already has.
 * :class:`DashboardServer` serves the page (plain HTML, JavaScript and SVG shipped in
@@ -18,9 +21,11 @@
 
 Only the fields named in :data:`~stream_perceptron.commands.stats_view.POINT_FIELDS`,
 :data:`~stream_perceptron.commands.stats_view.LATEST_FIELDS` and
-:data:`~stream_perceptron.commands.stats_view.EVENT_FIELDS` reach the page, each checked to be a
-number (or, for ids, a short, cleaned string): whatever else a record holds is never served, and
-the settings (the cluster's secrets) are never read here.
+:data:`~stream_perceptron.commands.stats_view.EVENT_FIELDS`, and a K-class record's classes shown
+(their counts and their cells of the confusion matrix), reach the page, each checked to be a
+number (or, for ids and class names, a short, cleaned string, which the page sets as text, never
+as HTML): whatever else a record holds is never served, and the settings (the cluster's secrets)
+are never read here.
 """
 
 from __future__ import annotations

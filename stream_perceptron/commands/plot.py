@@ -2,7 +2,8 @@
 long history to draw.
 
 * :func:`plot_stats`: one series (a worker's, or one input partition's): the cumulative, windowed
-  and EWMA mistake rates and the window's min margin against examples seen.
+  and EWMA mistake rates and the window's min margin against examples seen, and, for a K-class
+  worker's records, each class's mistake rate below them.
 * :func:`plot_partitions`: several input partitions: each partition's ``E_n`` against its own
   examples seen, and the group's (:func:`group_curve`) against the examples of all of them.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from stream_perceptron.commands.class_view import most_labeled
 from stream_perceptron.commands.series import Group, Partition, number
 from stream_perceptron.errors import OutputError
 
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
 PLOTTED = ("seen", "labeled", "mistakes", "mistake_rate", "window_labeled", "window_mistakes",
            "window_mistake_rate", "ewma_mistake_rate", "margin_min", "ts")
 """The fields of a statistics record that the plots draw from (and the group's curve sums)."""
+
+CLASS_CURVES = 10
+"""The classes of a K-class record whose curves ``plot`` draws: the most labeled in the newest."""
+_CLASS_LABEL = 30  # the characters of a class name in the legend
 
 POINTS = 10_000
 """The most records that ``plot`` draws, shared among the series drawn (its PNG is about 1,200
@@ -148,12 +154,39 @@ def _mark_drifts(ax: Any, xs: Sequence[float], color: str = "tab:red", label: st
         ax.axvline(x, color=color, linestyle=":", linewidth=1.2, label=label if i == 0 else None)
 
 
+def plotted(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``plot`` keeps of a statistics record: the fields of :data:`PLOTTED`, and of a K-class
+    worker's record the labeled examples and mistakes of its :data:`CLASS_CURVES` most labeled
+    classes (``class_counts``: name → (labeled, mistakes);
+    :func:`~stream_perceptron.commands.class_view.most_labeled`).
+
+    >>> plotted({"seen": 4, "labeled": 4, "x": 1})["seen"], "class_counts" in plotted({"seen": 4})
+    (4, False)
+    >>> plotted({"seen": 4, "classes": ["a"], "per_class": [{"labeled": 4, "mistakes": 1}]})["class_counts"]
+    {'a': (4, 1)}
+    """
+    kept = {key: rec.get(key) for key in PLOTTED}
+    if "classes" in rec:
+        kept["class_counts"] = most_labeled(rec, CLASS_CURVES)
+    return kept
+
+
+def _class_counts(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The per-class counts drawn of a record: those :func:`plotted` kept, else read from a whole
+    statistics record (empty for a binary one)."""
+    kept = rec.get("class_counts")
+    return kept if isinstance(kept, Mapping) else most_labeled(rec, CLASS_CURVES)
+
+
 def plot_stats(
     records: Sequence[dict[str, Any]], path: str | Path, *, title: str = "stream-perceptron",
     size: tuple[int, int] = (1200, 700), drifts: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Draw the cumulative, windowed and EWMA mistake rates and the window's min geometric margin
-    of one series, and its drift events (``drifts``) as dotted red lines where they were raised.
+    of one series, and its drift events (``drifts``) as dotted red lines where they were raised;
+    below them, when the newest record is a K-class worker's (whole, or kept by :func:`plotted`), the mistake
+    rate of each of its most labeled classes (mistakes / labeled examples of that class) in a
+    panel of its own, from the records where the class was among the most labeled.
 
     ``records`` are statistics records in any order (sorted by ``seen`` here; events among them,
     such as drift events, are left out); ``size`` is in pixels. Returns the path written.
@@ -161,20 +194,49 @@ def plot_stats(
     rows = sorted((r for r in records if "event" not in r and r.get("labeled")),
                   key=lambda r: r["seen"])
     seen = [r["seen"] for r in rows]
-    fig, ax = _figure(size)
+    counts = [_class_counts(r) for r in rows]
+    classes = list(counts[-1]) if counts else []
+    fig, ax, class_ax = _figure(size, with_classes=bool(classes))
     for key, label in (
         ("mistake_rate", "cumulative mistake rate (E_n)"),
         ("window_mistake_rate", "windowed mistake rate"),
         ("ewma_mistake_rate", "EWMA mistake rate"),
     ):
         ax.plot(seen, [_num(r.get(key)) for r in rows], label=label)
-    ax.set_xlabel("examples seen")
+    if class_ax is None:  # else the panel below, sharing this x axis, names it
+        ax.set_xlabel("examples seen")
     _mark_drifts(ax, drift_marks(drifts, rows))
     ax2 = ax.twinx()
     ax2.plot(seen, [_num(r.get("margin_min")) for r in rows], color="tab:gray", linestyle="--",
              label="window min margin")
     ax2.set_ylabel("min geometric margin over the window")
+    if class_ax is not None:
+        _plot_classes(class_ax, seen, counts, classes)
     return _finish(fig, ax, [ax, ax2], path, title=title, size=size)
+
+
+def _plot_classes(ax: Any, seen: Sequence[Any], counts: Sequence[Mapping[str, Any]],
+                  classes: Sequence[str]) -> None:
+    """The mistake rate of each class of ``classes`` through the records' per-class ``counts``, in
+    its own panel ``ax``, the legend beside it (a name shown as text: "$" is not read as
+    mathematics)."""
+    for name in classes:
+        rates = [_class_rate(c.get(name)) for c in counts]
+        shown = name[:_CLASS_LABEL] + ("…" if len(name) > _CLASS_LABEL else "")
+        ax.plot(seen, rates, linewidth=1.0, marker="o" if len(counts) < _MARKED else None, markersize=2,
+                label="class " + (shown.replace("$", r"\$") or '""'))
+    ax.set_xlabel("examples seen")
+    ax.set_ylabel("mistake rate of the class")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
+
+
+def _class_rate(counts: Any) -> float:
+    """A class's mistakes / labeled examples from its kept (labeled, mistakes), NaN when unknown."""
+    if not counts or not counts[0] or counts[1] is None:
+        return float("nan")
+    return float(counts[1] / counts[0])
 
 
 def plot_partitions(
@@ -188,7 +250,7 @@ def plot_partitions(
     over all the labeled examples and pooled windowed rate against the examples seen by all of
     them. ``size`` is in pixels. Returns the path written.
     """
-    fig, ax = _figure(size)
+    fig, ax, _ = _figure(size)
     for label, records in partitions.items():
         rows = sorted((r for r in records if r.get("labeled")), key=lambda r: r["seen"])
         # a short history (one point, or a partition learned at once) shows as points, not as nothing
@@ -219,9 +281,16 @@ def pyplot() -> ModuleType:
     return plt
 
 
-def _figure(size: tuple[int, int]) -> tuple[Figure, Any]:
-    fig, ax = pyplot().subplots(figsize=(size[0] / _DPI, size[1] / _DPI), dpi=_DPI, layout="constrained")
-    return fig, ax
+def _figure(size: tuple[int, int], *, with_classes: bool = False) -> tuple[Figure, Any, Any]:
+    """A figure of ``size`` pixels, its main axes and, ``with_classes``, a second panel under them
+    sharing their x axis, for the classes' curves (else None)."""
+    figsize = (size[0] / _DPI, size[1] / _DPI)
+    if not with_classes:
+        fig, ax = pyplot().subplots(figsize=figsize, dpi=_DPI, layout="constrained")
+        return fig, ax, None
+    fig, (ax, below) = pyplot().subplots(2, 1, figsize=figsize, dpi=_DPI, layout="constrained",
+                                         sharex=True, height_ratios=(3, 2))
+    return fig, ax, below
 
 
 _DPI = 100

@@ -11,16 +11,17 @@ gives it as the JSON the web page polls (``dashboard``) and ``watch --json`` pri
 
 **Only what is shown is kept, and cleaned.** Of a record, only the numbers named in
 :data:`POINT_FIELDS`, :data:`LATEST_FIELDS` and :data:`EVENT_FIELDS` are kept (each checked to be
-a finite number) and the short texts of :data:`TEXT_FIELDS`; whatever else a record holds is never
+a finite number) and the short texts of :data:`TEXT_FIELDS`, and of a K-class worker's record
+its per-class counts and confusion matrix, bounded to the classes shown
+(:func:`~stream_perceptron.commands.class_view.class_view`); whatever else a record holds is never
 shown. Anyone who can write to the topic chooses its texts (``topic``, ``client_id``, a detector's
-name), so every text is cleaned as it is taken (:func:`clean_text`): no control character, no
+name, a class name), so every text is cleaned as it is taken (:func:`clean_text`): no control character, no
 terminal escape sequence, and a bounded length. (Rich markup in a text is the terminal renderer's
 to keep literal; the web page escapes HTML.)
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
@@ -28,6 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stream_perceptron.clean import clean_text as _clean_text
+from stream_perceptron.commands.class_view import ClassView, class_view
 from stream_perceptron.commands.series import (
     Drifts,
     Group,
@@ -68,31 +71,15 @@ HISTORY = 600
 EVENTS_KEPT = 200
 """Drift events kept, newest last."""
 
-# A terminal escape sequence, 7-bit (ESC ...) or 8-bit (a C1 introducer): CSI with its parameters
-# and final byte; OSC, DCS, SOS, PM and APC strings up to their terminator (or the text's end);
-# any other ESC with its intermediate and final bytes.
-_ESCAPE = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c|$)"
-    r"|\x1b[ -/]*[0-~]?",
-    re.DOTALL,
-)
-# What is left of control characters (C0, DEL, C1) and the bidirectional overrides and isolates,
-# which reorder what a terminal or a page shows after them.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_SPACE = re.compile(r"[\t\n\v\f\r]")
-
 
 def clean_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` as it may be shown: escape sequences removed whole, other control characters
-    removed (tabs and line breaks become spaces), at most ``limit`` characters.
+    """``text`` as it may be shown (:func:`stream_perceptron.clean.clean_text`), at most
+    ``limit`` characters (:data:`MAX_TEXT` unless told).
 
     >>> clean_text("w1\\x1b]0;pwned\\x07\\x1b[2J x\\x9b31m\\ty\\u202e")
     'w1 x y'
-    >>> clean_text("[bold red]x[/]"), clean_text("é" * 100, limit=3)
-    ('[bold red]x[/]', 'ééé')
     """
-    return _CONTROL.sub("", _SPACE.sub(" ", _ESCAPE.sub("", text)))[:limit]
+    return _clean_text(text, limit)
 
 
 def _cleaned(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,7 +126,9 @@ class SeriesRow:
     """One series as shown: its id and label, its newest record's numbers and texts (``latest``:
     :data:`LATEST_FIELDS`, :data:`TEXT_FIELDS` and ``lag`` summed), its points oldest first
     (each ``seq`` and :data:`POINT_FIELDS`, ``lag``), when its newest record was taken (wall
-    time), its drift alarms and the last one's input offset (None while nothing tells of one)."""
+    time), its drift alarms and the last one's input offset (None while nothing tells of one),
+    and the per-class part of its newest record when that is a K-class worker's (``classes``:
+    :class:`~stream_perceptron.commands.class_view.ClassView`; None for a binary record)."""
 
     series: Series
     id: str
@@ -149,6 +138,7 @@ class SeriesRow:
     received: float
     drifts: int | None
     last_drift_offset: int | None
+    classes: ClassView | None = None
 
     @property
     def rates(self) -> list[float | None]:
@@ -191,6 +181,7 @@ class _SeriesData:
     latest: dict[str, Any]
     received: float
     points: deque[dict[str, Any]]
+    classes: ClassView | None
 
 
 class StatsView:
@@ -265,9 +256,10 @@ class StatsView:
         latest = {**_numbers(rec, LATEST_FIELDS), **_texts(rec), "lag": _lag(rec)}
         data = self._series.get(series)
         if data is None:
-            data = self._series[series] = _SeriesData(latest, now, deque(maxlen=self.history))
+            data = _SeriesData(latest, now, deque(maxlen=self.history), class_view(rec))
+            self._series[series] = data
         elif newer(rec, data.latest):
-            data.latest, data.received = latest, now
+            data.latest, data.received, data.classes = latest, now, class_view(rec)
         data.points.append({"seq": self.version, **_numbers(rec, POINT_FIELDS), "lag": _lag(rec)})
         if partition_of(rec) is not None:
             self._group.add(rec)
@@ -286,7 +278,8 @@ class StatsView:
         """Everything shown, at this moment (:class:`Frame`)."""
         with self._lock:
             rows = [SeriesRow(s, series_id(s), label, dict(data.latest), list(data.points), data.received,
-                              self._drifts.count(s, data.latest), self._drifts.last_offset(s, data.latest))
+                              self._drifts.count(s, data.latest), self._drifts.last_offset(s, data.latest),
+                              data.classes)
                     for s, label in labels(self._series).items()
                     for data in (self._series[s],)]
             return Frame(
@@ -307,7 +300,8 @@ class StatsView:
         """The view as JSON: what is numbered after ``since``, and everything's state now.
 
         ``series``: each series' id, label, topic, partition, model, newest record (``latest``),
-        drift count and last drift offset; ``points``: each series' points after ``since`` (with
+        drift count and last drift offset (and ``classes`` when the newest record is a K-class
+        worker's, :func:`series_json`); ``points``: each series' points after ``since`` (with
         the series' id), oldest first; ``events``: the drift events after ``since``; ``group``:
         the group's sums (None before a partition's record); ``version``, ``history``, ``topic``,
         ``skipped`` and ``now``.
@@ -325,11 +319,15 @@ class StatsView:
 
 def series_json(row: SeriesRow) -> dict[str, Any]:
     """A series as JSON: its id, label, topic, partition, model, newest record, drift count and
-    last drift offset."""
+    last drift offset, and, when its newest record is a K-class worker's, ``classes``
+    (:meth:`~stream_perceptron.commands.class_view.ClassView.json`)."""
     s = row.series
-    return {"id": row.id, "label": row.label, "topic": s.topic or None,
-            "partition": None if s.worker else s.partition, "model": s.model or None,
-            "latest": row.latest, "drifts": row.drifts or 0, "last_drift_offset": row.last_drift_offset}
+    out = {"id": row.id, "label": row.label, "topic": s.topic or None,
+           "partition": None if s.worker else s.partition, "model": s.model or None,
+           "latest": row.latest, "drifts": row.drifts or 0, "last_drift_offset": row.last_drift_offset}
+    if row.classes is not None:
+        out["classes"] = row.classes.json()
+    return out
 
 
 def group_json(figures: GroupFigures | None, drifts: int) -> dict[str, Any] | None:

@@ -7,8 +7,9 @@
   summed over the input partitions, the drift events, the pending labels.
 * Its terminal renderers: :class:`StatsTable`, a rich table (a row per partition, with its drift
   alarms and pending labels when the records carry them, then the group's, and the latest
-  alarms under it), and, for a pipe or a file, :func:`plain_lines` (a line per series per
-  refresh) and :func:`json_lines`.
+  alarms under it, then, for a K-class worker's partitions, :func:`class_table`: the per-class
+  rates and the confusion matrix), and, for a pipe or a file, :func:`plain_lines` (a line per
+  series per refresh, and per class shown: :func:`class_lines`) and :func:`json_lines`.
 * :func:`run_watch` is the live loop (``rich.live.Live``, or lines) until Ctrl+C, SIGTERM or a
   duration.
 * :func:`run_plot` reads the topic to its end and writes the PNG of
@@ -44,14 +45,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from stream_perceptron.commands.class_view import ClassView
 from stream_perceptron.commands.follow import connect_timeout_s, follow_stats
 from stream_perceptron.commands.plot import (
-    PLOTTED,
     POINTS,
     Thinned,
     group_curve,
     plot_partitions,
     plot_stats,
+    plotted,
 )
 from stream_perceptron.commands.read import iter_topic
 from stream_perceptron.commands.series import (
@@ -83,6 +85,10 @@ _DRIFTS_SHOWN = 5
 _DRIFTS_PLOTTED = 1_000
 # The windowed rates kept per series for its sparkline (averaged down to its width).
 _HISTORY = 120
+# The K-class series whose per-class table the terminal shows (the others: --json, the dashboard).
+_CLASS_TABLES = 4
+# The characters of a class name the per-class table shows (the plain lines show all it keeps).
+_CLASS_NAME_WIDTH = 24
 
 
 # --------------------------------------------------------------------------- the terminal renderers
@@ -153,11 +159,12 @@ class _Column:
     group: Callable[[GroupFigures], str | Text] = lambda g: ""
 
 
-def _columns(drifts: bool = False, pending: bool = False, group_drifts: int = 0) -> list[_Column]:
+def _columns(drifts: bool = False, pending: bool = False, group_drifts: int = 0,
+             bound: str = "(R/γ)²") -> list[_Column]:
     """The table's columns after the partition, left to right: with ``drifts``, the drift alarms
     (how many, the last one's input offset; the group's ``group_drifts``), and with ``pending``
     the predictions waiting for their labels (records of workers that have neither show no such
-    column)."""
+    column); ``bound`` heads the mistake bound's column."""
     def field_(name: str, spec: str = ",") -> Callable[[SeriesRow], str]:
         return lambda row: _fmt(row.latest.get(name), spec)
 
@@ -179,7 +186,7 @@ def _columns(drifts: bool = False, pending: bool = False, group_drifts: int = 0)
         _Column("margin\nmin", field_("margin_min", ".3g")),
         _Column("R", field_("R", ".4g")),
         _Column("γ", field_("gamma", ".3g")),
-        _Column("(R/γ)²", lambda row: _bound(row.latest)),
+        _Column(bound, lambda row: _bound(row.latest)),
         _Column("ex/s", field_("examples_per_s", ",.0f"), lambda g: _fmt(g.examples_per_s, ",.0f")),
         _Column("lag", field_("lag", ",.0f"), lambda g: _fmt(g.lag, ",.0f")),
         *extra,
@@ -188,11 +195,19 @@ def _columns(drifts: bool = False, pending: bool = False, group_drifts: int = 0)
 
 def _frame_columns(frame: Frame) -> list[_Column]:
     """The columns of ``frame``'s table (:func:`_columns`): the drift columns when an event was
-    seen or a record tells its alarms, the pending labels' when a record tells them."""
+    seen or a record tells its alarms, the pending labels' when a record tells them, and the
+    bound headed as the rows' models have it (:func:`_bound_header`)."""
     latest = [row.latest for row in frame.rows]
     drifts = bool(frame.drift_events) or any(r.get("drifts") is not None for r in latest)
     pending = any(r.get("pending_labels") is not None for r in latest)
-    return _columns(drifts, pending, frame.group_drifts)
+    return _columns(drifts, pending, frame.group_drifts, _bound_header(frame))
+
+
+def _bound_header(frame: Frame) -> str:
+    """The bound's header: (R/γ)² for binary models, 2(R/γ)² when every row is a K-class model's
+    (a record with ``classes``), "bound" when both are shown."""
+    kinds = {row.classes is not None for row in frame.rows}
+    return "(R/γ)²" if True not in kinds else "2(R/γ)²" if kinds == {True} else "bound"
 
 
 class StatsTable:
@@ -235,7 +250,8 @@ class StatsTable:
             table.add_row(Text(f"group ({frame.group.partitions})"),
                           *(_text(c.group(frame.group)) for c in columns),
                           self._spark(frame.group_history, top), style="bold")
-        return Panel(Stack(table, *_notes(frame)), title=title, subtitle=subtitle, expand=False)
+        return Panel(Stack(table, *_notes(frame), *_class_tables(frame)), title=title, subtitle=subtitle,
+                     expand=False)
 
     def _spark(self, history: Iterable[float | None], top: float | None) -> Text:
         """The sparkline of windowed rates, scaled from 0 to ``top`` (a flat 0 with no top)."""
@@ -281,6 +297,8 @@ def _notes(frame: Frame) -> list[Text]:
     if silent:
         line.append(f"; nothing for over {_SILENT_S:.0f} s from: {', '.join(silent)}", style="red")
     notes.append(line)
+    if _bound_header(frame) == "bound":
+        notes.append(Text("bound: (R/γ)² for a binary model, 2(R/γ)² for K classes", style="dim"))
     notes += _drift_lines(frame)
     notes += _label_lines(frame)
     if frame.skipped:
@@ -324,6 +342,71 @@ def _label_lines(frame: Frame) -> list[Text]:
     delay = f"{sum(delays) / len(delays):.3g} s" if delays else "n/a"
     return [Text(f"late labels: {joins:,} joined, {expiries:,} expired; mean delay of the partitions'"
                  f" windows {delay}", style="dim")]
+
+
+def _class_tables(frame: Frame) -> list[RenderableType]:
+    """The per-class tables of the K-class series (:func:`class_table`), the first
+    :data:`_CLASS_TABLES` of them, and a line naming how many more there are."""
+    rows = [row for row in frame.rows if row.classes is not None]
+    shown: list[RenderableType] = [class_table(_what(row), row.classes) for row in rows[:_CLASS_TABLES]
+                                   if row.classes is not None]
+    if len(rows) > _CLASS_TABLES:
+        shown.append(Text(f"the per-class tables of {len(rows) - _CLASS_TABLES} more series: watch --json,"
+                          " or the dashboard", style="dim"))
+    return shown
+
+
+def class_table(what: str, view: ClassView) -> RenderableType:
+    """The per-class table of a K-class series (``what``: its name) under a line saying what it
+    shows: a row per class shown (numbered, in row order), then the other classes summed; its
+    labeled examples, mistakes, mistake rate and share of the served predictions, then its row of
+    the confusion matrix, a column per served prediction (numbered as the rows), the diagonal in
+    green. Class names are rich text, never read as markup."""
+    heading = Text(f"{what}: {view.count:,} classes", style="bold")
+    if view.other is not None:
+        heading.append(f" ({len(view.shown)} with the most labeled examples shown, {view.others:,} summed in"
+                       " \"other\")")
+    if view.confusion is not None:
+        heading.append("; rows: the true class, numbered columns: the served prediction", style="dim")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("class", no_wrap=True, overflow="ellipsis", max_width=_CLASS_NAME_WIDTH)
+    for header in ("labeled", "mistakes", "mistake\nrate", "predicted\nshare"):
+        table.add_column(header, justify="right", header_style="bold cyan")
+    numbers = [str(k) for k in range(1, len(view.shown) + 1)] + (["other"] if view.other is not None else [])
+    if view.confusion is not None:
+        for number_ in numbers:
+            table.add_column(number_, justify="right", header_style="bold magenta")
+    for k, row in enumerate(view.rows):
+        cells: list[Text] = []
+        if view.confusion is not None:
+            cells = [Text(_fmt(count), style="green" if j == k else "dim" if not count else "")
+                     for j, count in enumerate(view.confusion[k])]
+        name = _class_text(row.name) if k < len(view.shown) else Text(f"other ({view.others:,})", style="dim")
+        table.add_row(numbers[k] if k < len(view.shown) else "", name,
+                      _fmt(row.labeled), _fmt(row.mistakes), _fmt(row.mistake_rate, ".4f"),
+                      _share(row.predicted_share), *cells)
+    return Stack(Text(""), heading, table)
+
+
+def _class_text(name: str | None) -> Text:
+    """A class's name as rich text, never read as markup: "?" where the record's is not a class
+    name, "\"\"" for the empty name."""
+    return Text("?", style="dim") if name is None else Text(name or '""')
+
+
+def _share(value: float | None) -> str:
+    """A share as a percentage, or "n/a".
+
+    >>> _share(0.1234), _share(None)
+    ('12.3%', 'n/a')
+    """
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _what(row: SeriesRow) -> str:
+    """A series as the plain lines and the per-class tables name it: "partition 0", "worker w1"."""
+    return f"worker {row.label}" if row.series.worker else f"partition {row.label}"
 
 
 def _fmt(value: Any, spec: str = ",") -> str:
@@ -382,7 +465,8 @@ WatchOutput = Literal["table", "plain", "json"]
 
 def plain_lines(frame: Frame, since: int = 0) -> list[str]:
     """``frame`` as plain lines: one per series (its label, then each column's header and value
-    where it has one, then the client id of its newest record), the group's, and one per drift
+    where it has one, then the client id of its newest record), after a K-class series' one per
+    class shown and one for the others (:func:`class_lines`), the group's, and one per drift
     event numbered after ``since``; each begins with the time.
 
     >>> view = StatsView(clock=lambda: 0.0)
@@ -405,14 +489,50 @@ def plain_lines(frame: Frame, since: int = 0) -> list[str]:
             shown.append(("client_id", client))
         return f"{when} {what}  " + "  ".join(f"{header} {value}" for header, value in shown if value)
 
-    lines = [line(f"worker {row.label}" if row.series.worker else f"partition {row.label}",
-                  [c.cell(row) for c in columns], row.latest.get("client_id")) for row in frame.rows]
+    lines = []
+    for row in frame.rows:
+        lines.append(line(_what(row), [c.cell(row) for c in columns], row.latest.get("client_id")))
+        if row.classes is not None:
+            lines += [f"{when} {_what(row)} {text}" for text in class_lines(row.classes)]
     group = frame.group
     if group is not None:
         lines.append(line(f"group ({group.partitions})", [c.group(group) for c in columns]))
     named = {row.series: row.label for row in frame.rows}
     lines += [f"{when} drift alarm {drift_text(e, named, frame.now)}"
               for e in frame.drift_events if e.seq > since]
+    return lines
+
+
+def class_lines(view: ClassView) -> list[str]:
+    """The per-class part of a K-class series as lines: one per class shown (its number, name,
+    labeled examples, mistakes, mistake rate, share of the served predictions, and its row of the
+    confusion matrix: how many it was served as, by the number of each class shown, then the
+    others), then one for the other classes summed.
+
+    >>> from stream_perceptron.commands.class_view import class_view
+    >>> view = class_view({"classes": ["cat", "dog", "eel"], "confusion": [[5, 1, 0], [2, 6, 0], [0, 0, 1]],
+    ...                    "per_class": [{"labeled": 6, "mistakes": 1, "predicted": 7},
+    ...                                  {"labeled": 8, "mistakes": 2, "predicted": 7},
+    ...                                  {"labeled": 1, "mistakes": 0, "predicted": 1}]}, shown=2)
+    >>> print("\\n".join(class_lines(view)))  # doctest: +NORMALIZE_WHITESPACE
+    class 1 cat  labeled 6  mistakes 1  mistake rate 0.1667  predicted share 46.7%
+      predicted as 1:5 2:1 other:0
+    class 2 dog  labeled 8  mistakes 2  mistake rate 0.2500  predicted share 46.7%
+      predicted as 1:2 2:6 other:0
+    other classes (1)  labeled 1  mistakes 0  mistake rate 0.0000  predicted share 6.7%
+      predicted as 1:0 2:0 other:1
+    """
+    numbers = [str(k) for k in range(1, len(view.shown) + 1)] + (["other"] if view.other is not None else [])
+    lines = []
+    for k, row in enumerate(view.rows):
+        what = (f"class {numbers[k]} {_class_text(row.name).plain}" if k < len(view.shown)
+                else f"other classes ({view.others:,})")
+        text = (f"{what}  labeled {_fmt(row.labeled)}  mistakes {_fmt(row.mistakes)}  mistake rate"
+                f" {_fmt(row.mistake_rate, '.4f')}  predicted share {_share(row.predicted_share)}")
+        if view.confusion is not None:
+            text += "  predicted as " + " ".join(f"{numbers[j]}:{_fmt(count)}"
+                                                 for j, count in enumerate(view.confusion[k]))
+        lines.append(text)
     return lines
 
 
@@ -607,8 +727,8 @@ def _plot_one(
 class _History:
     """What ``plot`` holds of one series' statistics records: how many, the newest ``ts``, the
     newest record's client id and worker key, and an evenly spaced part of those with labeled
-    examples, each cut to the fields drawn (a week of a busy worker's records is millions; held
-    whole, gigabytes)."""
+    examples, each cut to the fields drawn (:func:`~stream_perceptron.commands.plot.plotted`; a
+    week of a busy worker's records is millions; held whole, gigabytes)."""
 
     labeled: Thinned
     client_id: str = ""
@@ -623,7 +743,7 @@ class _History:
             self.latest_ts = ts
             self.client_id, self.worker = str(value.get("client_id") or ""), worker_key(value)
         if value.get("labeled"):
-            self.labeled.add({key: value.get(key) for key in PLOTTED})
+            self.labeled.add(plotted(value))
 
 
 def _held_by(partitions: Mapping[Series, _History], topic: str, client_id: str) -> dict[Series, _History]:
@@ -660,6 +780,8 @@ __all__ = [
     "SPARK_CHARS",
     "StatsTable",
     "WatchOutput",
+    "class_lines",
+    "class_table",
     "connect_timeout_s",
     "drift_text",
     "follow_stats",

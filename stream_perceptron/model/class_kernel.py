@@ -20,33 +20,19 @@ summed again, as the largest row's norm, every :data:`~.dense_pass.RESUM_EVERY` 
 (:func:`~.dense_pass.bound_after_mistake`, compiled as it stands). No fast-math: the compiled code
 rounds as IEEE 754 does, addition by addition.
 
-The kernel is compiled at its first call and cached on disk as :mod:`.dense_kernel` is (numba keys
-that cache on this file: a change to what it compiles from :mod:`.dense_pass` needs this file
-touched, or the cache cleared).
+The kernel is compiled at its first call and cached on disk as :mod:`.dense_kernel` is, with the
+tolerance functions that module compiles (numba keys that cache on this file: a change to what
+it calls from :mod:`.dense_kernel` or :mod:`.dense_pass` needs this file touched, or the cache
+cleared).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
-from numba import njit
 
-from stream_perceptron.model import dense_pass
-
-
-def _compiled(fn: Callable[..., Any]) -> Any:
-    """``fn`` compiled, cached on disk when numba finds a writable place for it."""
-    try:
-        return njit(cache=True, nogil=True)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return njit(nogil=True)(fn)
-
-
-_tol = _compiled(dense_pass.tolerance)
-_bound_after_mistake = _compiled(dense_pass.bound_after_mistake)
+from stream_perceptron.model.dense_kernel import _bound_after_mistake, _compiled, _tol
 
 
 @_compiled

@@ -45,7 +45,6 @@ import numpy.typing as npt
 from stream_perceptron.errors import DimensionError
 from stream_perceptron.model import dense_pass, frames
 from stream_perceptron.model.classes import UNLABELED, ClassSpace, RowArray, class_label, missing
-from stream_perceptron.model.hashing import FeatureHasher
 from stream_perceptron.model.labels import LabelSpace
 from stream_perceptron.model.perceptron import (
     _BLOCK_BYTES,
@@ -61,6 +60,7 @@ from stream_perceptron.model.perceptron import (
     _checked_list,
     _moved,
     _weight,
+    hashing,
 )
 from stream_perceptron.model.rowwise import checked, row_sum
 from stream_perceptron.model.sparse import SparseRows, segment_sums, take_rows
@@ -71,9 +71,9 @@ _exp = math.exp
 # learn_many holds the served scores of this many rows × classes at a time (a long call is
 # learned in chunks of rows: the same floats, in bounded memory)
 _CHUNK_SCORES = 1 << 21
-# dense rows without averaging, in calls of at least this many rows, are decided by the compiled
-# loop (class_kernel) when numba is installed; shorter calls do not pay numba's load, as the
-# binary dense pass does not
+# dense rows, in calls of at least this many rows, are decided by the compiled loop
+# (class_kernel) when numba is installed; shorter calls do not pay numba's load, as the binary
+# dense pass does not
 COMPILED_MIN_ROWS = dense_pass.COMPILED_MIN_ROWS
 
 __all__ = ["ClassResult", "MulticlassPerceptron", "classes_state", "functional_margins"]
@@ -329,14 +329,7 @@ class MulticlassPerceptron(Perceptron):
         self._wd = self._ud = None
         self._wv = None
         self._keys_at = {}
-        self._hasher: FeatureHasher | None = None
-        width = n_features
-        if hash_bits is not None:
-            self._hasher = FeatureHasher(hash_bits, hash_sign)
-            if n_features is not None and n_features != 1 << hash_bits:
-                raise ValueError(f"n_features is {n_features} but hash_bits={hash_bits} makes"
-                                 f" {1 << hash_bits}")
-            width = 1 << hash_bits
+        self._hasher, width = hashing(n_features, hash_bits, hash_sign)
         self._resize(len(self._space), width)
 
     @classmethod
@@ -805,8 +798,7 @@ class MulticlassPerceptron(Perceptron):
         """A chunk of :meth:`_learn_class_rows`; ``counts``: the classes active at each row, as
         rivals and as predictions (None: all of them)."""
         n, k = len(m), len(self._space)
-        if (not isinstance(m, SparseRows) and not self.average and n >= COMPILED_MIN_ROWS
-                and dense_pass.numba_installed()):
+        if not isinstance(m, SparseRows) and n >= COMPILED_MIN_ROWS and dense_pass.numba_installed():
             return self._learn_compiled(m, rows, counts, scores)
         active = None if counts is None else counts[0]
         sparse = isinstance(m, SparseRows)
@@ -883,10 +875,10 @@ class MulticlassPerceptron(Perceptron):
 
     def _learn_compiled(self, m: FloatArray, rows: RowArray, counts: npt.NDArray[np.intp] | None,
                         scores: bool) -> ClassResult:
-        """:meth:`_learn_chunk` of dense rows without averaging: the mistakes and their runners-up
-        decided first (:func:`_decide`, the compiled loop), then every row scored in the fixed
-        order with the weights in effect at it, and the updates made, in order, as the general
-        loop makes them: the same floats."""
+        """:meth:`_learn_chunk` of dense rows: the mistakes and their runners-up decided first
+        (:func:`_decide`, the compiled loop; the averaging sums play no part in a decision), then
+        every row scored in the fixed order with the weights (and sums) in effect at it, and the
+        updates made, in order, as the general loop makes them: the same floats."""
         n, k = len(m), len(self._space)
         d = m.shape[1]
         active = np.full(n, k, dtype=np.intp) if counts is None else counts[0]
@@ -896,29 +888,48 @@ class MulticlassPerceptron(Perceptron):
         mistakes, rivals = _decide(m, rows, active, w_aug, self.fit_intercept)
         block = max(_MIN_SCORED_BLOCK, min(_MAX_BLOCK, _BLOCK_BYTES // (8 * max(1, d) * max(1, k))))
         buf = np.empty((min(block, n), k, d), dtype=np.float64)
-        served = np.empty((n, k), dtype=np.float64)
+        learning = np.empty((n, k), dtype=np.float64)
+        average = self.average
+        if average:
+            labeled = rows >= 0
+            steps = self._steps + np.cumsum(labeled) - labeled  # labeled rows before each
+            u, ub, ubv = self._umat(), self._ubvec(), self._ubv
+            sums = np.empty((n, k), dtype=np.float64)
         flags = np.zeros(n, dtype=np.bool_)
         flags[mistakes] = True
         starts, norms = [0, *(mistakes + 1).tolist()], [self.norms()]
         a, bv, fsum = 0, self._bv, math.fsum
         for r, y, rival in zip(mistakes.tolist(), rows[mistakes].tolist(), rivals.tolist(), strict=True):
-            _fill(m, w, b, a, r + 1, served, buf)
+            _fill(m, w, b, a, r + 1, learning, buf)
             x = m[r]  # the update, as _update makes it
             w[y] += x
             w[rival] -= x
+            if average:
+                _fill(m, u, ub, a, r + 1, sums, buf)
+                gs = int(steps[r]) * 1.0
+                u[y] += gs * x
+                u[rival] -= gs * x
             if self.fit_intercept:
                 bv[y] += 1.0
                 bv[rival] -= 1.0
+                if average:
+                    ubv[y] += gs
+                    ubv[rival] -= gs
             sq = fsum(np.add.reduce(w * w, axis=1).tolist())  # norms(), as after a dense update
             norms.append((math.sqrt(sq), math.sqrt(sq + fsum((b * b).tolist()))))
             a = r + 1
-        _fill(m, w, b, a, n, served, buf)
+        _fill(m, w, b, a, n, learning, buf)
         if len(mistakes):
             self._sq = None
             self._updates += len(mistakes)
         if counts is not None:
-            served[np.arange(k)[None, :] >= active[:, None]] = -_INF
-        margins, _ = functional_margins(served, rows)
+            learning[np.arange(k)[None, :] >= active[:, None]] = -_INF
+        margins, _ = functional_margins(learning, rows)
+        served = learning
+        if average:
+            _fill(m, u, ub, a, n, sums, buf)
+            served = np.where(steps[:, None] > 0, learning - sums / np.maximum(steps, 1)[:, None], learning)
+            self._steps += int(labeled.sum())
         return self._result(served, rows, flags, margins, starts, norms, counts, scores)
 
     def fit(self, X: Any, y: Iterable[Any], passes: int = 1, *, epochs: int | None = None) -> list[int]:

@@ -292,15 +292,7 @@ class Perceptron(base.MiniBatchClassifier):
         self._steps = 0
         self._mistake = False
         self._y_name: Hashable = None  # the name of the last y Series learned: predict_many's name
-        self._hasher: FeatureHasher | None = None
-        width = n_features
-        if hash_bits is not None:
-            self._hasher = FeatureHasher(hash_bits, hash_sign)
-            if n_features is not None and n_features != 1 << hash_bits:
-                raise ValueError(
-                    f"n_features is {n_features} but hash_bits={hash_bits} makes {1 << hash_bits}"
-                )
-            width = 1 << hash_bits
+        self._hasher, width = hashing(n_features, hash_bits, hash_sign)
         if initial_weights is not None:
             w = np.array(initial_weights, dtype=np.float64).ravel()
             if width is not None and len(w) != width:
@@ -1351,6 +1343,17 @@ class Perceptron(base.MiniBatchClassifier):
             config["hash_bits"] = self.hash_bits
             config["hash_sign"] = self.hash_sign
         return config
+
+
+def hashing(n_features: int | None, hash_bits: int | None,
+            hash_sign: bool) -> tuple[FeatureHasher | None, int | None]:
+    """The hasher of a model's parameters (None without ``hash_bits``) and the width it fixes
+    (``n_features`` without hashing); a ValueError when the two disagree."""
+    if hash_bits is None:
+        return None, n_features
+    if n_features is not None and n_features != 1 << hash_bits:
+        raise ValueError(f"n_features is {n_features} but hash_bits={hash_bits} makes {1 << hash_bits}")
+    return FeatureHasher(hash_bits, hash_sign), 1 << hash_bits
 
 
 def _many(classes: Any) -> bool:

@@ -18,7 +18,9 @@ The worker calls it once per poll batch (never per record); every method is chea
 **A series per input partition.** Each input partition has its own model and statistics, so the
 series that describe them carry the labels ``topic`` and ``partition`` (the input partition): the
 counters below, the statistics gauges, ``model_info`` (whose ``model_id`` label is the partition's
-model), ``feature_names``, ``feature_names_limit`` and ``consumer_lag``. A statistics record without
+model), ``feature_names``, ``feature_names_limit`` and ``consumer_lag``. A K-class partition's
+statistics also set ``classes`` and a series per class, labelled ``{topic, partition, class}``
+(see below). A statistics record without
 ``topic`` and ``partition`` (an older worker's) sets the series labelled ``topic=""``,
 ``partition=""``, which PromQL reads as unlabelled. :meth:`Observer.forget` removes a revoked
 partition's series, so a worker exports only the partitions it holds, and the group's figures are
@@ -40,6 +42,16 @@ from this process's count to the restored total (``rate()`` sees one large incre
 truth: those examples were learned, by an earlier process or owner). They never go down while the
 partition stays; once forgotten, a partition that comes back starts again from 0 (a counter reset
 to ``rate()``). ``rebalances_total`` and ``checkpoints_total`` count this process only.
+
+**A series per class.** A K-class worker's statistics record (one with ``classes``) counts per
+class in ``per_class`` (row order): the counters ``class_labeled_examples_total`` ← ``labeled``,
+``class_mistakes_total`` ← ``mistakes`` and ``class_predicted_total`` ← ``predicted`` follow them
+as the counters above follow theirs, labelled ``{topic, partition, class}``, and are removed with
+the partition's other series. A class name comes from the input topic, so the label is the name
+cleaned (:func:`~stream_perceptron.clean.class_text`: no control character or escape sequence)
+and cut to :data:`MAX_CLASS_LABEL` characters; an integer name is its digits. Names that clean to
+the same label are counted together. The series of a partition are as many as its classes, which
+``SP_LIMITS__MAX_CLASSES`` bounds; there is no series per cell of the confusion matrix.
 
 **Readiness** (``/readyz``, and the ``ready`` gauge): ready iff :meth:`Observer.start` was called,
 the loop is live (see below), at least one partition is assigned, the last checkpoint attempt
@@ -65,6 +77,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
+from stream_perceptron.clean import MAX_CLASS_TEXT, class_text
 from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
 from stream_perceptron.kafka.edge import Partition
 from stream_perceptron.settings import ObserveSettings
@@ -78,7 +91,8 @@ _FOLLOWING: dict[str, tuple[str, tuple[str, ...]]] = {
     "examples": ("Valid examples scored (records minus dead letters); follows statistics 'seen'.",
                  ("seen",)),
     "labeled_examples": ("Labeled examples learned; follows statistics 'labeled'.", ("labeled",)),
-    "mistakes": ("Mistakes, y(theta.x + theta0) <= 0; follows statistics 'mistakes'.", ("mistakes",)),
+    "mistakes": ("Mistakes, y(theta.x + theta0) <= 0 (with K classes: the true class's score not above"
+                 " every other's); follows statistics 'mistakes'.", ("mistakes",)),
     "updates": ("Perceptron updates (= mistakes); follows statistics 'updates'.", ("updates", "mistakes")),
     "dead_letters": ("Records sent to the dead-letter topic; follows statistics 'dead_letters'.",
                      ("dead_letters",)),
@@ -100,9 +114,11 @@ _STAT_GAUGES: dict[str, tuple[str, str]] = {
     "margin_min": ("margin_min", "Minimum geometric margin over the window."),
     "margin_mean": ("margin_mean", "Mean geometric margin over the window."),
     "R": ("radius", "R = max ||x|| over the window (||[x, 1]|| with an intercept)."),
-    "theta_norm": ("theta_norm", "||theta|| of the current model."),
-    "gamma": ("gamma", "The window's minimum augmented margin when positive, else NaN."),
-    "bound": ("mistake_bound", "The mistake bound (R/gamma)^2; NaN when undefined."),
+    "theta_norm": ("theta_norm", "||theta|| of the current model (||W||, Frobenius, with K classes)."),
+    "gamma": ("gamma", "The window's minimum augmented margin when positive (with K classes, the"
+              " multiclass margin), else NaN."),
+    "bound": ("mistake_bound", "The mistake bound (R/gamma)^2 (2(R/gamma)^2 with K classes); NaN when"
+              " undefined."),
     "examples_per_s": ("examples_per_second", "Examples per second between the last two statistics records."),
     "pending_labels": ("pending_labels", "Predictions kept waiting for a late label."),
 }
@@ -116,6 +132,19 @@ _MIX_GAUGES: dict[str, tuple[str, str]] = {
                  " left side, against mistake_bound)."),
 }
 
+
+# per-class counter (prefix and "_total" added) → help, and the key of a 'per_class' entry it follows
+_CLASS_FOLLOWING: dict[str, tuple[str, str]] = {
+    "class_labeled_examples": ("Labeled examples of the class (their true class); follows statistics"
+                               " 'per_class' 'labeled'.", "labeled"),
+    "class_mistakes": ("Mistakes on labeled examples of the class; follows statistics 'per_class'"
+                       " 'mistakes'.", "mistakes"),
+    "class_predicted": ("Predictions of the class served; follows statistics 'per_class' 'predicted'.",
+                        "predicted"),
+}
+
+MAX_CLASS_LABEL = MAX_CLASS_TEXT
+"""The characters kept of a class name in a ``class`` label, as the views keep."""
 
 # the labels of a series that describes one input partition
 _PARTITION_LABELS = ("topic", "partition")
@@ -140,6 +169,38 @@ def _record_labels(snapshot: Mapping[str, Any]) -> Labels:
     if isinstance(topic, str) and isinstance(part, int) and not isinstance(part, bool):
         return _labels(topic, part)
     return _UNLABELLED
+
+
+def class_label(name: Any) -> str | None:
+    """A class name as a ``class`` label (:func:`~stream_perceptron.clean.class_text`, cut to
+    :data:`MAX_CLASS_LABEL` characters); None for anything that is not a class name (no series).
+
+    >>> class_label("cat\\x1b[2J\\n"), class_label(3), class_label("x" * 500) == "x" * 100, class_label(True)
+    ('cat ', '3', True, None)
+    """
+    return class_text(name, MAX_CLASS_LABEL)
+
+
+def _class_totals(per_class: Any) -> dict[str, dict[str, int]]:
+    """The counts of a statistics record's ``per_class`` by ``class`` label (:func:`class_label`),
+    summed where names share a label; entries without a class name, and counts that are not
+    non-negative integers, are left out.
+
+    >>> _class_totals([{"class": "a", "labeled": 3, "mistakes": 1, "predicted": 2},
+    ...                {"class": "a\\x07", "labeled": 1, "mistakes": None, "predicted": 1}, {"class": 1.5}])
+    {'a': {'class_labeled_examples': 4, 'class_mistakes': 1, 'class_predicted': 3}}
+    """
+    totals: dict[str, dict[str, int]] = {}
+    for entry in per_class if isinstance(per_class, list) else ():
+        label = class_label(entry.get("class")) if isinstance(entry, Mapping) else None
+        if label is None:
+            continue
+        counts = totals.setdefault(label, dict.fromkeys(_CLASS_FOLLOWING, 0))
+        for name, (_, key) in _CLASS_FOLLOWING.items():
+            value = entry.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                counts[name] += value
+    return totals
 
 
 def _number(value: Any) -> float:
@@ -201,6 +262,7 @@ class Observer:
         self._last_good_checkpoint: float | None = None
         self._totals: dict[Labels, dict[str, int]] = {}  # per partition: what each counter holds
         self._model_ids: dict[Labels, str] = {}  # per partition: the model_id label exported
+        self._class_totals: dict[Labels, dict[str, dict[str, int]]] = {}  # per partition, per class label
 
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
@@ -257,10 +319,18 @@ class Observer:
             PREFIX + "model_info", "The model learned from the partition: 1, labelled with its model_id.",
             [*_PARTITION_LABELS, "model_id"], registry=reg,
         )
+        self._classes = Gauge(
+            PREFIX + "classes", "Classes the partition's K-class model knows (its statistics' 'classes');"
+            " none for a binary model.", _PARTITION_LABELS, registry=reg,
+        )
+        self._class_counters = {
+            name: Counter(PREFIX + name, doc, [*_PARTITION_LABELS, "class"], registry=reg)
+            for name, (doc, _) in _CLASS_FOLLOWING.items()
+        }
         # every series labelled by (topic, partition) alone, which forget() removes
         self._partition_metrics: list[Counter | Gauge] = [
             *self._counters.values(), *self._stat_gauges.values(), *self._mix_gauges.values(),
-            self._names, self._names_limit, self._lag_gauge,
+            self._names, self._names_limit, self._lag_gauge, self._classes,
         ]
 
     # ------------------------------------------------------------------ the server
@@ -347,6 +417,8 @@ class Observer:
         the ``mix_*`` gauges only from a record with ``"mix"``),
         raise its partition's counters to the record's totals, and name its model
         (``model_info{topic, partition, model_id} 1``, replacing the partition's previous model).
+        A K-class worker's record (with ``classes``) also sets ``classes`` and raises the
+        partition's per-class counters to its ``per_class`` totals.
 
         The partition is the record's ``topic`` and ``partition``; a record without them (an older
         worker's) sets the series labelled ``topic="", partition=""``."""
@@ -364,6 +436,10 @@ class Observer:
                 total = next((snapshot[k] for k in keys if snapshot.get(k) is not None), None)
                 if isinstance(total, int | float) and not isinstance(total, bool):
                     self._raise_to(where, name, int(total))
+            classes = snapshot.get("classes")
+            if isinstance(classes, list):  # a K-class worker's record
+                self._classes.labels(*where).set(len(classes))
+                self._follow_classes(where, _class_totals(snapshot.get("per_class")))
             if isinstance(model_id, str) and model_id and self._model_ids.get(where) != model_id:
                 previous = self._model_ids.get(where)
                 if previous is not None:
@@ -373,8 +449,9 @@ class Observer:
 
     def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Remove every series of these input partitions (revoked): their counters, statistics
-        gauges, ``model_info``, feature-name gauges and lag. A partition that comes back later
-        starts its counters again from 0, raised to its totals by its next :meth:`stats`."""
+        gauges, ``model_info``, feature-name gauges, lag, and per-class series. A partition that
+        comes back later starts its counters again from 0, raised to its totals by its next
+        :meth:`stats`."""
         with self._lock:
             for topic, part in partitions:
                 where = _labels(topic, part)
@@ -383,6 +460,9 @@ class Observer:
                 model_id = self._model_ids.pop(where, None)
                 if model_id is not None:
                     self._model_info.remove(*where, model_id)
+                for label in self._class_totals.pop(where, {}):
+                    for counter in self._class_counters.values():
+                        counter.remove(*where, label)
                 self._totals.pop(where, None)
                 self._lags.pop((str(topic), int(part)), None)
 
@@ -494,6 +574,21 @@ class Observer:
         if delta > 0:
             self._counters[name].labels(*where).inc(delta)
             totals[name] = total
+
+    def _follow_classes(self, where: Labels, totals: Mapping[str, Mapping[str, int]]) -> None:
+        """Raise the per-class counters of partition ``where`` to ``totals`` (class label → counter
+        → total); a class's series are made (at 0) the first time; never lowered."""
+        held = self._class_totals.setdefault(where, {})
+        for label, counts in totals.items():
+            known = held.get(label)
+            if known is None:
+                known = held[label] = dict.fromkeys(_CLASS_FOLLOWING, 0)
+                for counter in self._class_counters.values():
+                    counter.labels(*where, label)
+            for name, total in counts.items():
+                if total > known[name]:
+                    self._class_counters[name].labels(*where, label).inc(total - known[name])
+                    known[name] = total
 
     def _total_lag(self) -> int:
         return sum(max(v, 0) for v in self._lags.values())

@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": set(),
     "signals": set(),
     "http_server": set(),  # an HTTP server bounded against hostile clients: no model, no Kafka
+    "clean": set(),  # a topic's texts cleaned to be shown: by the views and the metrics' labels
     "logs": {"throttle"},
     "contract": {"errors"},
     "model": {"errors", "contract"},
@@ -37,12 +38,12 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"errors"},
     "kafka": {"errors", "settings", "logs", "throttle", "runtime"},
     "sources": {"errors", "contract"},
-    "worker": {"errors", "settings", "throttle", "runtime", "signals", "http_server", "model", "features",
-               "codec", "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log",
+    "worker": {"errors", "settings", "throttle", "runtime", "signals", "http_server", "clean", "model",
+               "features", "codec", "state", "kafka.edge", "kafka.admin", "kafka.factory", "kafka.state_log",
                "kafka.reader", "kafka.registry"},
-    "commands": {"errors", "contract", "settings", "throttle", "runtime", "signals", "http_server", "model",
-                 "features", "codec", "state", "sources", "worker", "interop", "kafka.edge", "kafka.admin",
-                 "kafka.config", "kafka.reader", "kafka.registry"},
+    "commands": {"errors", "contract", "settings", "throttle", "runtime", "signals", "http_server", "clean",
+                 "model", "features", "codec", "state", "sources", "worker", "interop", "kafka.edge",
+                 "kafka.admin", "kafka.config", "kafka.reader", "kafka.registry"},
     "interop": {"errors", "model"},  # the model out to river and scikit-learn, and theirs in
     "cli": {"*"},
     "extras": {"cli"},  # the console script: cli once [worker] is installed

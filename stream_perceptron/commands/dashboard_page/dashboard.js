@@ -154,10 +154,11 @@ function card(s) {
   const charts = el("div", {class: "charts"});
   charts.append(rates, margins);
   const stats = el("dl", {class: "stats"});
-  root.append(title, charts, stats);
+  const classes = el("section", {class: "classes"});
+  root.append(title, charts, stats, classes);
   document.getElementById("series").append(root);
   document.getElementById("waiting")?.remove();
-  c = {root, title, rates, margins, stats};
+  c = {root, title, rates, margins, stats, classes};
   state.cards.set(s.id, c);
   return c;
 }
@@ -190,7 +191,7 @@ function renderSeries(s) {
   stat(dl, "mistakes", fmt(r.mistakes));
   stat(dl, "window mistakes", fmt(r.window_mistakes));
   const within = r.bound !== null && r.window_mistakes !== null && r.window_mistakes <= r.bound;
-  stat(dl, "(R/γ)²", r.bound === null ? "n/a" : sig(r.bound, 4), r.bound === null ? "" : (within ? "within" : "past"));
+  stat(dl, s.classes ? "2(R/γ)²" : "(R/γ)²", r.bound === null ? "n/a" : sig(r.bound, 4), r.bound === null ? "" : (within ? "within" : "past"));
   stat(dl, "R", sig(r.R, 4));
   stat(dl, "γ", sig(r.gamma, 3));
   stat(dl, "margin min", sig(r.margin_min, 3));
@@ -207,6 +208,56 @@ function renderSeries(s) {
   }
   stat(dl, "dead letters", fmt(r.dead_letters));
   stat(dl, "record", ago(r.ts === null ? null : state.now - r.ts));
+  renderClasses(c.classes, s.classes);
+}
+
+function share(v) {
+  return v === null || v === undefined || !Number.isFinite(v) ? "n/a" : (100 * v).toFixed(1) + "%";
+}
+
+// A K-class series' classes (its newest record's, as /api/state keeps them): a row per class
+// shown, numbered, with its rates, then its row of the confusion matrix (columns numbered as the
+// rows: the served prediction), the other classes summed last. Every name is set as text.
+function renderClasses(box, v) {
+  box.replaceChildren();
+  if (!v) return;
+  const n = v.per_class.length, other = v.other !== null;
+  let caption = `${fmt(v.count)} classes`;
+  if (other) caption += ` (${n} with the most labeled examples shown, ${fmt(v.other.classes)} summed in "other")`;
+  if (v.confusion) caption += "; rows: the true class, numbered columns: the served prediction";
+  const table = el("table", {class: "classes"});
+  table.append(el("caption", {}, caption));
+  const head = el("tr");
+  for (const h of ["#", "class", "labeled", "mistakes", "mistake rate", "predicted share"]) head.append(el("th", {}, h));
+  const numbers = v.per_class.map((_, k) => String(k + 1)).concat(other ? ["other"] : []);
+  const names = v.per_class.map((row) => row.class === null ? "?" : row.class).concat(other ? ["other classes"] : []);
+  if (v.confusion) numbers.forEach((number, j) => head.append(el("th", {class: "served", title: names[j]}, number)));
+  const thead = el("thead");
+  thead.append(head);
+  table.append(thead);
+  const body = el("tbody");
+  const rows = v.per_class.concat(other ? [v.other] : []);
+  rows.forEach((row, k) => {
+    const tr = el("tr", k < n ? {} : {class: "other"});
+    const name = k < n ? (row.class === null ? "?" : (row.class === "" ? '""' : row.class)) : `other (${fmt(v.other.classes)})`;
+    tr.append(el("td", {}, k < n ? numbers[k] : ""), el("td", {class: "name", title: name}, name),
+      el("td", {}, fmt(row.labeled)), el("td", {}, fmt(row.mistakes)), el("td", {}, fmt(row.mistake_rate, 4)),
+      el("td", {}, share(row.predicted_share)));
+    if (v.confusion) {
+      const line = v.confusion[k];
+      const total = line.reduce((a, b) => a + (b || 0), 0);
+      line.forEach((count, j) => {
+        const td = el("td", {class: j === k ? "cell diagonal" : "cell", title: `${names[k]} served as ${names[j]}`},
+          fmt(count));
+        // shaded by the cell's share of its row (set through the CSSOM: the page allows no inline style)
+        if (total && count) td.style.setProperty("--share", (count / total).toFixed(3));
+        tr.append(td);
+      });
+    }
+    body.append(tr);
+  });
+  table.append(body);
+  box.append(table);
 }
 
 function renderGroup() {
@@ -252,7 +303,16 @@ function render() {
   document.body.dataset.version = state.version;
 }
 
-// What a test reads of the page: how often it took new data, the points held, each series' curves.
+// A table as the page shows it: its caption, header and the text of each body row's cells.
+function tableText(table) {
+  if (!table) return null;
+  const cells = (tr) => [...tr.children].map((td) => td.textContent);
+  return {caption: table.caption?.textContent ?? "", head: cells(table.tHead.rows[0]),
+    rows: [...table.tBodies[0].rows].map(cells)};
+}
+
+// What a test reads of the page: how often it took new data, the points held, each series' curves,
+// its bound's name and its per-class table.
 window.spDashboard = {
   snapshot() {
     const series = {};
@@ -261,6 +321,8 @@ window.spDashboard = {
         points: Number(c.root.dataset.points), marks: Number(c.root.dataset.marks),
         lastLabeled: (state.points.get(id) || []).at(-1)?.labeled ?? null,
         paths: Object.fromEntries([...c.rates.querySelectorAll("path.curve")].map((p) => [p.dataset.key, p.getAttribute("d")])),
+        bound: [...c.stats.querySelectorAll("dt")].find((dt) => dt.textContent.endsWith("(R/γ)²"))?.textContent ?? null,
+        classes: tableText(c.classes.querySelector("table")),
       };
     }
     return {updates: state.updates, version: state.version, series,

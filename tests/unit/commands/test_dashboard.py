@@ -17,7 +17,13 @@ import pytest
 from stream_perceptron.commands.dashboard import DashboardServer, page_file
 from stream_perceptron.commands.stats_view import LATEST_FIELDS, StatsView
 from stream_perceptron.errors import OutputError
-from tests.unit.commands.test_watch_render import NOW, drift_event, partition_record, stats_record
+from tests.unit.commands.test_watch_render import (
+    NOW,
+    class_record,
+    drift_event,
+    partition_record,
+    stats_record,
+)
 
 
 def test_each_partition_is_a_series_with_its_points_and_the_group_sums_the_newest():
@@ -166,6 +172,20 @@ def test_the_server_serves_the_page_its_files_and_the_state(served):
     assert json.loads(get(url + "api/state?since=2")[2])["points"] == []
     assert get(url + "api/state?since=x")[0] == 400
     assert get(url + "secrets")[0] == 404
+
+
+def test_the_state_gives_a_k_class_series_its_classes_and_a_binary_one_none(served):
+    url, state = served
+    state.update([class_record(0, ["cat", "<b>dog</b>", 3], [[5, 1, 0], [2, 6, 0], [0, 0, 1]]),
+                  partition_record(1, 1_000, 40, 30)])
+    snap = json.loads(get(url + "api/state")[2])
+    zero, one = snap["series"]
+    assert "classes" not in one
+    classes = zero["classes"]
+    # names as text: the page sets text
+    assert [c["class"] for c in classes["per_class"]] == ["cat", "<b>dog</b>", "3"]
+    assert classes["confusion"] == [[5, 1, 0], [2, 6, 0], [0, 0, 1]] and classes["other"] is None
+    assert [c["predicted"] for c in classes["per_class"]] == [7, 7, 1] and classes["count"] == 3
 
 
 def test_an_address_in_use_is_one_clear_error(served):

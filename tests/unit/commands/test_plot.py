@@ -217,3 +217,78 @@ def test_events_among_the_records_are_left_out_of_the_curves(tmp_path):
     plain = plot_stats(ROWS, tmp_path / "plain.png", size=(600, 400))
     with Image.open(mixed) as a, Image.open(plain) as b:
         assert a.tobytes() == b.tobytes()
+
+
+def _class_history(names: list, n: int) -> list[dict]:
+    """K-class statistics records (README, "Statistics"), one every 100 examples: class i has
+    10·(i + 1) labeled examples of each 100·(i + 1)... in record j, j·(i + 1)·10 labeled examples of
+    class i, of which j·(i + 1) mistakes once j > i (none before)."""
+    out = []
+    for j in range(1, n + 1):
+        per_class = [{"class": name, "labeled": 10 * j * (i + 1), "mistakes": j * (i + 1) if j > i else 0,
+                      "predicted": 10 * j * (i + 1)} for i, name in enumerate(names)]
+        labeled = sum(c["labeled"] for c in per_class)
+        mistakes = sum(c["mistakes"] for c in per_class)
+        out.append({"seen": labeled, "labeled": labeled, "mistakes": mistakes,
+                    "mistake_rate": mistakes / labeled, "window_mistake_rate": mistakes / labeled,
+                    "ewma_mistake_rate": mistakes / labeled, "margin_min": 0.01, "ts": float(j),
+                    "classes": names, "per_class": per_class, "intercept": None,
+                    "intercepts": [0.0] * len(names), "confusion": [[0] * len(names)] * len(names)})
+    return out
+
+
+def _closed_figures(monkeypatch) -> list:
+    import stream_perceptron.commands.plot as plot
+
+    closed: list = []
+    close = plot.pyplot().close
+    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: (closed.append(fig), close(fig)))
+    return closed
+
+
+def test_a_k_class_history_adds_a_panel_of_each_most_labeled_class_mistake_rate(tmp_path, monkeypatch):
+    closed = _closed_figures(monkeypatch)
+    names = [f"c{i}" for i in range(12)]
+    records = _class_history(names, 15)
+    history = _History(Thinned(100))  # as watch --plot holds them: cut to what is drawn
+    for record in records:
+        history.add(decode(encode(record)))
+    kept = history.labeled.kept()
+    assert all(set(k) == {*PLOTTED, "class_counts"} for k in kept)
+    assert list(kept[-1]["class_counts"]) == names[2:]  # the ten most labeled, in row order
+    path = plot_stats(kept, tmp_path / "k.png", size=(900, 600))
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.size == (900, 600)
+    fig = closed[-1]
+    rates, classes = fig.axes[0], fig.axes[1]
+    assert len(fig.axes) == 3 and classes.get_ylabel() == "mistake rate of the class"
+    (legend,) = fig.legends  # the rates' legend, below; the classes' beside their panel
+    assert [t.get_text() for t in legend.get_texts()][0] == "cumulative mistake rate (E_n)"
+    lines = {line.get_label(): line for line in classes.get_lines()}
+    assert list(lines) == [f"class c{i}" for i in range(2, 12)]
+    c4 = lines["class c4"]
+    assert list(c4.get_xdata()) == [r["seen"] for r in records]
+    # mistakes / labeled of c4: none in records 1 to 4, then j·5 / (10·j·5)
+    assert list(c4.get_ydata()) == [0.0] * 4 + [0.1] * 11
+    assert rates.get_shared_x_axes().joined(rates, classes)
+    # a whole record (as demo passes them) draws the same
+    assert plot_stats(records, tmp_path / "whole.png", size=(900, 600)).exists()
+    assert [line.get_label() for line in closed[-1].axes[1].get_lines()] == list(lines)
+    with Image.open(path) as a, Image.open(tmp_path / "whole.png") as b:
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_binary_history_draws_no_class_panel(tmp_path, monkeypatch):
+    closed = _closed_figures(monkeypatch)
+    plot_stats(ROWS, tmp_path / "b.png", size=(600, 400))
+    assert len(closed[-1].axes) == 2  # the rates and the margin's twin
+
+
+def test_class_names_in_the_legend_are_cleaned_bounded_and_never_mathematics(tmp_path, monkeypatch):
+    closed = _closed_figures(monkeypatch)
+    names = ["cat\x1b]0;pwned\x07\x1b[2J", "$\\frac{1}{0}$", "x" * 10_000, 7, True, ""]
+    path = plot_stats(_class_history(names, 3), tmp_path / "h.png", size=(600, 400))
+    assert path.exists()
+    labels = [line.get_label() for line in closed[-1].axes[1].get_lines()]
+    # True is not a class name; a name is cut to 30 characters in the legend
+    assert labels == ["class cat", r"class \$\frac{1}{0}\$", "class " + "x" * 30 + "…", "class 7", 'class ""']

@@ -389,3 +389,165 @@ def test_json_lines_parse_and_carry_the_topics_texts_cleaned():
 ])
 def test_clean_text_removes_escape_sequences_and_control_characters(text, shown):
     assert clean_text(text) == shown
+
+
+# ------------------------------------------------------------------- K-class records
+
+def class_record(partition: int, names: list[Any], confusion: list[list[int]], *,
+                 mistakes: list[int] | None = None, **extra: Any) -> dict[str, Any]:
+    """A K-class worker's statistics record (README, "Statistics"): every binary key, ``bound``
+    2(R/γ)², ``intercept`` null beside ``intercepts``, and ``classes``, ``per_class`` (labeled, as
+    the confusion's rows sum; predicted, as its columns sum) and ``confusion``."""
+    k = len(names)
+    labeled = [sum(row) for row in confusion]
+    wrong = mistakes if mistakes is not None else [labeled[i] - confusion[i][i] for i in range(k)]
+    per_class = [{"class": name, "labeled": labeled[i], "mistakes": wrong[i],
+                  "predicted": sum(row[i] for row in confusion)} for i, name in enumerate(names)]
+    rec = partition_record(partition, sum(labeled), sum(wrong), 20, gamma=0.05,
+                           bound=2 * (1.73205 / 0.05) ** 2, intercept=None, intercepts=[0.0] * k,
+                           classes=names, per_class=per_class, confusion=confusion)
+    rec.update(extra)
+    return rec
+
+
+def class_cells(text: str, name: str) -> list[str]:
+    """The cells of the per-class table's row of class ``name`` (after its number), or of
+    ``other (n)``."""
+    for line in text.splitlines():
+        parts = [c for c in re.split(r"\s{2,}", line.strip("│ ")) if c]
+        if name in parts[:2]:
+            return parts[parts.index(name):]
+    raise AssertionError(f"no class {name!r} in:\n{text}")
+
+
+THREE = ["cat", "dog", 7]  # an integer is a class name too
+THREE_CONFUSION = [[50, 3, 1], [4, 30, 0], [0, 2, 10]]
+
+
+def test_a_k_class_record_gets_its_per_class_table_and_the_bound_is_headed_2_r_over_gamma_squared():
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(0, THREE, THREE_CONFUSION)])
+    text = screen(view, width=160)
+    assert "2(R/γ)²" in text and "(R/γ)²  " not in text.replace("2(R/γ)²", "")
+    assert cells(text, "0")[9] == "2,400"  # 2(R/γ)² of R = 1.732, γ = 0.05
+    assert "partition 0: 3 classes; rows: the true class, numbered columns: the served prediction" in text
+    # number, name, labeled, mistakes, mistake rate, predicted share, the row of the confusion matrix
+    assert "#  class  labeled  mistakes     rate      share   1   2   3" in text
+    assert class_cells(text, "cat") == ["cat", "54", "4", "0.0741", "54.0%", "50", "3", "1"]
+    assert class_cells(text, "dog") == ["dog", "34", "4", "0.1176", "35.0%", "4", "30", "0"]
+    assert class_cells(text, "7") == ["7", "12", "2", "0.1667", "11.0%", "0", "2", "10"]
+    assert "other" not in text
+
+
+def test_a_binary_record_beside_a_k_class_one_heads_the_bound_bound_and_says_which():
+    view = StatsView(clock=lambda: NOW)
+    view.update([partition_record(0, 1_000, 40, 30, gamma=0.1, bound=300.0),
+                 class_record(1, THREE, THREE_CONFUSION)])
+    text = screen(view, width=160)
+    assert "  bound  " in text and "2(R/γ)²" in text  # the header, and the note under the table
+    assert "bound: (R/γ)² for a binary model, 2(R/γ)² for K classes" in text
+    assert "partition 1: 3 classes" in text and "partition 0:" not in text
+
+
+def many_classes(n: int, names: list[Any] | None = None) -> tuple[list[Any], list[list[int]]]:
+    """``n`` classes, class i with 10·(i+1) labeled examples, 9·(i+1) of them served as itself and
+    the rest as class 0."""
+    confusion = [[0] * n for _ in range(n)]
+    for i in range(n):
+        confusion[i][i] += 9 * (i + 1)
+        confusion[i][0] += i + 1
+    return names or [f"c{i}" for i in range(n)], confusion
+
+
+def test_past_ten_classes_the_most_labeled_are_shown_in_row_order_and_the_others_summed():
+    names, confusion = many_classes(13)
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(0, names, confusion)])
+    text = screen(view, width=200)
+    assert "partition 0: 13 classes (10 with the most labeled examples shown, 3 summed in \"other\")" in text
+    header = ("#  class      labeled  mistakes     rate      share"
+              "   1   2   3   4   5   6   7   8    9   10  other")
+    assert header in text
+    # c0, c1 and c2 are the least labeled; c3's row: 4 served as c0, which is not shown (other)
+    assert class_cells(text, "c3") == ["c3", "40", "4", "0.1000", "4.0%", "36", *["0"] * 9, "4"]
+    assert class_cells(text, "c12") == ["c12", "130", "13", "0.1000", "12.9%", *["0"] * 9, "117", "13"]
+    # the others' row: c0 (10, as itself), c1 and c2 (2 and 3 served as c0, 18 and 27 as themselves);
+    # c0 is served 100 times in all, c1 18 and c2 27: 145 of the 910 predictions
+    assert class_cells(text, "other (3)") == ["other (3)", "60", "5", "0.0833", "15.9%", *["0"] * 10, "60"]
+    assert "c0" not in text and "c2" not in text
+
+
+def test_the_terminal_shows_four_per_class_tables_and_says_how_many_more():
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(p, THREE, THREE_CONFUSION) for p in range(6)])
+    text = screen(view, width=160)
+    assert [f"partition {p}: 3 classes" in text for p in range(6)] == [True] * 4 + [False] * 2
+    assert "the per-class tables of 2 more series: watch --json, or the dashboard" in text
+
+
+def test_plain_lines_give_a_line_per_class_after_its_partition():
+    names, confusion = many_classes(12)
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(0, names, confusion), partition_record(1, 1_000, 40, 30)])
+    lines = [line[9:] for line in plain_lines(view.frame())]
+    assert lines[0].startswith("partition 0  labeled 780  mistakes 77  ") and "  bound 2,400  " in lines[0]
+    assert lines[1] == ("partition 0 class 1 c2  labeled 30  mistakes 3  mistake rate 0.1000"
+                        "  predicted share 3.5%  predicted as"
+                        " 1:27 2:0 3:0 4:0 5:0 6:0 7:0 8:0 9:0 10:0 other:3")
+    assert lines[10].startswith("partition 0 class 10 c11  labeled 120  ")
+    assert lines[11] == ("partition 0 other classes (2)  labeled 30  mistakes 2  mistake rate 0.0667"
+                         "  predicted share 13.5%  predicted as"
+                         " 1:0 2:0 3:0 4:0 5:0 6:0 7:0 8:0 9:0 10:0 other:30")
+    assert lines[12].startswith("partition 1  labeled 1,000  ")
+    assert lines[13].startswith("group (2)  ") and len(lines) == 14
+
+
+def test_json_lines_carry_the_classes_of_a_k_class_series_only():
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(0, THREE, THREE_CONFUSION), partition_record(1, 1_000, 40, 30)])
+    zero, one = (json.loads(line)["series"] for line in json_lines(view)[:2])
+    assert "classes" not in one  # a binary series is as it was
+    assert zero["classes"] == {
+        "count": 3, "other": None, "confusion": THREE_CONFUSION,
+        "per_class": [
+            {"class": "cat", "labeled": 54, "mistakes": 4, "mistake_rate": 4 / 54, "predicted": 54,
+             "predicted_share": 0.54},
+            {"class": "dog", "labeled": 34, "mistakes": 4, "mistake_rate": 4 / 34, "predicted": 35,
+             "predicted_share": 0.35},
+            {"class": "7", "labeled": 12, "mistakes": 2, "mistake_rate": 2 / 12, "predicted": 11,
+             "predicted_share": 0.11},
+        ],
+    }
+    assert zero["latest"]["intercept"] is None and zero["latest"]["bound"] == pytest.approx(2400.0)
+
+
+def hostile_class_view() -> StatsView:
+    """A K-class record whose class names carry HOSTILE, HTML and a name of 10⁴ characters."""
+    names = [f"cat{HOSTILE}", "<script>alert(1)</script>", "x" * 10_000]
+    view = StatsView(clock=lambda: NOW)
+    view.update([class_record(0, names, THREE_CONFUSION)])
+    return view
+
+
+def test_the_per_class_table_in_a_terminal_shows_class_names_as_text_only():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, color_system="truecolor", width=250)
+    console.print(StatsTable().render(hostile_class_view().frame()))
+    raw = out.getvalue()
+    assert_text_only(raw)
+    bare = _SGR.sub("", raw)
+    # cut to the column's width
+    assert f"cat{SHOWN}" in bare and "<script>alert(1)</scrip…" in bare
+    assert "x" * 23 + "…" in bare and "x" * 24 not in bare
+
+
+def test_plain_and_json_lines_show_class_names_cleaned_and_bounded():
+    view = hostile_class_view()
+    lines = plain_lines(view.frame())
+    assert_text_only("\n".join(lines))
+    assert f" class 1 cat{SHOWN}  labeled 54" in lines[1]
+    assert f" class 3 {'x' * 100}  labeled 12" in lines[3]  # a class name is kept to 100 characters
+    series = json.loads(json_lines(view)[0])["series"]
+    assert [c["class"] for c in series["classes"]["per_class"]] == [
+        f"cat{SHOWN}", "<script>alert(1)</script>", "x" * 100]
+    assert all(line.isascii() for line in json_lines(view))

@@ -531,12 +531,12 @@ def test_a_state_keeps_the_class_types_and_the_classes_given_begin_it():
 # ------------------------------------------------------------------ the compiled loop
 
 
-@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize(("fit_intercept", "average"), [(True, False), (False, False), (True, True)])
 @pytest.mark.parametrize("seed", range(6))
-def test_the_compiled_loop_decides_as_the_fixed_order_bit_for_bit(monkeypatch, seed, fit_intercept):
-    """Dense rows without averaging: the compiled loop (margins in its own order, the fixed
-    order near a tie) and the general loop give the same result and state, bit for bit, on
-    integer rows (ties everywhere), float rows, rows past 2^400 and classes coming mid-call."""
+def test_the_compiled_loop_decides_as_the_fixed_order_bit_for_bit(monkeypatch, seed, fit_intercept, average):
+    """Dense rows: the compiled loop (margins in its own order, the fixed order near a tie) and
+    the general loop give the same result and state, bit for bit, plain and averaged, on integer
+    rows (ties everywhere), float rows, rows past 2^400 and classes coming mid-call."""
     pytest.importorskip("numba")
     from stream_perceptron.model import multiclass
 
@@ -546,7 +546,8 @@ def test_the_compiled_loop_decides_as_the_fixed_order_bit_for_bit(monkeypatch, s
     results = {}
     for name, threshold in (("compiled", 0), ("general", 10**9)):
         monkeypatch.setattr(multiclass, "COMPILED_MIN_ROWS", threshold)
-        model = MulticlassPerceptron(classes=["a"], learn_classes=True, fit_intercept=fit_intercept)
+        model = MulticlassPerceptron(classes=["a"], learn_classes=True, fit_intercept=fit_intercept,
+                                     average=average)
         out = model.learn_many(rows, labels, scores=True)
         more = model.learn_many(rows[::-1].copy(), labels[::-1], scores=True)
         results[name] = (out, more, json.dumps(model.get_state()))

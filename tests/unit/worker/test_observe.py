@@ -175,7 +175,8 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     counters = {name for name, f in families.items() if f.type == "counter"}
     assert counters == {P + n for n in ["examples", "labeled_examples", "mistakes", "updates",
                                         "dead_letters", "label_joins", "label_expiries", "drifts",
-                                        "rebalances", "checkpoints"]}
+                                        "rebalances", "checkpoints", "class_labeled_examples",
+                                        "class_mistakes", "class_predicted"]}
     for name in counters:
         for sample in families[name].samples:
             assert sample.name.endswith(("_total", "_created")), sample.name
@@ -187,7 +188,7 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
         "theta_norm", "mistake_bound", "gamma", "examples_per_second", "checkpoint_age_seconds",
         "checkpoint_duration_seconds", "consumer_lag", "assigned_partitions", "ready",
         "feature_names", "feature_names_limit", "pending_labels",
-        "mix_version", "mix_staleness_epochs", "mix_sum_mu_k",
+        "mix_version", "mix_staleness_epochs", "mix_sum_mu_k", "classes",
         "model_info"]}  # an info metric: a gauge of 1 whose labels are the information
 
 
@@ -538,3 +539,99 @@ def test_the_mix_gauges_follow_the_statistics_records_mix(make):
     assert value(s, "mix_sum_mu_k", **P0) == 1.5
     obs.forget([("examples", 0)])
     assert labelled(scrape(obs), "mix_version") == set()
+
+
+# ---------------------------------------------------------------------- a K-class worker's statistics
+def class_stats(per_class: list[dict], partition: int = 0, **extra) -> dict:
+    """A K-class worker's statistics record (README, "Statistics"): the binary keys, ``classes``,
+    ``per_class`` and ``confusion`` (whose cells the metrics never read)."""
+    names = [entry.get("class") for entry in per_class]
+    return {**STATS, "partition": partition, "classes": names, "per_class": per_class,
+            "confusion": [[0] * len(names) for _ in names], "intercept": None,
+            "intercepts": [0.0] * len(names), **extra}
+
+
+def counted(name: str, labeled: int, mistakes: int, predicted: int) -> dict:
+    return {"class": name, "labeled": labeled, "mistakes": mistakes, "predicted": predicted}
+
+
+def per_class_values(samples, part: dict, name: str) -> dict[str, float]:
+    """The class label → value of the per-class series ``name`` of partition ``part``."""
+    return {dict(labels)["class"]: value for (sample, labels), value in samples.items()
+            if sample == P + name and {k: dict(labels)[k] for k in part} == part}
+
+
+def test_a_k_class_record_sets_a_series_per_class_that_follows_its_counts(make):
+    obs = make()
+    obs.stats(STATS)  # a binary record: no class series, no classes gauge
+    s = scrape(obs)
+    assert labelled(s, "class_mistakes_total") == set() and labelled(s, "classes") == set()
+    obs.stats(class_stats([counted("cat", 500, 20, 510), counted(7, 300, 15, 290),
+                           counted("eel", 100, 5, 100)]))
+    s = scrape(obs)
+    assert value(s, "classes", **P0) == 3
+    assert per_class_values(s, P0, "class_labeled_examples_total") == {"cat": 500, "7": 300, "eel": 100}
+    assert per_class_values(s, P0, "class_mistakes_total") == {"cat": 20, "7": 15, "eel": 5}
+    assert per_class_values(s, P0, "class_predicted_total") == {"cat": 510, "7": 290, "eel": 100}
+    assert value(s, "mistake_bound", **P0) == STATS["bound"]  # the record's, 2(R/γ)² with K classes
+    # a newer record raises them, a new class gets its series; a lower count never lowers one
+    obs.stats(class_stats([counted("cat", 600, 22, 610), counted(7, 250, 15, 290),
+                           counted("eel", 100, 5, 100), counted("fox", 1, 1, 0)]))
+    s = scrape(obs)
+    assert value(s, "classes", **P0) == 4
+    assert per_class_values(s, P0, "class_labeled_examples_total") == {"cat": 600, "7": 300, "eel": 100,
+                                                                       "fox": 1}
+    assert per_class_values(s, P0, "class_predicted_total") == {"cat": 610, "7": 290, "eel": 100, "fox": 0}
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\n\"}\\\u202e"  # escapes, a line break, what ends a label
+
+
+def test_class_labels_are_cleaned_bounded_and_the_scrape_parses(make):
+    obs = make()
+    obs.stats(class_stats([
+        counted(f"cat{HOSTILE}", 5, 1, 4), counted("cat", 2, 1, 3),  # the same label once cleaned: summed
+        counted("x" * 500, 7, 0, 7), counted("", 1, 0, 1),
+        {"class": 2.5, "labeled": 9, "mistakes": 9, "predicted": 9},  # not a class name: no series
+        {"class": "odd", "labeled": True, "mistakes": -3, "predicted": "9"},  # no count: 0
+    ]))
+    ok, text = probe(url(obs, "/metrics"))
+    assert ok and "pwned" not in text and "\x1b" not in text and "\u202e" not in text
+    s = scrape(obs)  # parses: the label values were escaped for the text format
+    assert per_class_values(s, P0, "class_labeled_examples_total") == {
+        'cat "}\\': 5, "cat": 2, "x" * 100: 7, "": 1, "odd": 0}
+    obs.stats(class_stats([counted("cat\x07", 4, 1, 4), counted("cat", 2, 1, 3)]))  # cat and cat\a: one label
+    assert per_class_values(scrape(obs), P0, "class_labeled_examples_total")["cat"] == 6
+
+
+def test_forget_removes_the_per_class_series_of_revoked_partitions_only(make):
+    obs = make()
+    for part in (0, 1):
+        obs.stats(class_stats([counted("cat", 5, 1, 5), counted("dog", 5, 1, 5)], partition=part))
+    obs.forget([("examples", 0)])
+    s = scrape(obs)
+    for name in ("class_labeled_examples_total", "class_mistakes_total", "class_predicted_total", "classes"):
+        held = {(dict(labels)["partition"], dict(labels).get("class")) for labels in labelled(s, name)}
+        assert held and all(part == "1" for part, _ in held), name
+    assert per_class_values(s, P1, "class_mistakes_total") == {"cat": 1, "dog": 1}
+    # assigned again later: from 0, raised to its record's totals
+    obs.stats(class_stats([counted("cat", 9, 2, 9)]))
+    assert per_class_values(scrape(obs), P0, "class_mistakes_total") == {"cat": 2}
+
+
+def test_promtool_reads_a_scrape_of_hostile_and_many_classes(make):
+    import subprocess
+
+    from tests.monitoring import tool
+
+    obs = make()
+    names = [f"cat{HOSTILE}", "x" * 500, "<b>&amp;</b>", "", *(f"c{i}" for i in range(200))]
+    obs.stats(class_stats([counted(name, i + 1, i // 2, i) for i, name in enumerate(names)]))
+    ok, text = probe(url(obs, "/metrics"))
+    assert ok  # probe gives the page without its last line break
+    proc = subprocess.run([tool("promtool"), "check", "metrics"], input=text + "\n", capture_output=True,
+                          text=True, timeout=60, check=False)
+    # promtool parses the page and lints it: no error, no finding (it names a line it cannot read)
+    assert proc.returncode == 0 and proc.stdout + proc.stderr == "", proc.stdout + proc.stderr
+    assert value(scrape(obs), "classes", **P0) == len(names)
+    assert len(per_class_values(scrape(obs), P0, "class_mistakes_total")) == len(names)
