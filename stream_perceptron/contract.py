@@ -19,6 +19,13 @@ to being a finite float64, and :func:`finite_text` the text of one (a CSV cell).
 in UTF-8: :func:`json_object` reads one, or says why it is not one, in the same words for the
 worker's dead letters and for ``fit`` and ``produce``.
 
+**Class names** (a K-class model, :mod:`~stream_perceptron.model.multiclass`). A class name is a
+string (of at most a configured number of characters) or an integer within int64, taken as a
+name: ``3`` and ``"3"`` are names, and a record keeps its JSON type. A bool is no class (``true``
+would equal ``1``), nor is a float (not even ``3.0``), an array or an object; None is no label.
+:func:`class_name` is the rule, :class:`ClassCodes` the same as a lookup that numbers a batch's
+names.
+
 Each caller decides what to do with a label or value that breaks the contract, and words the
 refusal in its own terms (a dead letter, a file's line, a ValueError); a record's reasons are
 :func:`json_object`'s alone.
@@ -39,11 +46,16 @@ import numpy.typing as npt
 from stream_perceptron.errors import DecodeError
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "UNLABELED",
+    "ClassCodes",
+    "NotAClass",
     "NotANumber",
     "NotFinite",
     "Signs",
     "array_signs",
+    "class_name",
     "finite_number",
     "finite_text",
     "float64",
@@ -110,6 +122,96 @@ def array_signs(y: npt.NDArray[Any]) -> tuple[Signs, npt.NDArray[np.bool_]]:
     """
     signs: Signs = np.where(y == 1, 1, -1).astype(np.int8)
     return signs, (y == 1) | (y == 0) | (y == -1)
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class NotAClass(ValueError):
+    """A label that is no class name; its text says why, after the value (``is a bool…``)."""
+
+
+def class_name(y: object, max_chars: int, known: frozenset[str | int] | None = None) -> str | int:
+    """``y`` as a class name (a string of at most ``max_chars`` characters, or an integer within
+    int64; a numpy integer as its Python int), else :class:`NotAClass`; with ``known``, a name
+    outside it is refused too.
+
+    >>> class_name("cat", 10), class_name(3, 10), class_name(np.int64(-2), 10)
+    ('cat', 3, -2)
+    >>> for bad in (True, 3.0, [1], "x" * 11, 2**63):
+    ...     try:
+    ...         class_name(bad, 10)
+    ...     except NotAClass as exc:
+    ...         print(exc)
+    is a bool, not a class (a class is a string or an integer)
+    is a float, not a class (a class is a string or an integer)
+    is an array, not a class (a class is a string or an integer)
+    is 11 characters, over the limit of 10 (SP_LIMITS__MAX_CLASS_CHARS)
+    is outside int64, not a class
+    """
+    if isinstance(y, np.integer) and not isinstance(y, np.bool_):
+        y = y.item()
+    if type(y) is str:
+        if len(y) > max_chars:
+            raise NotAClass(f"is {len(y)} characters, over the limit of {max_chars}"
+                            " (SP_LIMITS__MAX_CLASS_CHARS)")
+    elif type(y) is int:
+        if not INT64_MIN <= y <= INT64_MAX:
+            raise NotAClass("is outside int64, not a class")
+    else:
+        kind = json_kind(y)
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise NotAClass(f"is {article} {kind}, not a class (a class is a string or an integer)")
+    if known is not None and y not in known:
+        raise NotAClass("is not one of the classes (SP_MODEL__CLASSES; SP_MODEL__UNKNOWN_CLASS=dead-letter)")
+    return y
+
+
+class ClassCodes:
+    """:func:`class_name` as a lookup for decoders that look a record's label up, one made per
+    batch: None (a null or absent label) finds :data:`UNLABELED`, a class name the code of its
+    first appearance in the batch (1, 2, …; ``names[code - 1]`` is the name), and anything
+    else raises KeyError (the caller's reference decoder then says why). Codes are a batch's
+    own handles: the model's rows are found from the names.
+
+    >>> codes = ClassCodes(10)
+    >>> [codes[y] for y in ("cat", None, 3, "cat", "3")], codes.names
+    ([1, 0, 2, 1, 3], ['cat', 3, '3'])
+    >>> codes[True]
+    Traceback (most recent call last):
+    ...
+    KeyError: True
+    """
+
+    __slots__ = ("_codes", "_known", "_max_chars", "names")
+
+    def __init__(self, max_chars: int, known: frozenset[str | int] | None = None) -> None:
+        self._max_chars = max_chars
+        self._known = known
+        self._codes: dict[tuple[type, str | int], int] = {}
+        self.names: list[str | int] = []
+
+    def __getitem__(self, y: Any) -> int:
+        if y is None:
+            return UNLABELED
+        kind = type(y)
+        if kind is str:
+            if len(y) > self._max_chars:
+                raise KeyError(y)
+        elif kind is not int or not INT64_MIN <= y <= INT64_MAX:
+            raise KeyError(y)
+        if self._known is not None and y not in self._known:
+            raise KeyError(y)
+        key = (kind, y)
+        code = self._codes.get(key)
+        if code is None:
+            self.names.append(y)
+            code = self._codes[key] = len(self.names)
+        return code
+
+    def code(self, name: str | int) -> int:
+        """The code of ``name``, already checked (a reference decoder's result)."""
+        return self[name]
 
 
 class NotANumber(ValueError):

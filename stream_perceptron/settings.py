@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -37,7 +39,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from stream_perceptron.codec.limits import OUTPUT_RECORD_BYTES, Limits, check_output_bounds
+from stream_perceptron.codec.limits import (
+    OUTPUT_RECORD_BYTES,
+    Limits,
+    check_class_output_bounds,
+    check_output_bounds,
+)
 from stream_perceptron.errors import SettingsError
 from stream_perceptron.features.spec import FeatureSpec, SpecError
 
@@ -397,9 +404,45 @@ class ModelSettings(_Section):
         description="with `SP_MODEL__HASH_BITS`: each name also gets a hashed sign, so colliding names "
         "cancel on average rather than add",
     )
+    classes: list[str | int] | None = Field(
+        None,
+        description="the class names, a JSON list of strings or integers (an integer is a name: `3` and "
+        "`\"3\"` cannot both be classes). Three or more: the K-class perceptron, one row of weights "
+        "per class in this order. Exactly two: the binary model with "
+        "those names, negative first (as `SP_LIMITS__NEGATIVE_CLASS` and `SP_LIMITS__POSITIVE_CLASS`, "
+        "which are then left unset). Part of the state: a stored state's classes must begin with these",
+    )
+    multiclass: bool = Field(
+        False,
+        description="`true`: the K-class perceptron even with fewer than three `SP_MODEL__CLASSES`, "
+        "classes learned as they appear (after `SP_MODEL__CLASSES` when set); a label outside the "
+        "binary values then is a class, not a dead letter",
+    )
+    unknown_class: Literal["learn", "dead-letter"] = Field(
+        "learn",
+        description="what a K-class worker does with a label outside the classes it holds: `learn` it "
+        "as a new class (up to `SP_LIMITS__MAX_CLASSES`), or send its record to the dead-letter "
+        "topic with the reason (`dead-letter`, needs `SP_MODEL__CLASSES`)",
+    )
+
+    @field_validator("classes", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for name in value:
+                if type(name) is not str and type(name) is not int:
+                    kind = {bool: "a bool", float: "a float", type(None): "null", list: "an array",
+                            dict: "an object"}.get(type(name), type(name).__name__)
+                    raise ValueError(f"each class is a string or an integer, got {kind} ({name!r})")
+        return value
+
+    def k_class(self) -> bool:
+        """Whether these settings make the K-class perceptron (chosen once per partition)."""
+        return self.multiclass or (self.classes is not None and len(self.classes) >= 3)
 
     @model_validator(mode="after")
     def _hashing_fits(self) -> ModelSettings:
+        self._classes_named()
         if self.hash_bits is None:
             if self.hash_sign:
                 raise ValueError(
@@ -412,6 +455,30 @@ class ModelSettings(_Section):
                 f" {1 << self.hash_bits} columns: leave SP_MODEL__N_FEATURES unset with hashing"
             )
         return self
+
+
+    def _classes_named(self) -> None:
+        if self.classes is not None:
+            if len(self.classes) < 2 and not self.multiclass:
+                raise ValueError(f"SP_MODEL__CLASSES names {len(self.classes)} class: name two or more, or"
+                                 " set SP_MODEL__MULTICLASS=true to learn the others as they appear")
+            texts: dict[str, str | int] = {}
+            for name in self.classes:
+                if str(name) in texts:
+                    raise ValueError(f"SP_MODEL__CLASSES names {texts[str(name)]!r} and {name!r}: class names"
+                                     " must differ as text")
+                texts[str(name)] = name
+            named = all(isinstance(n, str) for n in self.classes)
+            if len(self.classes) == 2 and not self.multiclass and not named:
+                raise ValueError(f"SP_MODEL__CLASSES={list(self.classes)!r} names two classes, the binary"
+                                 " model's, which are strings (integers are labels there: 0/1, -1/1); set"
+                                 " SP_MODEL__MULTICLASS=true for two classes named by integers")
+        elif self.unknown_class == "dead-letter":
+            raise ValueError("SP_MODEL__UNKNOWN_CLASS=dead-letter needs SP_MODEL__CLASSES (the classes"
+                             " the others are refused against)")
+        if self.unknown_class == "dead-letter" and not self.k_class():
+            raise ValueError("SP_MODEL__UNKNOWN_CLASS=dead-letter is for the K-class perceptron"
+                             " (three or more SP_MODEL__CLASSES, or SP_MODEL__MULTICLASS=true)")
 
 
 _DEFAULT_LIMITS = Limits()
@@ -468,6 +535,16 @@ class LimitSettings(_Section):
         "in `class`",
     )
     negative_class: str | None = Field(None, description="string label meaning −1")
+    max_classes: int = Field(
+        _DEFAULT_LIMITS.max_classes, ge=2, le=10_000,
+        description="the most classes a K-class worker holds; a record bringing one more is "
+        "dead-lettered with the reason (each class costs a row of weights, in memory and in every "
+        "stored state, and K×K counts in each statistics record)",
+    )
+    max_class_chars: int = Field(
+        _DEFAULT_LIMITS.max_class_chars, ge=1, le=100_000,
+        description="a K-class record whose label is a longer string is dead-lettered",
+    )
 
     @field_validator("max_abs_value")
     @classmethod
@@ -556,6 +633,32 @@ class MixSettings(_Section):
         description="μ of the mix: `uniform`, or `mistakes` (μ ∝ each state's mistakes since its previous "
         "mixing point)",
     )
+    # s of bounded staleness: a partition at its n-th mixing point adopts a mix only once every
+    # partition of the input has published a state of version >= n - s; unset (inf): no bound
+    max_staleness: int | None = Field(
+        None, ge=0,
+        description="bounded staleness across workers: a partition at its n-th mixing point waits "
+        "(paused) until every partition of the input has published a state of mix version n − s or "
+        "later, for at most `SP_MIX__MAX_WAIT_S`; unset or `inf`: no bound, a mix takes the newest "
+        "states whatever their age. The partitions of one worker always advance together "
+        "([Mixing](mixing.md#bounded-staleness))",
+    )
+    max_wait_s: float = Field(
+        10.0, gt=0, allow_inf_nan=False,
+        description="the longest a partition waits at a mixing point for partitions that are behind "
+        "(no input, or their worker gone); then it mixes what there is, logs which were stale and "
+        "by how many versions, counts it (statistics `mix.overdue`) and waits for them no more "
+        "until they publish again",
+    )
+
+    @field_validator("max_staleness", mode="before")
+    @classmethod
+    def _inf_is_unbounded(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("", "inf", "infinity", "∞"):
+            return None
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return None
+        return value
 
 
 class OutputSettings(_Section):
@@ -564,6 +667,11 @@ class OutputSettings(_Section):
     predictions: Literal["all", "unlabeled", "none"] = Field(
         "all",
         description="which records get a prediction: all, only unlabeled ones, or none",
+    )
+    scores: Literal["top", "all"] = Field(
+        "top",
+        description="a K-class worker's predictions: `top` carries the predicted class and the "
+        "runner-up with their scores; `all` adds `scores`, every class's score by name",
     )
     # A poll batch is decoded, learned and published in chunks of at most this many records, so
     # the first records' predictions leave before the last ones are decoded.
@@ -778,6 +886,42 @@ class Settings(BaseSettings):
             raise ValueError("a feature spec (SP_FEATURES__*) reads events: set SP_INPUT__FORMAT=json"
                              " or avro")
         return self
+
+    @model_validator(mode="after")
+    def _classes_agree(self) -> Settings:
+        model, limits = self.model, self.limits
+        if model.classes is not None and len(model.classes) == 2 and not model.multiclass and (
+                limits.positive_class is not None or limits.negative_class is not None):
+            raise ValueError("SP_MODEL__CLASSES names the two classes and SP_LIMITS__POSITIVE_CLASS /"
+                             " SP_LIMITS__NEGATIVE_CLASS do too: set one form")
+        if not model.k_class():
+            return self
+        if limits.positive_class is not None or limits.negative_class is not None:
+            raise ValueError("SP_LIMITS__POSITIVE_CLASS / SP_LIMITS__NEGATIVE_CLASS name the binary"
+                             " model's classes: a K-class worker (SP_MODEL__CLASSES,"
+                             " SP_MODEL__MULTICLASS) takes its classes from SP_MODEL__CLASSES")
+        if self.features.positive is not None or self.features.negative is not None:
+            raise ValueError("SP_FEATURES__POSITIVE / SP_FEATURES__NEGATIVE map labels to the binary"
+                             " model's signs: a K-class worker takes the label's value as its class")
+        named = model.classes or []
+        if len(named) > limits.max_classes:
+            raise ValueError(f"SP_MODEL__CLASSES names {len(named)} classes, over"
+                             f" SP_LIMITS__MAX_CLASSES ({limits.max_classes})")
+        for name in named:
+            if isinstance(name, str) and len(name) > limits.max_class_chars:
+                raise ValueError(f"SP_MODEL__CLASSES: {name[:32]!r}… is {len(name)} characters, over"
+                                 f" SP_LIMITS__MAX_CLASS_CHARS ({limits.max_class_chars})")
+        check_class_output_bounds(self.codec_limits(), scores=self.output.scores == "all")
+        return self
+
+    def codec_limits(self) -> Limits:
+        """The limits the codec decodes with: ``SP_LIMITS__*``, and the binary model's two class
+        names from ``SP_MODEL__CLASSES`` when it names two."""
+        limits = self.limits.codec_limits()
+        named = self.model.classes
+        if named is not None and len(named) == 2 and not self.model.k_class():
+            return replace(limits, negative_class=str(named[0]), positive_class=str(named[1]))
+        return limits
 
     @model_validator(mode="after")
     def _mixing_outside_transactions(self) -> Settings:

@@ -72,13 +72,15 @@ class DenseBatchReader:
         self._max_id_chars = max_id_chars
         self._labels = labels
 
-    def read(self, values: Sequence[bytes]) -> tuple[np.ndarray, list[int], list[Any]] | None:
+    def read(self, values: Sequence[bytes], labels: Mapping[Any, int] | None = None
+             ) -> tuple[np.ndarray, list[int], list[Any]] | None:
         """``values`` as one ``len(values) × d`` float64 matrix, their labels (−1, 0 for none,
-        +1) and their ids; None if any record is not one this reader takes exactly."""
+        +1; or as ``labels``, this call's lookup, finds them) and their ids; None if any record
+        is not one this reader takes exactly."""
         if not values:
             return None
         try:
-            parts = self._read_records(values)
+            parts = self._read_records(values, self._labels if labels is None else labels)
         except Exception:  # malformed, of another shape, or an edge: the msgspec way decides
             self._parser = simdjson.Parser()  # a failed document may still hold the old one
             return None
@@ -97,12 +99,12 @@ class DenseBatchReader:
         return X, ys, ids
 
     def _read_records(
-        self, values: Sequence[bytes]
+        self, values: Sequence[bytes], labels: Mapping[Any, int]
     ) -> tuple[list[Any], list[int], list[int], list[Any]] | None:
         every = b"\n".join(values)
         if every.count(b"[") != len(values) or _BOM in every:  # as_buffer would flatten nesting
             return None
-        parse, labels, max_id_chars = self._parser.parse, self._labels, self._max_id_chars
+        parse, max_id_chars = self._parser.parse, self._max_id_chars
         missing = _MISSING
         buffers: list[Any] = []
         widths: list[int] = []

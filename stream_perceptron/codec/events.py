@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stream_perceptron.codec.inputs import Decoded, LabelRecord
+from stream_perceptron.codec.inputs import ClassRule, Decoded, LabelRecord
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.contract import json_object
 from stream_perceptron.errors import DecodeError
@@ -34,13 +34,16 @@ Parse = Callable[[bytes], Any]
 class EventDecoder:
     """Decodes a batch of event records through ``spec`` within ``limits``."""
 
-    def __init__(self, spec: FeatureSpec, limits: Limits) -> None:
+    def __init__(self, spec: FeatureSpec, limits: Limits, classes: ClassRule | None = None) -> None:
         self.spec = spec
         self._limits = limits
+        self._classes = classes
         self._event = compile_spec(spec, Bounds(
             max_features=limits.max_features, max_name_chars=limits.max_name_chars,
             max_abs_value=limits.max_abs_value, max_id_chars=limits.max_id_chars,
             max_echo_chars=limits.max_id_chars,
+            max_class_chars=None if classes is None else classes.max_chars,
+            known_classes=None if classes is None else classes.known,
         ))
 
     def decode_many(self, values: Sequence[bytes | None], keys: Sequence[bytes | None],
@@ -50,6 +53,11 @@ class EventDecoder:
         out = Decoded(xs=[], ys=[], ids=[], rows=[], rejected={}, labels={},
                       echo=[] if self.spec.echo else None)
         limits, extract = self._limits, self._event
+        # a sign as it is; a class name as the batch's code of it (ys holds codes, 0 unlabeled)
+        coded: Any = _same
+        if self._classes is not None:
+            codes = self._classes.codes()
+            coded, out.class_names = codes.__getitem__, codes.names
         for i, (value, key) in enumerate(zip(values, keys, strict=True)):
             try:
                 if key is not None and len(key) > limits.max_key_bytes:
@@ -67,11 +75,15 @@ class EventDecoder:
             if isinstance(event, Event):
                 assert isinstance(out.xs, list)
                 out.xs.append(event.x)
-                out.ys.append(event.y)
+                out.ys.append(coded(event.y))
                 out.ids.append(event.id)
                 out.rows.append(i)
                 if out.echo is not None:
                     out.echo.append(event.echo)
             else:
-                out.labels[i] = LabelRecord(event.id, event.y)
+                out.labels[i] = LabelRecord(event.id, coded(event.y))
         return out
+
+
+def _same(y: Any) -> Any:
+    return y

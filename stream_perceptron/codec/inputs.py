@@ -11,6 +11,10 @@ Input (UTF-8 JSON object, at most ``limits.max_record_bytes``)::
 * ``y``: −1/1, 0/1 (0 is the negative class), true/false, or a string equal to
   ``limits.positive_class`` / ``limits.negative_class``. Absent or null: unlabeled (predicted,
   never learned).
+  A K-class worker (:class:`ClassRule`) reads ``y`` as a class name instead: a string of at most
+  ``limits.max_class_chars`` characters or an integer within int64, its JSON type kept
+  (:func:`~stream_perceptron.contract.class_name`); with the classes fixed
+  (``SP_MODEL__UNKNOWN_CLASS=dead-letter``), one of them.
 * ``id`` (optional): a string of at most ``limits.max_id_chars`` characters, or a number; copied
   to the outputs.
 * A record without ``x`` but with ``id`` and a ``y`` (not null) is a *label record*, a label that
@@ -40,31 +44,79 @@ import numpy as np
 from stream_perceptron.codec import dense_json
 from stream_perceptron.codec.limits import Limits, Scalar
 from stream_perceptron.codec.outputs import clip, encode
-from stream_perceptron.contract import UNLABELED, float64, json_kind, json_object, label_sign, label_table
+from stream_perceptron.contract import (
+    UNLABELED,
+    ClassCodes,
+    NotAClass,
+    class_name,
+    float64,
+    json_kind,
+    json_object,
+    label_sign,
+    label_table,
+)
 from stream_perceptron.errors import DecodeError
 
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """A decoded input: features, label (−1/+1, or 0 when unlabeled) and optional id."""
+    """A decoded input: features, label (−1/+1, or 0 when unlabeled; with a :class:`ClassRule`,
+    a class name or None) and optional id."""
 
     x: list[float] | dict[str, float]
-    y: int
+    y: int | str | None
     id: Scalar = None
 
 
 @dataclass(frozen=True, slots=True)
 class LabelRecord:
-    """A label that arrives late: ``{"id": ..., "y": ...}`` without ``x``; ``y`` is −1/+1."""
+    """A label that arrives late: ``{"id": ..., "y": ...}`` without ``x``; ``y`` is −1/+1 (a class
+    name from :func:`decode_record` with a :class:`ClassRule`; a batch's code of it in
+    :class:`Decoded`)."""
 
     id: str | int | float
-    y: int
+    y: int | str
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRule:
+    """How a K-class worker reads a label: a class name
+    (:func:`~stream_perceptron.contract.class_name`) of at most ``max_chars`` characters; with
+    ``known``, one of those classes alone (``SP_MODEL__UNKNOWN_CLASS=dead-letter``).
+
+    >>> rule = ClassRule(5, frozenset({"cat", "dog", 3}))
+    >>> rule.label("cat"), rule.label(3), rule.label(None)
+    ('cat', 3, None)
+    >>> rule.label("3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.DecodeError: label '3' is not one of the classes (SP_MODEL__CLASSES; ...)
+    """
+
+    max_chars: int = 100
+    known: frozenset[str | int] | None = None
+
+    def codes(self) -> ClassCodes:
+        """A batch's lookup of class names to codes (:class:`~stream_perceptron.contract.ClassCodes`)."""
+        return ClassCodes(self.max_chars, self.known)
+
+    def label(self, y: Any) -> str | int | None:
+        """The class ``y`` names, None when absent (unlabeled), else :class:`DecodeError`."""
+        if y is None:
+            return None
+        try:
+            return class_name(y, self.max_chars, self.known)
+        except NotAClass as exc:
+            shown = (clip(y) if isinstance(y, str)
+                     else y if isinstance(y, bool | int | float) else json_kind(y))
+            raise DecodeError(f"label {shown!r} {exc}") from None
 
 
 _NUMBER = (int, float)
 
 
-def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example:
+def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None,
+                   classes: ClassRule | None = None) -> Example:
     """Decode and validate one input record that must be an example (``x`` present): a label
     record is refused with the reason "record has no 'x'" (see :func:`decode_record`).
 
@@ -75,15 +127,16 @@ def decode_example(value: bytes | None, limits: Limits, key: bytes | None = None
     ...
     stream_perceptron.errors.DecodeError: x[1] is not a number (got bool)
     """
-    record = decode_record(value, limits, key)
+    record = decode_record(value, limits, key, classes)
     if isinstance(record, LabelRecord):
         raise DecodeError("record has no 'x'")
     return record
 
 
-def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None) -> Example | LabelRecord:
+def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None,
+                  classes: ClassRule | None = None) -> Example | LabelRecord:
     """Decode and validate one input record, an example or a label record: its value, and its
-    key's size.
+    key's size; with ``classes``, its label as a class name.
 
     >>> decode_record(b'{"id": "evt-17", "y": 0}', Limits())
     LabelRecord(id='evt-17', y=-1)
@@ -109,9 +162,11 @@ def decode_record(value: bytes | None, limits: Limits, key: bytes | None = None)
         if rid is None or obj.get("y") is None:
             raise DecodeError("record has no 'x' (a label record has 'id' and 'y')")
         _check_id(rid, limits)
-        return LabelRecord(rid, decode_label(obj["y"], limits))
+        label = decode_label(obj["y"], limits) if classes is None else classes.label(obj["y"])
+        assert label is not None
+        return LabelRecord(rid, label)
     x = check_features(obj["x"], limits)
-    y = decode_label(obj.get("y"), limits)
+    y = decode_label(obj.get("y"), limits) if classes is None else classes.label(obj.get("y"))
     _check_id(rid, limits)
     return Example(x, y, rid)
 
@@ -205,6 +260,9 @@ class Decoded:
     labels: dict[int, LabelRecord] = field(default_factory=dict)
     echo: list[dict[str, Any] | None] | None = None
     """Each accepted record's echo fields (a feature spec's ``echo``), aligned with ``rows``."""
+    class_names: list[str | int] | None = None
+    """With a :class:`ClassRule`: the batch's class names, ``ys`` (and the label records' ``y``)
+    holding codes: ``class_names[code - 1]``, 0 unlabeled."""
 
 
 # Ids outside int64 are left to the reference decoder (orjson keeps uint64, reads larger as floats).
@@ -234,8 +292,9 @@ class BatchDecoder:
     ('x is empty', 'record has no value')
     """
 
-    def __init__(self, limits: Limits, *, read_dense: bool = True) -> None:
+    def __init__(self, limits: Limits, *, read_dense: bool = True, classes: ClassRule | None = None) -> None:
         self.limits = limits
+        self.classes = classes
         bound = limits.max_abs_value
         value = Annotated[float, msgspec.Meta(ge=-bound, le=bound)]
         text_id = Annotated[str, msgspec.Meta(max_length=limits.max_id_chars)]
@@ -277,12 +336,18 @@ class BatchDecoder:
         self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
     ) -> Decoded:
         """Decode ``values`` (one poll batch) and check their ``keys``; see :class:`Decoded`."""
-        whole = self._decode_all(values, keys)
+        rule = self.classes
+        labels: Any = self._labels if rule is None else rule.codes()  # K classes: the batch's own
+        whole = self._decode_all(values, keys, labels)
         if whole is not None:
             return whole
-        decode, labels, limits = self._decode, self._labels, self.limits
+        decode, limits = self._decode, self.limits
         xs: list[list[float] | dict[str, float]] = []
         out = Decoded(xs)
+        # the reference decoder's label as ys holds it: a sign, or the batch's code of a class
+        coded: Any = _same if rule is None else labels.__getitem__
+        if rule is not None:
+            out.class_names = labels.names
         for i, value in enumerate(values):
             key = None if keys is None else keys[i]
             try:
@@ -303,15 +368,15 @@ class BatchDecoder:
                 except Exception:  # noqa: S110 - anything at all: the reference decoder decides and explains
                     pass
                 try:
-                    example = decode_record(value, limits, key)
+                    example = decode_record(value, limits, key, rule)
                 except DecodeError as exc:
                     out.rejected[i] = exc.reason
                     continue
                 if isinstance(example, LabelRecord):
-                    out.labels[i] = example
+                    out.labels[i] = LabelRecord(example.id, coded(example.y))
                     continue
                 xs.append(example.x)
-                out.ys.append(example.y)
+                out.ys.append(coded(example.y))
                 out.ids.append(example.id)
                 out.rows.append(i)
                 continue
@@ -322,7 +387,7 @@ class BatchDecoder:
         return out
 
     def _decode_all(
-        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None
+        self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None, labels: Any
     ) -> Decoded | None:
         """The common case, every record valid, one comprehension per column; None if any is not."""
         if None in values:
@@ -332,18 +397,24 @@ class BatchDecoder:
             return None
         if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
             return None
+        names = None if self.classes is None else labels.names
         if self._dense is not None:
-            dense = self._dense.read(present)
+            dense = self._dense.read(present, labels)
             if dense is not None:
                 X, ys, ids = dense
-                return Decoded(X, ys, ids, list(range(len(ids))))
-        decode, labels = self._decode, self._labels
+                return Decoded(X, ys, ids, list(range(len(ids))), class_names=names)
+        decode = self._decode
         try:
             recs: list[Any] = [decode(value) for value in present]
             ys = [labels[r.y] for r in recs]
         except Exception:  # some record is invalid: decode_many goes one at a time
             return None
-        return Decoded([r.x for r in recs], ys, [r.id for r in recs], list(range(len(recs))))
+        return Decoded([r.x for r in recs], ys, [r.id for r in recs], list(range(len(recs))),
+                       class_names=names)
+
+
+def _same(y: Any) -> Any:
+    return y
 
 
 def decode_label(y: Any, limits: Limits) -> int:

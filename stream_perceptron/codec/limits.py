@@ -26,6 +26,8 @@ class Limits:
     max_id_chars: int = 1_024
     positive_class: str | None = None
     negative_class: str | None = None
+    max_classes: int = 100
+    max_class_chars: int = 100
 
 
 OUTPUT_RECORD_BYTES = 1_000_000
@@ -53,5 +55,25 @@ def check_output_bounds(limits: Limits) -> None:
         if size > room:
             raise ValueError(
                 f"{key} and {other} allow a {kind} of {size:,} bytes, over the {room:,} an output"
+                " record may take; lower them"
+            )
+
+
+def check_class_output_bounds(limits: Limits, *, scores: bool) -> None:
+    """Raise ValueError if a K-class prediction (with every class's score when ``scores``) or
+    statistics record within ``limits`` could be too large to send."""
+    from stream_perceptron.codec.outputs import largest_class_prediction_bytes, largest_class_statistics_bytes
+
+    room = OUTPUT_RECORD_BYTES - FRAMING_BYTES
+    classes = (f"SP_LIMITS__MAX_CLASSES ({limits.max_classes:,}) and SP_LIMITS__MAX_CLASS_CHARS"
+               f" ({limits.max_class_chars:,})")
+    for kind, size, also in (
+        ("prediction", largest_class_prediction_bytes(limits, scores=scores),
+         " with SP_OUTPUT__SCORES=all" if scores else ""),
+        ("statistics record", largest_class_statistics_bytes(limits), ""),
+    ):
+        if size > room:
+            raise ValueError(
+                f"{classes} allow a {kind} of {size:,} bytes{also}, over the {room:,} an output"
                 " record may take; lower them"
             )

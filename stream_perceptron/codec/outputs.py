@@ -116,7 +116,7 @@ Classes = tuple[str | None, str | None]
 _PREDICTION_ENCODER = msgspec.json.Encoder()
 
 
-def encode_prediction(record: Mapping[str, Any]) -> bytes:
+def encode_prediction(record: Any) -> bytes:
     """A :func:`prediction_record` as compact UTF-8 JSON, as :func:`encode_predictions` writes it.
 
     Prediction records are written by msgspec: floats in shortest round-trip form with exponents
@@ -199,6 +199,176 @@ def encode_predictions(
     ]
 
 
+ClassName = str | int
+"""A class name (:func:`~stream_perceptron.contract.class_name`): its JSON type is kept."""
+
+
+def class_prediction_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    id: Scalar,
+    prediction: ClassName | None,
+    score: float,
+    runner_up: ClassName | None,
+    runner_up_score: float,
+    label: ClassName | None,
+    mistake: bool,
+    margin: float,
+    updates: int,
+    scores: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The prediction a K-class worker publishes for one input record.
+
+    ``prediction`` is the served model's class (the highest served score, the first class in row
+    order among ties; None while no class is known) and ``score`` its score; ``runner_up`` the
+    best other class and ``runner_up_score`` its score (None with fewer than two classes);
+    ``label`` the record's class or None; ``mistake`` (the learning W's: the true class's score
+    not strictly above every other) and ``margin`` (geometric, (s_y − max_{r≠y} s_r)/‖W‖) are
+    None when unlabeled, ``margin`` also while W = 0 or with one class; ``updates`` the updates
+    after this record; ``scores`` (``SP_OUTPUT__SCORES=all``) every class's served score by the
+    class's name as text. Score fields that are NaN are written as null.
+    """
+    labeled = label is not None
+    record = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key_text(key),
+        "id": id,
+        "prediction": prediction,
+        "score": None if math.isnan(score) else score,
+        "runner_up": runner_up,
+        "runner_up_score": None if runner_up is None or math.isnan(runner_up_score) else runner_up_score,
+        "label": label,
+        "mistake": mistake if labeled else None,
+        "margin": margin if labeled and not math.isnan(margin) else None,
+        "updates": updates,
+    }
+    if scores is not None:
+        record["scores"] = dict(scores)
+    return record
+
+
+class _ClassPrediction(msgspec.Struct, gc=False):
+    """The fields of :func:`class_prediction_record`, in its order, for the batch encoder."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    id: Scalar
+    prediction: ClassName | None
+    score: float | None
+    runner_up: ClassName | None
+    runner_up_score: float | None
+    label: ClassName | None
+    mistake: bool | None
+    margin: float | None
+    updates: int
+
+
+class _ScoredClassPrediction(_ClassPrediction, gc=False):
+    """:class:`_ClassPrediction` and every class's score (``SP_OUTPUT__SCORES=all``)."""
+
+    scores: dict[str, float | None] | None = None
+
+
+class _EchoedClassPrediction(_ClassPrediction, gc=False):
+    """:class:`_ClassPrediction` and the event's echo fields, last."""
+
+    echo: dict[str, Any] | None = None
+
+
+class _ScoredEchoedClassPrediction(_ScoredClassPrediction, gc=False):
+    """:class:`_ScoredClassPrediction` and the event's echo fields, last."""
+
+    echo: dict[str, Any] | None = None
+
+
+def encode_class_predictions(
+    *,
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    keys: Sequence[bytes | None],
+    ids: Sequence[Scalar],
+    classes: Sequence[ClassName],
+    predictions: Sequence[int],
+    scores: Sequence[float],
+    runner_up: Sequence[int],
+    runner_up_scores: Sequence[float],
+    labels: Sequence[int],
+    mistakes: Sequence[bool],
+    margins: Sequence[float],
+    updates: Sequence[int],
+    all_scores: Sequence[Sequence[float]] | None = None,
+    echo: Sequence[dict[str, Any] | None] | None = None,
+) -> list[bytes]:
+    """The encoded :func:`class_prediction_record` of each row of a batch from one partition,
+    byte for byte what ``encode_prediction(class_prediction_record(...))`` gives. ``classes``
+    names the model's rows; ``predictions``, ``runner_up`` and ``labels`` are rows of it (−1:
+    none, unlabeled); ``all_scores``: each row's served score of every class (NaN for a class
+    not known yet at that row, left out); ``echo`` each row's echo fields, written last.
+
+    >>> encode_class_predictions(topic="in", partition=0, offsets=[4], keys=[None], ids=[7],
+    ...     classes=["cat", 3], predictions=[1], scores=[0.5], runner_up=[0], runner_up_scores=[-0.5],
+    ...     labels=[0], mistakes=[True], margins=[-0.25], updates=[2], all_scores=[[-0.5, 0.5]])
+    [b'{"topic":"in","partition":0,"offset":4,"key":null,"id":7,"prediction":3,"score":0.5,\
+"runner_up":"cat","runner_up_score":-0.5,"label":"cat","mistake":true,"margin":-0.25,"updates":2,\
+"scores":{"cat":-0.5,"3":0.5}}']
+    """
+    encode_one = _PREDICTION_ENCODER.encode
+    names: list[ClassName | None] = [*classes, None]  # row -1: none
+    texts = [str(c) for c in classes]
+    row: Callable[..., _ClassPrediction] = _ClassPrediction
+    if all_scores is not None:
+        each = iter(all_scores)
+
+        def scored() -> dict[str, float | None]:
+            return {t: s for t, s in zip(texts, next(each), strict=False) if s == s}  # NaN: not known yet
+
+        if echo is None:
+            def row(*fields: Any) -> _ClassPrediction:
+                return _ScoredClassPrediction(*fields, scored())  # type: ignore[call-arg]
+        else:
+            echoes = iter(echo)
+
+            def row(*fields: Any) -> _ClassPrediction:
+                return _ScoredEchoedClassPrediction(*fields, scored(), next(echoes))  # type: ignore[call-arg]
+    elif echo is not None:
+        echoes = iter(echo)
+
+        def row(*fields: Any) -> _ClassPrediction:
+            return _EchoedClassPrediction(*fields, next(echoes))  # type: ignore[call-arg]
+
+    return [
+        encode_one(
+            row(
+                topic,
+                partition,
+                offset,
+                None if key is None else key.decode("utf-8", errors="backslashreplace"),
+                rid,
+                names[prediction],
+                score if score == score else None,
+                names[rival],
+                rival_score if rival >= 0 and rival_score == rival_score else None,
+                names[label],
+                mistake if label >= 0 else None,
+                margin if label >= 0 and margin == margin else None,  # NaN != NaN
+                update,
+            )
+        )
+        for offset, key, rid, prediction, score, rival, rival_score, label, mistake, margin, update in zip(
+            offsets, keys, ids, predictions, scores, runner_up, runner_up_scores, labels, mistakes, margins,
+            updates, strict=True,
+        )
+    ]
+
+
 def outcome_record(
     *,
     id: Scalar,
@@ -206,9 +376,9 @@ def outcome_record(
     partition: int,
     offset: int,
     event_offset: int,
-    prediction: int,
+    prediction: int | ClassName | None,
     score: float,
-    label: int,
+    label: int | ClassName,
     mistake: bool,
     delay_s: float | None,
 ) -> dict[str, Any]:
@@ -217,7 +387,9 @@ def outcome_record(
     ``offset`` is the label record's, ``event_offset`` the event's; ``prediction`` (−1/+1) and
     ``score`` are what the event was given when it was predicted; ``correct`` is whether that
     prediction equals ``label`` (−1/+1); ``mistake`` is the learning model's flag now, when the
-    kept features are learned: ``label·(θ·x+θ0) ≤ 0``. ``delay_s`` is the label record's Kafka
+    kept features are learned: ``label·(θ·x+θ0) ≤ 0``. A K-class worker gives class names for
+    ``prediction`` and ``label`` (their JSON types kept), ``score`` the predicted class's, and
+    ``mistake`` by the K-class rule. ``delay_s`` is the label record's Kafka
     timestamp minus the event's, in seconds (None when either has none). No wall-clock field: a
     record re-emitted after a restart is identical to the first.
 
@@ -324,6 +496,63 @@ def largest_prediction_bytes(limits: Limits) -> int:
     return len(key) + value
 
 
+def _longest_class(limits: Limits) -> ClassName:
+    """The class name that takes the most bytes as JSON within ``limits``."""
+    text = "\x01" * limits.max_class_chars
+    return text if len(encode_prediction(text)) >= 20 else -(2**63)
+
+
+def largest_class_prediction_bytes(limits: Limits, *, scores: bool) -> int:
+    """The most key + value bytes a K-class prediction record takes within ``limits`` (as
+    :func:`largest_prediction_bytes`), with ``scores``: every class's score at the longest.
+
+    >>> largest_class_prediction_bytes(Limits(max_key_bytes=0, max_id_chars=0, max_class_chars=1),
+    ...                                scores=False)
+    604
+    """
+    key = b"\x01" * limits.max_key_bytes
+    name = _longest_class(limits)
+    value = max(
+        len(encode_prediction(class_prediction_record(
+            topic=_TOPIC, partition=2**31 - 1, offset=2**63 - 1, key=key, id=rid, prediction=name,
+            score=_LONGEST_FLOAT, runner_up=name, runner_up_score=_LONGEST_FLOAT, label=name,
+            mistake=False, margin=_LONGEST_FLOAT, updates=2**63 - 1,
+            scores={str(name): _LONGEST_FLOAT} if scores else None,
+        )))
+        for rid in ("\x01" * limits.max_id_chars, _LONGEST_FLOAT)
+    )
+    if scores:  # the other classes' entries, each after a comma
+        entry = len(encode_prediction({str(name): _LONGEST_FLOAT})) - 2
+        value += (limits.max_classes - 1) * (entry + 1)
+    return len(key) + value
+
+
+STATISTICS_BINARY_BYTES = 16_384
+"""Room for the keys every statistics record has, besides its classes (its numbers, the topic
+name, the mixing and drift figures): a binary record takes under 3,000 bytes."""
+
+
+def largest_class_statistics_bytes(limits: Limits) -> int:
+    """The most bytes a K-class statistics record takes within ``limits``: its binary keys
+    (:data:`STATISTICS_BINARY_BYTES`), and ``classes``, ``per_class``, ``confusion`` and
+    ``intercepts`` for ``max_classes`` classes of the longest names and counts.
+
+    >>> largest_class_statistics_bytes(Limits(max_classes=2, max_class_chars=1)) - STATISTICS_BINARY_BYTES
+    479
+    """
+    k, name, count = limits.max_classes, _longest_class(limits), 2**63 - 1
+    part = {"class": name, "labeled": count, "mistakes": count, "predicted": count}
+    each = {
+        "classes": len(encode([name])) - 2,
+        "per_class": len(encode([part])) - 2,
+        "intercepts": len(encode([_LONGEST_FLOAT])) - 2,
+    }
+    size = sum(len(encode({key: []})) - 2 + k * n + (k - 1) for key, n in each.items()) + 3  # commas
+    row = k * len(str(count)) + (k - 1) + 2  # [n,n,...]
+    size += len(encode({"confusion": []})) - 2 + k * row + (k - 1) + 1
+    return STATISTICS_BINARY_BYTES + size
+
+
 def largest_dead_letter_bytes(limits: Limits) -> int:
     """The most key + value bytes a dead-letter record takes within ``limits`` (see
     :func:`dead_letter_record`): a kept key and value at their longest, the longest reason, and
@@ -344,7 +573,7 @@ def largest_dead_letter_bytes(limits: Limits) -> int:
 
 
 
-def encode(record: Mapping[str, Any]) -> bytes:
+def encode(record: Any) -> bytes:
     """A record as compact UTF-8 JSON (NaN and ±Inf become null)."""
     return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
 

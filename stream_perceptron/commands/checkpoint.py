@@ -13,6 +13,11 @@ latest adoption under ``mixed``: the mixed ``weights`` and ``intercept``, its ``
 partition's mixing points so far), the input ``offset`` it was adopted at, the ``partitions``,
 ``epochs``, ``offsets`` and ``mistakes`` it came from, the ``mu`` given to each, the ``rule``, and
 the partition's running ``sum_mu_k``; null before the first adoption.
+
+A K-class state (``config.multiclass``) shows its ``weights`` as one row per class, its
+``intercept`` as a list and its ``classes`` in row order; its ``stats`` are a K-class statistics
+record's (``bound`` = 2(R/γ)², ``classes``, ``per_class``, ``confusion``), and a K-class mix
+names its ``classes`` too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stream_perceptron.errors import CheckpointError, OutputError
+from stream_perceptron.model.class_stats import MulticlassStats
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import KafkaSettings
@@ -36,8 +42,11 @@ from stream_perceptron.worker.stores import open_kafka_store
 def shown(ckpt: StoredState) -> dict[str, Any]:
     """One checkpoint as ``checkpoint show`` prints it (the keys of the module's docstring but
     ``next_offset``)."""
-    stats = RunningStats(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
+    k_class = bool(ckpt.config.get("multiclass"))
+    stats = (MulticlassStats if k_class else RunningStats)(ckpt.stats["window"], ckpt.stats["ewma_alpha"])
     stats.set_state(ckpt.stats)
+    snapshot = stats.snapshot(ckpt.model.get("classes") or []) if isinstance(stats, MulticlassStats) else (
+        stats.snapshot())
     mixing = ckpt.stats.get("mix")
     extra = {} if not isinstance(mixing, dict) else {"mixed": _mixed(mixing)}
     return {
@@ -51,7 +60,7 @@ def shown(ckpt: StoredState) -> dict[str, Any]:
         "seen": stats.seen,
         "labeled": stats.labeled,
         "offsets": ckpt.body()["offsets"],
-        "stats": stats.snapshot(),
+        "stats": snapshot,
         **extra,
     }
 

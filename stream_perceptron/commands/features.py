@@ -351,7 +351,7 @@ def report(spec: FeatureSpec, samples: Iterable[Sample], limits: Limits, *, pars
             seen = Seen(sample.where, "dead letter", reason=decoded.rejected[0])
         elif decoded.labels:
             joined = decoded.labels[0]
-            seen = Seen(sample.where, "label record", y=joined.y, label=label, id=joined.id)
+            seen = Seen(sample.where, "label record", y=int(joined.y), label=label, id=joined.id)
         else:
             assert isinstance(decoded.xs, list)
             x = decoded.xs[0]

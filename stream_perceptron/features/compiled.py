@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from stream_perceptron.contract import float64, label_sign
+from stream_perceptron.contract import NotAClass, class_name, float64, label_sign
 from stream_perceptron.features.extract import Bounds, Event, Extractor, LabelEvent
 from stream_perceptron.features.paths import MISSING, Path
 from stream_perceptron.features.spec import FeatureSpec
@@ -172,7 +172,11 @@ def compile_spec(spec: FeatureSpec, bounds: Bounds) -> Callable[[Any, Standardiz
         src.add("y = 0")
     else:
         v = src.lookup(spec.label)
-        src.add(f"y = 0 if {v} is MISSING or {v} is None else LABEL({v})")
+        if bounds.max_class_chars is None:
+            src.add(f"y = 0 if {v} is MISSING or {v} is None else LABEL({v})")
+        else:
+            names["CLASS"] = _class_rule(bounds)
+            src.add(f"y = None if {v} is MISSING or {v} is None else CLASS({v})")
     if spec.id is None:
         src.add("rid = None")
     else:
@@ -239,3 +243,15 @@ def _label_rule(extractor: Extractor) -> Callable[[Any], int]:
             raise _Slow
         return found
     return mapped
+
+
+def _class_rule(bounds: Bounds) -> Callable[[Any], str | int]:
+    """The label's value as a class name, else :class:`_Slow` (the extractor says why)."""
+    max_chars, known = bounds.max_class_chars or 0, bounds.known_classes
+
+    def name(value: Any) -> str | int:
+        try:
+            return class_name(value, max_chars, known)
+        except NotAClass:
+            raise _Slow from None
+    return name

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from stream_perceptron.contract import float64, json_kind, label_sign
+from stream_perceptron.contract import NotAClass, class_name, float64, json_kind, label_sign
 from stream_perceptron.errors import DecodeError
 from stream_perceptron.features.paths import MISSING, Path
 from stream_perceptron.features.spec import Categorical, FeatureSpec, LabelValue, Numeric, Text
@@ -43,19 +43,20 @@ _SHOWN = 60
 
 
 class Event(NamedTuple):
-    """An example: its named features, its sign (0: unlabeled), its id and its echo fields."""
+    """An example: its named features, its sign (0: unlabeled; with classes, its class name or
+    None), its id and its echo fields."""
 
     x: dict[str, float]
-    y: int
+    y: int | str | None
     id: str | int | None
     echo: dict[str, Any] | None
 
 
 class LabelEvent(NamedTuple):
-    """A late label: the sign for the event with this id."""
+    """A late label: the sign (or the class name) for the event with this id."""
 
     id: str | int
-    y: int
+    y: int | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,10 @@ class Bounds:
     max_abs_value: float = 1e12
     max_id_chars: int = 1_024
     max_echo_chars: int = 1_024
+    max_class_chars: int | None = None
+    """Set: the label's value is a class name (a K-class worker), of at most this many characters."""
+    known_classes: frozenset[str | int] | None = None
+    """With ``max_class_chars``: the only classes taken (the others are refused), or None."""
 
 
 def shown(value: Any) -> str:
@@ -86,6 +91,12 @@ class Extractor:
     spec: FeatureSpec
     bounds: Bounds = field(default_factory=Bounds)
 
+    def __post_init__(self) -> None:
+        # chosen once: a sign (0 unlabeled), or a class name (None unlabeled: 0 is a class)
+        classes = self.bounds.max_class_chars is not None
+        self._label_of = self._class if classes else self._label
+        self._unlabeled: int | None = None if classes else 0
+
     def event(self, obj: Any, standardizer: Standardizer) -> Event | LabelEvent:
         """``obj`` as an example or a late label; :class:`DecodeError` (naming the path) when it
         breaks the spec. Each event accepted updates ``standardizer`` (the partition's) with its
@@ -93,10 +104,11 @@ class Extractor:
         if not isinstance(obj, dict):
             raise DecodeError(f"event must be an object, got {json_kind(obj)}")
         spec = self.spec
-        y = self._label(obj)
+        y = self._label_of(obj)
         rid = self._id(obj)
-        if y and rid is not None and not any(p.find(obj) not in (MISSING, None) for p in spec.paths):
-            return LabelEvent(rid, y)
+        if y != self._unlabeled and rid is not None and not any(
+                p.find(obj) not in (MISSING, None) for p in spec.paths):
+            return LabelEvent(rid, y)  # type: ignore[arg-type]  # labeled: not None
         x: dict[str, float] = {}
         for num in spec.numeric:
             self._numeric(num, obj, x)
@@ -138,6 +150,18 @@ class Extractor:
             raise DecodeError(f"{spec.label}: {shown(value)} is not a label (true/false, 1/0/-1; or set"
                               " the spec's positive and negative values)")
         return sign
+
+    def _class(self, obj: dict[str, Any]) -> str | int | None:
+        spec = self.spec
+        if spec.label is None:
+            return None
+        value = spec.label.find(obj)
+        if value is MISSING or value is None:
+            return None
+        try:
+            return class_name(value, self.bounds.max_class_chars or 0, self.bounds.known_classes)
+        except NotAClass as exc:
+            raise DecodeError(f"{spec.label}: {shown(value)} {exc}") from None
 
     def _id(self, obj: dict[str, Any]) -> str | int | None:
         if self.spec.id is None:

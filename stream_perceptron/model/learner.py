@@ -117,7 +117,7 @@ class Learner:
     def _served(self, result: BatchResult) -> Any:
         return result.served_mistakes if self.model.average else None
 
-    def _learn_resetting(self, m: Rows, y: Any, labeled: Any) -> tuple[BatchResult, list[Alarm]]:
+    def _learn_resetting(self, m: Rows, y: Any, labeled: Any) -> tuple[Any, list[Alarm]]:
         """Learn ``m`` with θ, θ0 restarted at zero right after each row that raises an alarm:
         learn the rest, feed the detector up to its first alarm; when that is not the last row,
         go back to the state before and learn only up to it, reset, and go on from the next row.
@@ -130,9 +130,9 @@ class Learner:
         start = 0
         while start < n:
             before = self.model.get_state()
-            result = self.model.learn_many(take_rows(m, start, n), ys[start:],
-                                           None if mask is None else mask[start:])
-            alarms = self.drift.update_many(result.labels, result.mistakes, self._served(result),
+            result = self._learn_many(take_rows(m, start, n), ys[start:],
+                                      None if mask is None else mask[start:])
+            alarms = self.drift.update_many(self._labeled(result), result.mistakes, self._served(result),
                                             first_only=True)
             raised += [a._replace(row=a.row + start) for a in alarms]
             if not alarms:
@@ -141,14 +141,27 @@ class Learner:
             end = start + alarms[0].row + 1
             if end < n:  # learned past the alarm: learn again up to it
                 self.model.set_state(before)
-                result = self.model.learn_many(take_rows(m, start, end), ys[start:end],
-                                               None if mask is None else mask[start:end])
+                result = self._learn_many(take_rows(m, start, end), ys[start:end],
+                                          None if mask is None else mask[start:end])
             parts.append(result)
             self._zero_model()
             start = end
         if len(parts) == 1:
             return parts[0], raised
-        return BatchResult(*(np.concatenate(f) for f in zip(*parts, strict=True))), raised
+        return self._joined(parts), raised
+
+    # The three things _learn_resetting does that depend on the kind of model (a subclass's own).
+    def _learn_many(self, m: Rows, y: Any, labeled: Any) -> Any:
+        return self.model.learn_many(m, y, labeled)
+
+    @staticmethod
+    def _labeled(result: Any) -> Any:
+        """What the drift detectors take as the labels (its nonzero entries: the labeled rows)."""
+        return result.labels
+
+    @staticmethod
+    def _joined(parts: list[Any]) -> Any:
+        return BatchResult(*(np.concatenate(f) for f in zip(*parts, strict=True)))
 
     def _zero_model(self) -> None:
         """θ = 0, θ0 = 0 and the averaging afresh; the feature names, the labels taught and the

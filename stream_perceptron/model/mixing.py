@@ -104,23 +104,32 @@ class Published:
 
     partition: int
     weights: FloatArray
-    intercept: float
+    intercept: Any
+    """θ0, or a K-class model's intercepts (one per class)."""
     mistakes: int
     version: int
     offset: int
+    classes: tuple[Any, ...] | None = None
+    """A K-class model's classes, naming the rows of ``weights`` (None: binary)."""
 
     def record(self) -> dict[str, Any]:
-        """JSON-ready (floats round-trip exactly through JSON)."""
-        return {"partition": self.partition, "weights": weights_record(self.weights),
-                "intercept": self.intercept, "mistakes": self.mistakes, "epoch": self.version,
-                "offset": self.offset}
+        """JSON-ready (floats round-trip exactly through JSON); a K-class state's ``weights``
+        are its rows, ``intercept`` a list, and ``classes`` names them."""
+        record: dict[str, Any] = {
+            "partition": self.partition, "weights": _weights_record(self.weights, self.classes),
+            "intercept": _intercept_record(self.intercept, self.classes), "mistakes": self.mistakes,
+            "epoch": self.version, "offset": self.offset}
+        if self.classes is not None:
+            record["classes"] = list(self.classes)
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Published:
         """What :meth:`record` wrote."""
-        return cls(int(record["partition"]), weights_from(record["weights"]),
-                   float(record["intercept"]), int(record["mistakes"]), int(record["epoch"]),
-                   int(record["offset"]))
+        classes = _classes_from(record)
+        weights, intercept = _weights_from(record, classes)
+        return cls(int(record["partition"]), weights, intercept, int(record["mistakes"]),
+                   int(record["epoch"]), int(record["offset"]), classes)
 
 
 @dataclass(frozen=True)
@@ -130,13 +139,15 @@ class Mix:
     made μ."""
 
     weights: FloatArray
-    intercept: float
+    intercept: Any
     partitions: tuple[int, ...]
     versions: tuple[int, ...]
     offsets: tuple[int, ...]
     mistakes: tuple[int, ...]
     mu: tuple[float, ...]
     rule: Weighting
+    classes: tuple[Any, ...] | None = None
+    """A K-class mix's classes (the union, in row order), naming the rows (None: binary)."""
 
     @property
     def weighted_mistakes(self) -> float:
@@ -144,11 +155,16 @@ class Mix:
         return float(sum(m * k for m, k in zip(self.mu, self.mistakes, strict=True)))
 
     def record(self) -> dict[str, Any]:
-        """JSON-ready: the mixed θ and θ0 with their sources."""
-        return {"weights": weights_record(self.weights), "intercept": self.intercept,
-                "partitions": list(self.partitions), "epochs": list(self.versions),
-                "offsets": list(self.offsets), "mistakes": list(self.mistakes),
-                "mu": list(self.mu), "rule": self.rule}
+        """JSON-ready: the mixed θ and θ0 (W, b and the classes) with their sources."""
+        record: dict[str, Any] = {
+            "weights": _weights_record(self.weights, self.classes),
+            "intercept": _intercept_record(self.intercept, self.classes),
+            "partitions": list(self.partitions), "epochs": list(self.versions),
+            "offsets": list(self.offsets), "mistakes": list(self.mistakes),
+            "mu": list(self.mu), "rule": self.rule}
+        if self.classes is not None:
+            record["classes"] = list(self.classes)
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Mix:
@@ -156,10 +172,12 @@ class Mix:
         rule = record["rule"]
         if rule not in WEIGHTINGS:
             raise ValueError(f"a mix's rule is one of {', '.join(WEIGHTINGS)}, got {rule!r}")
-        return cls(weights_from(record["weights"]), float(record["intercept"]),
+        classes = _classes_from(record)
+        weights, intercept = _weights_from(record, classes)
+        return cls(weights, intercept,
                    tuple(int(p) for p in record["partitions"]), tuple(int(e) for e in record["epochs"]),
                    tuple(int(o) for o in record["offsets"]), tuple(int(k) for k in record["mistakes"]),
-                   tuple(float(m) for m in record["mu"]), rule)
+                   tuple(float(m) for m in record["mu"]), rule, classes)
 
 
 @dataclass
@@ -172,8 +190,12 @@ class MixLog:
     model's mistake count at the last mixing point, so k = mistakes − mistakes_at;
     ``sum_mu_k``: the running Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ of this partition's adoptions; ``last``: the latest
     adoption ``{"offset", "epoch", "mix"}`` (``offset``: the input offset of the first record
-    after it); ``replay``: adoptions logged on the model topic past the stored state's offset,
-    by offset, which a replay adopts instead of mixing anew (docs/mixing.md, "Exact on replay").
+    after it; with ``"stale"`` and ``"waited_s"`` when it waited for, or went on without,
+    partitions behind: see docs/mixing.md, "Bounded staleness"); ``paused_s``: seconds the
+    partition spent waiting at its mixing points for others; ``overdue``: mixing points whose
+    wait ran out (``SP_MIX__MAX_WAIT_S``) with partitions still behind; ``replay``: adoptions
+    logged on the model topic past the stored state's offset, by offset, which a replay adopts
+    instead of mixing anew (docs/mixing.md, "Exact on replay").
     """
 
     labeled: int = 0
@@ -181,28 +203,33 @@ class MixLog:
     mistakes_at: int = 0
     sum_mu_k: float = 0.0
     last: dict[str, Any] | None = None
+    paused_s: float = 0.0
+    overdue: int = 0
     replay: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def get_state(self) -> dict[str, Any]:
         return {"labeled": self.labeled, "epoch": self.version, "mistakes_at": self.mistakes_at,
-                "sum_mu_k": self.sum_mu_k, "last": self.last}
+                "sum_mu_k": self.sum_mu_k, "last": self.last, "paused_s": self.paused_s,
+                "overdue": self.overdue}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> MixLog:
         return cls(int(state["labeled"]), int(state["epoch"]), int(state["mistakes_at"]),
-                   float(state["sum_mu_k"]), state.get("last"))
+                   float(state["sum_mu_k"]), state.get("last"), float(state.get("paused_s", 0.0)),
+                   int(state.get("overdue", 0)))
 
     def remaining(self, every: int) -> int:
         """Labeled examples still to learn before the next mixing point."""
         return every - self.labeled
 
-    def adopted(self, offset: int, mixed: Mix, mistakes: int) -> dict[str, Any]:
+    def adopted(self, offset: int, mixed: Mix, mistakes: int, extra: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
         """Account for an adoption at ``offset`` (the model held ``mistakes`` then); returns its
-        log entry."""
+        log entry, with the fields of ``extra`` (what the wait before it found)."""
         self.version += 1
         self.labeled, self.mistakes_at = 0, mistakes
         self.sum_mu_k += mixed.weighted_mistakes
-        self.last = {"offset": offset, "epoch": self.version, "mix": mixed.record()}
+        self.last = {"offset": offset, "epoch": self.version, "mix": mixed.record(), **(extra or {})}
         return self.last
 
 
@@ -226,13 +253,25 @@ def mixing_weights(
     return tuple(1.0 / len(mistakes) for _ in mistakes), "uniform"
 
 
-def mix(states: Iterable[Published], weights: Weighting = "uniform") -> Mix:
-    """The mix Σ μᵢ [θᵢ, θ0ᵢ] of the states (one per partition), summed in partition order."""
+def mix(states: Iterable[Published], weights: Weighting = "uniform", *, first: Sequence[Any] = (),
+        limit: int | None = None) -> Mix:
+    """The mix Σ μᵢ [θᵢ, θ0ᵢ] of the states (one per partition), summed in partition order.
+
+    K-class states are mixed row by row, aligned by class name: the mix's classes are ``first``
+    (the adopting partition's own), then each state's other classes in increasing partition
+    order, at most ``limit`` of them (never fewer than ``first``); a state contributes zero
+    rows for the classes it does not hold, as a class is a zero row until it first appears.
+    """
     ordered = sorted(states, key=lambda s: s.partition)
     parts = [s.partition for s in ordered]
     if len(set(parts)) != len(parts):
         raise ValueError(f"one state per partition, got partitions {parts}")
     mu, rule = mixing_weights([s.mistakes for s in ordered], weights)
+    if len({s.classes is None for s in ordered}) > 1:
+        raise ValueError(f"binary and K-class states cannot be mixed (partitions {parts}): one"
+                         " SP_MODEL__CLASSES / SP_MODEL__MULTICLASS for every worker of the input")
+    if ordered[0].classes is not None:
+        return _mix_classes(ordered, mu, rule, first, limit)
     width = max(len(s.weights) for s in ordered)
     theta = mu[0] * _padded(ordered[0].weights, width)
     theta0 = mu[0] * ordered[0].intercept
@@ -241,6 +280,58 @@ def mix(states: Iterable[Published], weights: Weighting = "uniform") -> Mix:
         theta0 = theta0 + m * s.intercept
     return Mix(theta, theta0, tuple(parts), tuple(s.version for s in ordered),
                tuple(s.offset for s in ordered), tuple(s.mistakes for s in ordered), mu, rule)
+
+
+def _mix_classes(ordered: list[Published], mu: tuple[float, ...], rule: Weighting, first: Sequence[Any],
+                 limit: int | None) -> Mix:
+    """:func:`mix` of K-class states: rows aligned by class name (see there)."""
+    names: dict[Any, int] = {}
+    for c in [*first, *(c for s in ordered for c in s.classes or ())]:
+        names.setdefault(c, len(names))
+    if limit is not None:
+        names = {c: i for c, i in names.items() if i < max(limit, len(first))}
+    k = len(names)
+    width = max(s.weights.shape[1] for s in ordered)
+    total_w: Any = None
+    total_b: Any = None
+    for m, s in zip(mu, ordered, strict=True):
+        w, b = np.zeros((k, width)), np.zeros(k)
+        for j, c in enumerate(s.classes or ()):
+            i = names.get(c)
+            if i is not None:
+                w[i, : s.weights.shape[1]] = s.weights[j]
+                b[i] = s.intercept[j]
+        if total_w is None:
+            total_w, total_b = m * w, m * b
+        else:
+            total_w, total_b = total_w + m * w, total_b + m * b
+    assert total_w is not None
+    return Mix(total_w, total_b, tuple(s.partition for s in ordered), tuple(s.version for s in ordered),
+               tuple(s.offset for s in ordered), tuple(s.mistakes for s in ordered), mu, rule, tuple(names))
+
+
+def _weights_record(w: FloatArray, classes: tuple[Any, ...] | None) -> Any:
+    return weights_record(w) if classes is None else [weights_record(row) for row in w]
+
+
+def _intercept_record(b: Any, classes: tuple[Any, ...] | None) -> Any:
+    return b if classes is None else [float(v) for v in b]
+
+
+def _classes_from(record: dict[str, Any]) -> tuple[Any, ...] | None:
+    classes = record.get("classes")
+    return None if classes is None else tuple(classes)
+
+
+def _weights_from(record: dict[str, Any], classes: tuple[Any, ...] | None) -> tuple[FloatArray, Any]:
+    if classes is None:
+        return weights_from(record["weights"]), float(record["intercept"])
+    rows = [weights_from(r) for r in record["weights"]]
+    width = max((len(r) for r in rows), default=0)
+    w = np.zeros((len(rows), width))
+    for i, r in enumerate(rows):
+        w[i, : len(r)] = r
+    return w, np.array(record["intercept"], dtype=np.float64)
 
 
 def adopt(model: Perceptron, mixed: Mix) -> None:
@@ -263,6 +354,8 @@ def adopt(model: Perceptron, mixed: Mix) -> None:
     state.pop("theta_sq", None)
     state.pop("average", None)
     state["weights"], state["intercept"] = mixed.weights, mixed.intercept
+    if mixed.classes is not None:  # a K-class mix: its classes begin with the model's own
+        state["classes"] = list(mixed.classes)
     model.set_state(state)
 
 

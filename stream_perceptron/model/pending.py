@@ -34,6 +34,7 @@ a string is never equal to a number.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,10 +50,11 @@ JOINED, EXPIRED = "joined", "expired"
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
     """One event waiting for its label: its features as the record gave them (floats), the served
-    prediction (−1/+1) and score it was given, its offset and Kafka timestamp (ms; −1: none)."""
+    prediction (−1/+1; a K-class worker's: the class name) and score it was given, its offset and
+    Kafka timestamp (ms; −1: none)."""
 
     features: Features
-    prediction: int
+    prediction: int | str | None
     score: float
     offset: int
     timestamp_ms: int
@@ -67,7 +69,10 @@ class PendingEvent:
             kept: Features = {str(k): float(v) for k, v in features.items()}
         else:
             kept = [float(v) for v in features]
-        return cls(kept, int(prediction), float(score), int(offset), int(ts))
+        # a binary sign, or a K-class name kept as its JSON type (None: no class known yet)
+        named = prediction is None or isinstance(prediction, str)
+        return cls(kept, prediction if named else int(prediction),
+                   math.nan if score is None else float(score), int(offset), int(ts))
 
 
 def kept_features(x: Any) -> Features:

@@ -24,7 +24,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,16 +81,34 @@ class StoredState:
             body["model_id"] = self.model_id
         return body
 
-    def check_config(self, config: Mapping[str, Any]) -> None:
+    def check_config(self, config: Mapping[str, Any], classes: Sequence[Any] | None = None) -> None:
         """Fail with a clear message unless this checkpoint fits a model configured as ``config``.
 
         ``n_features`` None on either side adopts the other's (the worker takes the checkpoint's
         when its own setting is unset); ``fit_intercept``, ``average``, ``hash_bits``,
         ``hash_sign`` and ``features`` (the feature spec's fingerprint) must be equal (an absent
-        one is its default).
+        one is its default). ``multiclass``: a K-class state fits only a K-class model; a binary
+        state fits one too (converted to two classes, rows negative then positive), unless its
+        classes are booleans, which a K-class worker does not take. ``classes`` (the configured
+        ``SP_MODEL__CLASSES``) and the state's classes must begin alike: one list the start of
+        the other.
         """
         saved = self.config
         problems = []
+        k_there, k_here = bool(saved.get("multiclass", False)), bool(config.get("multiclass", False))
+        held = self.model.get("classes")
+        if k_there and not k_here:
+            problems.append(f"{len(held or [])} classes there (a K-class model), a binary model here"
+                            " (SP_MODEL__CLASSES, SP_MODEL__MULTICLASS)")
+        elif k_here and not k_there and any(isinstance(c, bool) for c in held or []):
+            problems.append(f"the binary classes {held!r} there, booleans a K-class worker does not take"
+                            " as classes (SP_MODEL__MULTICLASS)")
+        if k_here and classes is not None and held:
+            given, stored = list(classes), list(held)
+            n = min(len(given), len(stored))
+            if [(type(c), c) for c in given[:n]] != [(type(c), c) for c in stored[:n]]:
+                problems.append(f"the classes {stored!r} there, {given!r} here (SP_MODEL__CLASSES must"
+                                " begin as the state's classes do)")
         if saved.get("fit_intercept") != config.get("fit_intercept"):
             problems.append(
                 f"fit_intercept={saved.get('fit_intercept')} there,"
@@ -105,7 +123,8 @@ class StoredState:
             if there != here:
                 problems.append(f"{key}={there} there, {here} here ({setting})")
         mine, theirs = config.get("n_features"), saved.get("n_features")
-        dim = len(self.model.get("weights") or [])
+        weights = self.model.get("weights") or []
+        dim = len(weights[0]) if weights and isinstance(weights[0], list) else len(weights)
         if mine is not None and ((theirs is not None and theirs != mine) or dim not in (0, mine)):
             problems.append(
                 f"n_features={theirs if theirs is not None else dim} there, {mine} here"

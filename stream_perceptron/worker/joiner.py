@@ -33,6 +33,7 @@ from stream_perceptron.model.pending import (
 )
 from stream_perceptron.model.perceptron import BatchResult
 from stream_perceptron.settings import Settings
+from stream_perceptron.worker.classes import class_refusals
 from stream_perceptron.worker.drift_reporter import DriftReporter
 from stream_perceptron.worker.outputs import DeadLetters, Outputs
 from stream_perceptron.worker.partition import PartitionState
@@ -86,47 +87,69 @@ class LabelJoiner:
             return
         pending = st.pending
         offsets, stamps = batch.offsets, batch.timestamps_ms
-        predictions, scores = result.predictions, result.served_scores
+        scores = result.served_scores
+        # signs as Python ints; a K-class worker's class names as they are
+        predictions = result.predictions
+        if isinstance(predictions, np.ndarray):
+            predictions = predictions.tolist()
         for k, (y, rid) in enumerate(zip(ys, ids, strict=True)):
             if y or rid is None:
                 continue
             i = rows[k]
             pending.advance(offsets[i], clock[i])
-            pending.add(rid, PendingEvent(kept_features(raw[k]), int(predictions[k]), float(scores[k]),
+            pending.add(rid, PendingEvent(kept_features(raw[k]), predictions[k], float(scores[k]),
                                           offsets[i], stamps[i]))
 
     def join(self, st: PartitionState, batch: Batch, clock: Sequence[int], i: int,
-             label: LabelRecord) -> tuple[int, int]:
+             label: LabelRecord, names: Sequence[Any] | None = None) -> tuple[int, int]:
         """Join the label record at position ``i`` of ``batch`` to its kept event: learn the kept
         features with ``label.y`` and publish the outcome; or dead-letter it with the reason.
-        Returns (labeled, mistakes): (1, 0 or 1) when joined, else (0, 0)."""
+        Returns (labeled, mistakes): (1, 0 or 1) when joined, else (0, 0). (``names``: a K-class
+        batch's class names, not used here.)"""
+        found = self._kept(st, batch, clock, i, label)
+        if found is None:
+            return 0, 0
+        event, X = found
+        y = np.array([label.y], dtype=np.int8)
+        return self._learned(st, batch, i, label, event, X, y, label.y)
+
+    def _kept(self, st: PartitionState, batch: Batch, clock: Sequence[int], i: int,
+              label: LabelRecord) -> tuple[PendingEvent, Any] | None:
+        """The event kept for ``label`` and its features in the model's coordinates; None when
+        there is none (a dead letter then, with the reason)."""
         pending, offset, ts = st.pending, batch.offsets[i], batch.timestamps_ms[i]
         shown = clip(repr(label.id))
         if not pending.max_entries:
             self._dead_letters.send(st, batch, i, f"label record for id {shown}: late labels are off"
                                                   " (SP_LABELS__PENDING_MAX=0)")
-            return 0, 0
+            return None
         pending.advance(offset, clock[i])
         event, why = pending.take(label.id, offset, ts)
         if event is None:
             gone = pending.gone(label.id)
             self._dead_letters.send(st, batch, i, _WHY[why].format(id=shown,
                                                                    at=None if gone is None else gone[1]))
-            return 0, 0
+            return None
         model = st.learner.model
         X, rejected = model.vectorize_many([event.features])
         if rejected:  # the model no longer takes them (fixed anew since): the label cannot be learned
             self._dead_letters.send(st, batch, i,
                                     f"id {shown}: its kept features do not fit the model: {rejected[0]}")
-            return 0, 0
-        y = np.array([label.y], dtype=np.int8)
-        step = st.learner.step(X, y, labeled=y != 0)
+            return None
+        return event, X
+
+    def _learned(self, st: PartitionState, batch: Batch, i: int, label: LabelRecord, event: PendingEvent,
+                 X: Any, y: Any, shown_label: Any) -> tuple[int, int]:
+        """Learn the kept features ``X`` with the label ``y`` (as the learner takes it), and
+        publish the outcome naming ``shown_label``."""
+        offset, ts = batch.offsets[i], batch.timestamps_ms[i]
+        step = st.learner.step(X, y, labeled=np.ones(1, dtype=np.bool_))
         # the joined label's mistake is the stream's at the label record
         self._drifts.report(st, step.alarms, [offset])
         mistake = bool(step.result.mistakes[0])
         record = outcome_record(
             id=label.id, topic=batch.topic, partition=batch.partition, offset=offset,
-            event_offset=event.offset, prediction=event.prediction, score=event.score, label=label.y,
+            event_offset=event.offset, prediction=event.prediction, score=event.score, label=shown_label,
             mistake=mistake, delay_s=None if ts < 0 or event.timestamp_ms < 0
             else (ts - event.timestamp_ms) / 1000,
         )
@@ -138,3 +161,23 @@ class LabelJoiner:
         """Move the partition's store to the last record of ``batch`` (expiring what that passes)."""
         if st.pending.max_entries:
             st.pending.advance(batch.offsets[-1], max(batch.timestamps_ms))
+
+
+class ClassJoiner(LabelJoiner):
+    """:class:`LabelJoiner` for a K-class worker: a label record names a class, learned at its
+    own place (a new class comes in there), or refused as a row of the stream would be
+    (:func:`~stream_perceptron.worker.classes.class_refusals`); the outcome names the classes."""
+
+    def join(self, st: PartitionState, batch: Batch, clock: Sequence[int], i: int,
+             label: LabelRecord, names: Sequence[Any] | None = None) -> tuple[int, int]:
+        assert names is not None and isinstance(label.y, int)
+        name = names[label.y - 1]
+        refused = class_refusals(st.learner.model, [name])
+        if refused:
+            self._dead_letters.send(st, batch, i, refused[0])
+            return 0, 0
+        found = self._kept(st, batch, clock, i, label)
+        if found is None:
+            return 0, 0
+        event, X = found
+        return self._learned(st, batch, i, label, event, X, [name], name)

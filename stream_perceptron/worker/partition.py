@@ -14,19 +14,35 @@ from typing import Any
 
 from stream_perceptron.errors import CheckpointError
 from stream_perceptron.features.standardize import Standardizer
+from stream_perceptron.model.class_learner import MulticlassLearner
+from stream_perceptron.model.class_stats import MulticlassStats
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
 from stream_perceptron.model.mixing import MixLog
+from stream_perceptron.model.multiclass import MulticlassPerceptron
 from stream_perceptron.model.pending import PendingLabels
 from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import Settings
 from stream_perceptron.state.stored import StoredState, new_model_id
+from stream_perceptron.worker.pacing import MixWait
 
 
 def new_learner(settings: Settings) -> Learner:
-    """A learner at zero weights, configured by ``settings``."""
+    """A learner at zero weights, configured by ``settings``: the K-class perceptron's when they
+    ask for one (``SP_MODEL__CLASSES`` of three or more, ``SP_MODEL__MULTICLASS``), chosen here
+    once for the partition."""
     m, s = settings.model, settings.stats
+    if m.k_class():
+        return MulticlassLearner(
+            MulticlassPerceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                                 max_names=settings.limits.max_names, average=m.average,
+                                 hash_bits=m.hash_bits, hash_sign=m.hash_sign, classes=m.classes,
+                                 learn_classes=m.unknown_class == "learn",
+                                 max_classes=settings.limits.max_classes),
+            MulticlassStats(window=s.window, ewma_alpha=s.ewma_alpha),
+            *drift_watch(settings), scores=settings.output.scores == "all",
+        )
     return Learner(
         Perceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
                    max_names=settings.limits.max_names, average=m.average,
@@ -82,6 +98,11 @@ class PartitionState:
     """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixer.py)."""
     mix_log: list[dict[str, Any]] = field(default_factory=list)
     """Its adoptions past the group's committed offset, as its model-topic record logs them."""
+    mix_wait: MixWait | None = None
+    """Set while it waits at a mixing point for partitions behind (worker/pacing.py)."""
+    mix_excused: dict[int, int] = field(default_factory=dict)
+    """Partitions it waited for in vain, each with the version it had then: not waited for again
+    until they publish another."""
     stats_seen: int = 0
     """Examples seen at its last statistics record (for the record's ``examples_per_s``)."""
     stats_time: float = field(default_factory=time.monotonic)
@@ -113,7 +134,7 @@ class PartitionState:
         if it holds one, is where the partition resumes. Raises :class:`CheckpointError` for a
         checkpoint of another configuration, or one this worker cannot restore."""
         model = self.learner.model
-        ckpt.check_config(self.config())
+        ckpt.check_config(self.config(), settings.model.classes)
         try:
             if model.n_features is None and isinstance(ckpt.config.get("n_features"), int):
                 model.n_features = ckpt.config["n_features"]  # unset here: the checkpoint's holds
@@ -153,7 +174,13 @@ class PartitionState:
         when the worker started (monotonic), for ``uptime_s``."""
         now = time.monotonic()
         learner = self.learner
-        snap = learner.stats.snapshot()
+        if isinstance(learner, MulticlassLearner):  # K classes: per class, the confusion, b per class
+            classes = learner.model.classes
+            snap = learner.stats.snapshot(classes)
+            snap["intercepts"] = learner.model.intercept.tolist()
+            intercept = None
+        else:
+            snap, intercept = learner.stats.snapshot(), learner.model.intercept
         seen = snap["seen"]
         elapsed = now - self.stats_time
         rate = (seen - self.stats_seen) / elapsed if elapsed > 0 else None
@@ -161,7 +188,7 @@ class PartitionState:
         return {
             **snap,
             "updates": learner.model.updates,
-            "intercept": learner.model.intercept,
+            "intercept": intercept,
             "examples_per_s": rate,
             "dead_letters": self.dead_letters,
             "offsets": {} if self.next_offset is None
@@ -184,9 +211,11 @@ class PartitionState:
 
     def mix_statistics(self) -> dict[str, Any] | None:
         """The statistics record's ``"mix"``: the mix version (mixing points so far), this
-        partition's k and μ in the latest mix, the running Σμk, and the staleness: how many
-        versions the oldest state mixed was behind this partition's. None when the partition
-        never mixed."""
+        partition's k and μ in the latest mix, the running Σμk, the staleness (how many versions
+        the oldest state mixed was behind this partition's), the partitions the latest adoption
+        went on without although they were behind (``stale``: versions behind, by partition), the
+        seconds spent waiting at mixing points (``paused_s``) and the waits that ran out
+        (``overdue``). None when the partition never mixed."""
         ml = self.mix
         if ml is None or ml.last is None:
             return None
@@ -194,7 +223,8 @@ class PartitionState:
         i = m["partitions"].index(self.partition)
         return {"version": ml.version, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
                 "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
-                "staleness": ml.last["epoch"] - min(m["epochs"])}
+                "staleness": ml.last["epoch"] - min(m["epochs"]), "stale": ml.last.get("stale", {}),
+                "paused_s": ml.paused_s, "overdue": ml.overdue}
 
     def state(self) -> StoredState:
         """The partition's state to store (its offset must be known)."""

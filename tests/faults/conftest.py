@@ -15,6 +15,7 @@ from tests.integration.conftest import (
     _kafka_client_sockets_finalized,
     _local_kafka,
     apache_kafka,
+    backend,
     fast_kafka,
     group_id,
     kafka_bootstrap,
@@ -25,6 +26,6 @@ from tests.integration.conftest import (
 )
 
 __all__ = [
-    "_kafka_client_sockets_finalized", "_local_kafka", "apache_kafka", "fast_kafka", "group_id",
+    "_kafka_client_sockets_finalized", "_local_kafka", "apache_kafka", "backend", "fast_kafka", "group_id",
     "kafka_bootstrap", "kafka_settings", "kafka_trio", "new_topic", "pytest_runtest_makereport",
 ]
