@@ -256,7 +256,7 @@ def produce(
 
     settings = cluster_settings_from(ctx)
     name = topic or settings.topics.input
-    limits = settings.limits.codec_limits()
+    limits = settings.codec_limits()
     src = open_source(source, limit=limit, label=label, positive_class=limits.positive_class,
                       negative_class=limits.negative_class)
     # a file (or labels read by class name) is read through first: a bad row or an unmatched
@@ -315,7 +315,7 @@ def features(ctx: click.Context, sample: Path | None, topic: str | None, limit: 
                                 max_record_bytes=settings.limits.max_record_bytes)
         if settings.input.format == "avro":
             parse = avro_parse(SchemaRegistry.from_settings(settings.registry))
-    found = report(spec, samples, settings.limits.codec_limits(), parse=parse,
+    found = report(spec, samples, settings.codec_limits(), parse=parse,
                    late_labels=settings.labels.pending_max > 0)
     for line in found.json_lines() if as_json else found.lines():
         click.echo(line)

@@ -144,7 +144,7 @@ def fit_source(
     store = StateFiles(settings.checkpoint.dir, settings.checkpoint.keep)
     if not replace:
         _refuse_a_model_there(store)
-    limits = settings.limits.codec_limits()
+    limits = settings.codec_limits()
     source = open_source(spec, limit=limit, label=label, positive_class=limits.positive_class,
                          negative_class=limits.negative_class)
     xs, ys = _read(spec, source, limits)

@@ -115,7 +115,7 @@ class Worker:
                                      started=started)
         drifts = DriftReporter(outputs, self.observer, topic=settings.topics.stats,
                                client_id=settings.kafka.client_id, lines=lines)
-        dead_letters = DeadLetters(outputs, settings.topics.dead_letter, settings.limits.codec_limits(),
+        dead_letters = DeadLetters(outputs, settings.topics.dead_letter, settings.codec_limits(),
                                    self.counters)
         self.processor = BatchProcessor(
             settings, self.partitions, outputs, dead_letters,

@@ -172,7 +172,9 @@ class BatchProcessor:
                         st, batch, clock, take_rows(run.X, a, b), run.positions[a:b], run.ys[a:b],
                         run.ids[a:b], None if run.raw is None else run.raw[a:b],
                         None if run.echo is None else run.echo[a:b], run.names)
-                    self._mixer.learned(st, n_labeled)
+                    # the labeled rows plan() counted (a K-class row refused at its class
+                    # included), so the mixing points do not depend on where batches were cut
+                    self._mixer.learned(st, b - a - run.ys[a:b].count(0))
                 elif isinstance(seg, Join):
                     n_labeled, n_mistakes = self._joiner.join(
                         st, batch, clock, seg.position, decoded.labels[seg.position], decoded.class_names)

@@ -99,3 +99,20 @@ def test_a_mix_is_the_weighted_sum_of_rows_aligned_by_class():
     assert Published.from_record(p1.record()).record() == p1.record()
     with pytest.raises(ValueError, match="binary and K-class states cannot be mixed"):
         mix([p0, Published(1, np.array([1.0, 2.0]), 0.5, 1, 1, 10)])
+
+
+def test_a_class_refused_past_the_bound_moves_no_mixing_point_whatever_the_cuts(tmp_path):
+    rng = np.random.default_rng(8)
+    rows = [(rng.normal(size=2).round(3).tolist(), ["a", "b", "c"][int(rng.integers(3))]) for _ in range(150)]
+    outs = []
+    for step in (150, 7, 13):
+        w, edge = _worker(tmp_path / str(step), max_classes=2)
+        for a in range(0, len(rows), step):
+            w.process(Batch.of([InRecord("in", 0, i, None, input_record(*rows[i], i), 0)
+                                for i in range(a, min(len(rows), a + step))]))
+        st = w.partitions.assigned[("in", 0)]
+        dead = [v["offset"] for t, _, v in edge.sent if t == "dead-letters"]
+        outs.append((st.learner.model.weights.tobytes(), st.mix.version, st.mix.labeled, dead,
+                     [v for t, _, v in edge.sent if t == "predictions"]))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0][3] and outs[0][1] > 3  # classes refused, mixing points passed

@@ -233,3 +233,16 @@ def test_the_docs_name_every_field_of_a_k_class_prediction_and_statistics_record
         assert names, f"nothing was sent to {topic}"
         missing = [n for n in sorted(names) if f"`{n}`" not in text and f'"{n}"' not in text]
         assert not missing, f"docs/records.md does not describe {missing} of the {topic} records"
+
+
+def test_two_classes_named_make_the_binary_worker_with_those_names(tmp_path):
+    w, edge = _worker(tmp_path, model={"classes": ["ham", "spam"]})
+    values = [b'{"x": [1.0], "y": "spam"}', b'{"x": [-1.0], "y": "ham"}', b'{"x": [2.0], "y": "eggs"}']
+    w.process(Batch.of([InRecord("in", 0, i, None, v, 0) for i, v in enumerate(values)]))
+    assert not isinstance(w.learner, MulticlassLearner)
+    preds = [v for t, _, v in edge.sent if t == "predictions"]
+    assert [p["label"] for p in preds] == [1, -1]
+    assert [p["class"] for p in preds] == [{1: "spam", -1: "ham"}[p["prediction"]] for p in preds]
+    dead = [v["error"] for t, _, v in edge.sent if t == "dead-letters"]
+    assert dead == ["unknown label 'eggs': expected 'spam' (SP_LIMITS__POSITIVE_CLASS) or 'ham'"
+                    " (SP_LIMITS__NEGATIVE_CLASS)"]
