@@ -104,9 +104,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
-    with tempfile.TemporaryDirectory(prefix="bench-classes-") as tmp, pr.broker_at(args.bootstrap) as (boot, pid):
-        ctx = pr.Ctx(boot, f"bk{int(time.time()) % 10**6}{os.getpid() % 1000}", Path(tmp), 6000, pid)
-        print(f"{args.records:,} records, d={DEFAULT_D}, one partition, {args.repeats} repeats; load {loadavg()}")
+    with tempfile.TemporaryDirectory(prefix="bench-classes-") as tmp, pr.broker_at(args.bootstrap) as at:
+        ctx = pr.Ctx(at[0], f"bk{int(time.time()) % 10**6}{os.getpid() % 1000}", Path(tmp), 6000, at[1])
+        print(f"{args.records:,} records, d={DEFAULT_D}, 1 partition, {args.repeats} repeats;"
+              f" load {loadavg()}")
         with ctx.scope():
             report = run(ctx, args.records, args.repeats, args.seed, backends)
     report["loadavg_at_end"] = loadavg()

@@ -133,8 +133,8 @@ def test_multiclass_demo_on_the_embedded_broker_reports_what_its_checkpoint_hold
     lines = proc.stdout.splitlines()
     summary = dict(line.split(None, 1) for line in lines
                    if line.split()[0] in {"examples", "mistakes", "plot", "checkpoint"})
-    per_class = {int(c): (int(n), int(m), float(r)) for c, n, m, r in
-                 (line.split() for line in lines[lines.index("class   labeled  mistakes  mistake rate") + 1:])}
+    table = lines[lines.index("class   labeled  mistakes  mistake rate") + 1:]
+    per_class = {int(c): (int(n), int(m), float(r)) for c, n, m, r in (line.split() for line in table)}
     shown = _cli("checkpoint", "show", str(tmp_path / next(tmp_path.glob("run-*")).name / "checkpoints"),
                  env=_env())
     assert shown.returncode == 0, shown.stderr
