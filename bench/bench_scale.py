@@ -6,13 +6,16 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_scale                         # 1, 2, 4 workers, both stores
     .venv/bin/python -m bench.bench_scale --compare 464595b       # one worker: 464595b and this checkout
     .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
+    .venv/bin/python -m bench.bench_scale --workers 2 --mix 0,100,1000 --staleness 0,1,inf
 
 Each run starts ``W`` workers in a fresh group on a fresh ``--partitions``-partition topic, waits
 until the group is ``Stable`` with all of them, then produces ``--records`` keyed records:
 predictions/s over the predictions' CreateTime, and the CPU of every worker process from the
 first input record to the last prediction, per record. ``--mix`` runs each store and worker
-count at each ``SP_MIX__EVERY_EXAMPLES`` (0: off) and gives each row's CPU over mixing off's and
-the mixing points it made; ``--compare REF`` runs one worker on REF (a temporary git worktree)
+count at each ``SP_MIX__EVERY_EXAMPLES`` (0: off), and at each ``--staleness``
+(``SP_MIX__MAX_STALENESS``; inf: unset), and gives each row's CPU over mixing off's, the mixing
+points it made and the seconds its partitions waited, paused, at them (the ``waited_s`` its
+adoptions logged, summed); ``--compare REF`` runs one worker on REF (a temporary git worktree)
 and on this checkout. Repeats are interleaved; the tables give medians. docs/performance.md,
 "Scale" and "Mixing", has the method and the figures.
 """
@@ -43,8 +46,8 @@ from bench.worker.topics import admin_client, produce_all, read_back
 from stream_perceptron.state.model_topic import written
 
 STORES = ("directory", "kafka")
-SCALE_HEADERS = ["store", "workers", "mix E", "predictions/s", "x 1 worker", "CPU us/record", "CPU x off",
-                 "runs", "broker CPU us/record", "mixing points"]
+SCALE_HEADERS = ["store", "workers", "mix E", "s", "predictions/s", "x 1 worker", "CPU us/record",
+                 "CPU x off", "runs", "broker CPU us/record", "mixing points", "paused s"]
 COMPARE_HEADERS = ["store (head)", "base CPU us/record", "head CPU us/record", "head / base",
                    "base predictions/s", "head predictions/s"]
 
@@ -58,6 +61,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--records", type=int, default=200_000, help="input records per run")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--mix", default="0", help="comma-separated SP_MIX__EVERY_EXAMPLES (0: mixing off)")
+    p.add_argument("--staleness", default="inf", help="comma-separated SP_MIX__MAX_STALENESS (inf: unset)")
     p.add_argument("--compare", metavar="REF", help="one worker on REF and on this checkout, side by side")
     p.add_argument("--session-timeout-ms", type=int, default=6_000, help="tansu holds a join for half of it")
     p.add_argument("--bootstrap", help="host:port of a broker; default: start the embedded one")
@@ -71,6 +75,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.stores = [s for s in args.stores.split(",") if s]
     try:
         args.mix = sorted({int(v) for v in args.mix.split(",") if v.strip()})
+        args.staleness = sorted({None if v.strip() == "inf" else int(v) for v in args.staleness.split(",")},
+                                key=lambda v: float("inf") if v is None else v)
     except ValueError:
         args.mix = []
     problems = [
@@ -80,8 +86,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if not args.workers or min(args.workers) < 1 or max(args.workers) > args.partitions else "",
         "--records must be >= 10 per partition, --repeats >= 1"
         if args.records < 10 * args.partitions or args.repeats < 1 else "",
-        "--mix takes comma-separated numbers >= 0 (SP_MIX__EVERY_EXAMPLES; 0 = off)"
-        if not args.mix or min(args.mix) < 0 else "",
+        "--mix takes comma-separated numbers >= 0 (SP_MIX__EVERY_EXAMPLES; 0 = off), --staleness"
+        " numbers >= 0 or inf" if not args.mix or min([*args.mix, *(v or 0 for v in args.staleness)]) < 0
+        else "",
         "--compare measures mixing off only: leave out --mix" if args.compare and args.mix != [0] else ""]
     if any(problems):
         p.error("; ".join(filter(None, problems)))
@@ -99,12 +106,13 @@ class GroupAdmin(KafkaAdminClient):  # type: ignore[misc]
         return obj
 
 
-def run_env(side: str, store: str, group: str, mix: int) -> dict[str, str]:
-    """The settings that choose the store and mixing; none for the base side, whose code may not
-    know them (``--compare`` runs no mixing)."""
+def run_env(side: str, store: str, group: str, mix: int, bound: int | None = None) -> dict[str, str]:
+    """The settings that choose the store and mixing (``bound``: SP_MIX__MAX_STALENESS); none for
+    the base side, whose code may not know them (``--compare`` runs no mixing)."""
     if side == "base":
         return {}
     mixing = {"SP_MIX__EVERY_EXAMPLES": str(mix), "SP_MIX__TOPIC": f"{group}-model"} if mix else {}
+    mixing.update({"SP_MIX__MAX_STALENESS": str(bound)} if mix and bound is not None else {})
     return {"SP_CHECKPOINT__STORE": store, "SP_CHECKPOINT__TOPIC": f"{group}-state", **mixing}
 
 
@@ -147,20 +155,22 @@ def cpu_seconds(samplers: Sequence[RssSampler], t0: float, t1: float) -> float |
     return total if total is not None and total >= 1 / CLK_TCK else None
 
 
-def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: int, partitions: int,
-            values: Sequence[bytes], settle_timeout_s: float = 120) -> dict[str, Any]:
-    """``workers`` workers of ``side`` in a fresh group on a fresh input topic, mixing every ``mix``
-    labeled examples of a partition (0: not): their rate and CPU."""
+def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: tuple[int, int | None],
+            partitions: int, values: Sequence[bytes], settle_timeout_s: float = 120) -> dict[str, Any]:
+    """``workers`` workers of ``side`` in a fresh group on a fresh input topic, mixing every
+    ``mix[0]`` labeled examples of a partition (0: not) with SP_MIX__MAX_STALENESS ``mix[1]``:
+    their rate, CPU and time paused."""
+    mix, bound = mix
     n = len(values)
     with ctx.scope():
         (in_topic,) = ctx.new_topics("in", partitions=partitions)
         pred, stats, dead = ctx.new_topics("pred", "stats", "dead")
-        group = ctx.name(f"{side}-{store}-w{workers}-mix{mix}")
+        group = ctx.name(f"{side}-{store}-w{workers}-mix{mix}-s{bound}")
         ctx.topics += [f"{group}-state"] + ([f"{group}-model"] if mix else [])
         topics = {"input": in_topic, "predictions": pred, "stats": stats, "dead_letter": dead}
         procs, cpus, logs = [], [], []
         for k in range(workers):
-            extra = {**backend_env(backend), **run_env(side, store, group, mix),
+            extra = {**backend_env(backend), **run_env(side, store, group, mix, bound),
                      "SP_KAFKA__CLIENT_ID": f"{group}-{k}"}
             ckpt = checkpoint_dir(ctx.workdir, side, store, group, k)
             env = worker_env(ctx, topics, ckpt, "all", group, extra)
@@ -199,13 +209,15 @@ def one_run(ctx: Ctx, side: str, store: str, backend: str, workers: int, mix: in
         model = read_back(ctx.bootstrap, f"{group}-model", values=True, idle_s=1.0) if mix else None
         pairs = [] if model is None else [(k and k.decode(), v)
                                           for k, v in zip(model.keys, model.values, strict=True)]
-        points = len({(r["partition"], e["offset"]) for r in written(pairs) for e in r["log"]})
+        adoptions = {(r["partition"], e["offset"]): e for r in written(pairs) for e in r["log"]}
     if len(back.offsets) != n or any(codes):
         raise RuntimeError(f"{group}: {len(back.offsets)} predictions of {n}, exit codes {codes}; logs: "
                            f"{[str(log) for log in logs]}\n{log_tail(logs[0])}")
     cpu = cpu_seconds(cpus, t0, t1)
     broker_cpu = cpu_seconds([broker], t0, t1) if broker is not None else None
-    return {"side": side, "store": store, "workers": workers, "mix": mix, "mixing_points": points,
+    return {"side": side, "store": store, "workers": workers, "mix": mix, "staleness": bound,
+            "mixing_points": len(adoptions),
+            "paused_s": sum(e.get("waited_s", 0) for e in adoptions.values()),
             "backend": backend, "records": n, "rate": rate_from_timestamps(back.timestamps),
             "cpu_us_per_record": None if cpu is None else cpu * 1e6 / n,
             "broker_cpu_us_per_record": None if broker_cpu is None else broker_cpu * 1e6 / n,
@@ -219,25 +231,32 @@ def median_of(runs: Sequence[dict[str, Any]], key: str) -> float | None:
 
 
 def scale_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """Per (store, workers, mixing interval E), the columns of ``SCALE_HEADERS``: median
-    predictions/s and its multiple of the one-worker median (same store and E); median CPU µs per
-    record and its multiple of the median with mixing off (same store and workers), every run's
-    CPU, the broker's median, the median number of mixing points."""
-    def of(store: str, workers: int, mix: int) -> list[dict[str, Any]]:
-        return [r for r in runs if (r["store"], r["workers"], r["mix"]) == (store, workers, mix)]
+    """Per (store, workers, mixing interval E, staleness bound s), the columns of
+    ``SCALE_HEADERS``: median predictions/s and its multiple of the one-worker median (same store,
+    E and s); median CPU µs per record and its multiple of the median with mixing off (same store
+    and workers), every run's CPU, the broker's median, the median number of mixing points and of
+    seconds paused."""
+    def of(store: str, workers: int, mix: int, s: int) -> list[dict[str, Any]]:
+        return [r for r in runs
+                if (r["store"], r["workers"], r["mix"], r["staleness"]) == (store, workers, mix, s)]
 
-    def cell(store: str, workers: int, mix: int, key: str) -> float | None:
-        return median_of(of(store, workers, mix), key)
+    def cell(store: str, workers: int, mix: int, s: int, key: str) -> float | None:
+        return median_of(of(store, workers, mix, s), key)
 
-    rows = []
-    for store, w, e in sorted({(r["store"], r["workers"], r["mix"]) for r in runs}):
-        rate, cpu, each = cell(store, w, e, "rate"), cell(store, w, e, "cpu_us_per_record"), of(store, w, e)
-        rows.append([store, str(w), str(e), fmt_value(rate, ",.0f"),
-                     fmt_ratio(rate, cell(store, 1, e, "rate")),
-                     fmt_value(cpu, ".1f"), fmt_ratio(cpu, cell(store, w, 0, "cpu_us_per_record")),
+    rows, inf = [], float("inf")
+    keys = {(r["store"], r["workers"], r["mix"], inf if r["staleness"] is None else r["staleness"])
+            for r in runs}
+    for store, w, e, s in sorted(keys):
+        s = None if s == inf else s
+        rate, cpu, each = cell(store, w, e, s, "rate"), cell(store, w, e, s, "cpu_us_per_record"), \
+            of(store, w, e, s)
+        rows.append([store, str(w), str(e), "inf" if s is None else str(s), fmt_value(rate, ",.0f"),
+                     fmt_ratio(rate, cell(store, 1, e, s, "rate")),
+                     fmt_value(cpu, ".1f"), fmt_ratio(cpu, cell(store, w, 0, None, "cpu_us_per_record")),
                      ", ".join(fmt_value(r["cpu_us_per_record"], ".1f") for r in each),
-                     fmt_value(cell(store, w, e, "broker_cpu_us_per_record"), ".1f"),
-                     fmt_value(cell(store, w, e, "mixing_points"), ",.0f")])
+                     fmt_value(cell(store, w, e, s, "broker_cpu_us_per_record"), ".1f"),
+                     fmt_value(cell(store, w, e, s, "mixing_points"), ",.0f"),
+                     fmt_value(cell(store, w, e, s, "paused_s"), ",.1f") if e else ""])
     return rows
 
 
@@ -256,12 +275,13 @@ def compare_rows(runs: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def plan(args: argparse.Namespace) -> Iterator[tuple[int, str, str, int, int]]:
-    """(repeat, side, store, workers, mixing interval) of every run, interleaved: each repeat runs
-    every combination once, in an order rotated by the repeat. The base side runs once per repeat
-    (its code has one layout), under the first store's name."""
-    combos = [("head", s, w, e) for s in args.stores for w in args.workers for e in args.mix]
-    combos = [("base", args.stores[0], 1, 0), *combos] if args.compare else combos
+def plan(args: argparse.Namespace) -> Iterator[tuple[int, str, str, int, tuple[int, int | None]]]:
+    """(repeat, side, store, workers, (mixing interval, staleness bound)) of every run,
+    interleaved: each repeat runs every combination once, in an order rotated by the repeat. The
+    base side runs once per repeat (its code has one layout), under the first store's name."""
+    mixes = [(e, b) for e in args.mix for b in (args.staleness if e else [None])]
+    combos = [("head", s, w, m) for s in args.stores for w in args.workers for m in mixes]
+    combos = [("base", args.stores[0], 1, (0, None)), *combos] if args.compare else combos
     for k in range(args.repeats):
         for side, store, workers, mix in rotated(combos, k):
             yield k, side, store, workers, mix
@@ -281,9 +301,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             run = one_run(ctx, side, store, args.backend, workers, mix, args.partitions, values)
             run["repeat"] = k
             runs.append(run)
-            print(f"  {k} {side} {store} {workers} worker(s), mix {mix}: {fmt_value(run['rate'], ',.0f')} "
+            print(f"  {k} {side} {store} {workers} worker(s), E, s {mix}: {fmt_value(run['rate'], ',.0f')} "
                   f"predictions/s, {fmt_value(run['cpu_us_per_record'], '.1f')} CPU us/record, "
-                  f"{run['mixing_points']} mixing points", file=sys.stderr, flush=True)
+                  f"{run['mixing_points']} mixing points, paused {run['paused_s']:.1f} s",
+                  file=sys.stderr, flush=True)
     src = git_state()
     head_commit, dirty = src["commit"], bool(src["tracked_changed"])
     print(f"{args.records:,} records of {DEFAULT_D} features on {args.partitions} partitions, "
@@ -293,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows = scale_rows([r for r in runs if r["side"] == "head"])
     print(format_table(SCALE_HEADERS, rows))
     report: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "backend": args.backend,
-                              "repeats": args.repeats, "mix": args.mix, "input": meta, "runs": runs,
+                              "repeats": args.repeats, "mix": args.mix,
+                              "staleness": args.staleness, "input": meta, "runs": runs,
                               "head": {"commit": head_commit, "uncommitted_changes": dirty},
                               "scale": [dict(zip(SCALE_HEADERS, row, strict=True)) for row in rows]}
     if args.compare:

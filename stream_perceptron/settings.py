@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import math
 import os
 import re
 import tomllib
@@ -632,6 +633,32 @@ class MixSettings(_Section):
         description="μ of the mix: `uniform`, or `mistakes` (μ ∝ each state's mistakes since its previous "
         "mixing point)",
     )
+    # s of bounded staleness: a partition at its n-th mixing point adopts a mix only once every
+    # partition of the input has published a state of version >= n - s; unset (inf): no bound
+    max_staleness: int | None = Field(
+        None, ge=0,
+        description="bounded staleness across workers: a partition at its n-th mixing point waits "
+        "(paused) until every partition of the input has published a state of mix version n − s or "
+        "later, for at most `SP_MIX__MAX_WAIT_S`; unset or `inf`: no bound, a mix takes the newest "
+        "states whatever their age. The partitions of one worker always advance together "
+        "([Mixing](mixing.md#bounded-staleness))",
+    )
+    max_wait_s: float = Field(
+        10.0, gt=0, allow_inf_nan=False,
+        description="the longest a partition waits at a mixing point for partitions that are behind "
+        "(no input, or their worker gone); then it mixes what there is, logs which were stale and "
+        "by how many versions, counts it (statistics `mix.overdue`) and waits for them no more "
+        "until they publish again",
+    )
+
+    @field_validator("max_staleness", mode="before")
+    @classmethod
+    def _inf_is_unbounded(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("", "inf", "infinity", "∞"):
+            return None
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return None
+        return value
 
 
 class OutputSettings(_Section):

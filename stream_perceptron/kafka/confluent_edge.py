@@ -365,6 +365,7 @@ class ConfluentEdge(EdgeBase):
         self._highwater: dict[Partition, int] = {}
         self._seeks: dict[Partition, int] = {}
         self._callback_committed: dict[Partition, int | None] | None = None
+        self._paused: set[Partition] = set()  # paused by pause(), until resume() or a revocation
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -556,6 +557,13 @@ class ConfluentEdge(EdgeBase):
             if keys:  # nothing to tell about an empty revocation
                 self._run_callback("on_revoked", keys, lost=lost)
         finally:
+            paused, self._paused = self._paused, set()
+            if paused:  # librdkafka keeps a partition's pause across unassign() and assign()
+                try:
+                    consumer.resume([TopicPartition(t, p) for t, p in sorted(paused)])
+                except KafkaException as exc:
+                    log.warning("could not resume the paused partitions %s: %s", sorted(paused),
+                                _describe(exc))
             consumer.unassign()
             self._assigned = []
 
@@ -594,6 +602,8 @@ class ConfluentEdge(EdgeBase):
                 return []
             raise KafkaEdgeError(f"poll failed: {_describe(exc)}") from None
         self._raise_callback_error(messages)
+        if self._paused:  # fetched before the pause
+            messages = [m for m in messages if (m.topic(), m.partition()) not in self._paused]
         batches, errors = batches_of(messages)
         for err in errors:
             self._consume_error(err)
@@ -669,6 +679,30 @@ class ConfluentEdge(EdgeBase):
             consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as exc:
             raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {_describe(exc)}") from None
+
+    def pause(self, topic: str, partition: int) -> None:
+        """Return no record of ``topic``/``partition`` until :meth:`resume` (it must be assigned):
+        librdkafka fetches none, and a poll drops those it had queued."""
+        consumer = self._require(self._consumer)
+        key = (topic, partition)
+        if key not in self.assignment():
+            raise KafkaEdgeError(f"cannot pause {topic}/{partition}: partition not assigned")
+        try:
+            consumer.pause([TopicPartition(topic, partition)])
+        except KafkaException as exc:
+            raise KafkaEdgeError(f"cannot pause {topic}/{partition}: {_describe(exc)}") from None
+        self._paused.add(key)
+
+    def resume(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch ``topic``/``partition`` again, from ``offset`` (a seek after the resume: librdkafka
+        would otherwise go on from the last record it returned)."""
+        consumer = self._require(self._consumer)
+        try:
+            consumer.resume([TopicPartition(topic, partition)])
+        except KafkaException as exc:
+            raise KafkaEdgeError(f"cannot resume {topic}/{partition}: {_describe(exc)}") from None
+        self._paused.discard((topic, partition))
+        self.seek(topic, partition, offset)
 
     def assignment(self) -> list[Partition]:
         """The partitions assigned to this member, sorted.

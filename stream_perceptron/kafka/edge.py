@@ -36,6 +36,7 @@ client library and no model.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import threading
@@ -122,6 +123,29 @@ class Batch:
             self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i], self.timestamps_ms[i]
         )
 
+    def slice(self, start: int, stop: int) -> Batch:
+        """Its records at positions ``[start, stop)``: itself when that is all of them.
+
+        >>> b = Batch("in", 0, [5, 6, 7], [None] * 3, [b"a", b"b", b"c"], [1, 2, 3])
+        >>> b.slice(1, 9).offsets, b.slice(0, 3) is b
+        ([6, 7], True)
+        """
+        start, stop = max(start, 0), min(stop, len(self))
+        if start == 0 and stop == len(self):
+            return self
+        return Batch(self.topic, self.partition, self.offsets[start:stop], self.keys[start:stop],
+                     self.values[start:stop], self.timestamps_ms[start:stop])
+
+    def after(self, offset: int | None) -> Batch:
+        """Its records at ``offset`` or later (all of them for None).
+
+        >>> Batch("in", 0, [5, 6, 7], [None] * 3, [b"a", b"b", b"c"], [1, 2, 3]).after(6).offsets
+        [6, 7]
+        """
+        if offset is None or not self.offsets or self.offsets[0] >= offset:
+            return self
+        return self.slice(bisect.bisect_left(self.offsets, offset), len(self))
+
     def chunks(self, size: int) -> Iterator[Batch]:
         """The batch cut into consecutive batches of at most ``size`` records (itself if it fits).
 
@@ -155,6 +179,10 @@ class Edge(Protocol):
     between ``begin_transaction`` and ``commit_transaction`` (or ``abort_transaction``), and
     offsets are committed only by ``commit_transaction`` (``commit`` raises). ``in_transaction``
     says whether a transaction is open: the edge is the one owner of that fact.
+
+    ``pause`` stops an assigned partition's records: no poll returns one of them (those already
+    fetched included) until ``resume(topic, partition, offset)``, which fetches it again from
+    ``offset``. A revocation ends a pause: a partition assigned again is fetched as usual.
     """
 
     transactional: bool
@@ -172,6 +200,8 @@ class Edge(Protocol):
     def commit_transaction(self, offsets: Mapping[Partition, int]) -> None: ...
     def abort_transaction(self) -> None: ...
     def seek(self, topic: str, partition: int, offset: int) -> None: ...
+    def pause(self, topic: str, partition: int) -> None: ...
+    def resume(self, topic: str, partition: int, offset: int) -> None: ...
     def committed(self, topic: str, partition: int) -> int | None: ...
     def assignment(self) -> list[Partition]: ...
     def highwater(self, topic: str, partition: int) -> int | None: ...

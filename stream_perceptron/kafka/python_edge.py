@@ -293,6 +293,35 @@ class KafkaEdge(EdgeBase):
         except ValueError as exc:
             raise KafkaEdgeError(f"cannot seek {topic}/{partition} to {offset}: {exc}") from None
 
+    def pause(self, topic: str, partition: int) -> None:
+        """Return no record of ``topic``/``partition`` until :meth:`resume` (it must be assigned):
+        the fetcher drops what it holds of it and fetches none. An assignment resumes it."""
+        consumer = self._require(self._consumer)
+        try:
+            consumer.pause(TopicPartition(topic, partition))
+        except KeyError:
+            raise KafkaEdgeError(f"cannot pause {topic}/{partition}: partition not assigned") from None
+
+    def resume(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch ``topic``/``partition`` again, from ``offset``.
+
+        kafka-python (3.0) parks what it had fetched of a paused partition and hands it back
+        after the resume, one parked partition per poll; after the seek that data is obsolete,
+        and a partition whose parked data is never handed back is never fetched again (seen
+        with eight partitions paused and resumed in turn). So the parked data goes here."""
+        consumer = self._require(self._consumer)
+        tp = TopicPartition(topic, partition)
+        try:
+            consumer.seek(tp, offset)
+            consumer.resume(tp)
+        except (KeyError, ValueError) as exc:
+            raise KafkaEdgeError(f"cannot resume {topic}/{partition} at {offset}: {exc}") from None
+        fetcher = getattr(consumer, "_fetcher", None)
+        for parked in ("_paused_partition_records", "_paused_completed_fetches"):
+            held = getattr(fetcher, parked, None)
+            if isinstance(held, dict):
+                held.pop(tp, None)
+
     def assignment(self) -> list[Partition]:
         """The partitions assigned to this member, sorted."""
         consumer = self._require(self._consumer)
@@ -507,6 +536,10 @@ class KafkaEdge(EdgeBase):
             return  # kafka-python announces an empty revocation before every join
         self._announce(name, keys, lost=lost)
         if name == "on_assigned":
+            # kafka-python keeps the state, its pause included, of a partition assigned again
+            paused = [tp for tp in tps if tp in self._consumer.paused()]
+            if paused:
+                self._consumer.resume(*paused)
             self._callback_committed = await self._fetch_committed(tps)
         try:
             error = self._call_back(name, keys, lost=lost)

@@ -190,8 +190,12 @@ class MixLog:
     model's mistake count at the last mixing point, so k = mistakes − mistakes_at;
     ``sum_mu_k``: the running Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ of this partition's adoptions; ``last``: the latest
     adoption ``{"offset", "epoch", "mix"}`` (``offset``: the input offset of the first record
-    after it); ``replay``: adoptions logged on the model topic past the stored state's offset,
-    by offset, which a replay adopts instead of mixing anew (docs/mixing.md, "Exact on replay").
+    after it; with ``"stale"`` and ``"waited_s"`` when it waited for, or went on without,
+    partitions behind: see docs/mixing.md, "Bounded staleness"); ``paused_s``: seconds the
+    partition spent waiting at its mixing points for others; ``overdue``: mixing points whose
+    wait ran out (``SP_MIX__MAX_WAIT_S``) with partitions still behind; ``replay``: adoptions
+    logged on the model topic past the stored state's offset, by offset, which a replay adopts
+    instead of mixing anew (docs/mixing.md, "Exact on replay").
     """
 
     labeled: int = 0
@@ -199,28 +203,33 @@ class MixLog:
     mistakes_at: int = 0
     sum_mu_k: float = 0.0
     last: dict[str, Any] | None = None
+    paused_s: float = 0.0
+    overdue: int = 0
     replay: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def get_state(self) -> dict[str, Any]:
         return {"labeled": self.labeled, "epoch": self.version, "mistakes_at": self.mistakes_at,
-                "sum_mu_k": self.sum_mu_k, "last": self.last}
+                "sum_mu_k": self.sum_mu_k, "last": self.last, "paused_s": self.paused_s,
+                "overdue": self.overdue}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> MixLog:
         return cls(int(state["labeled"]), int(state["epoch"]), int(state["mistakes_at"]),
-                   float(state["sum_mu_k"]), state.get("last"))
+                   float(state["sum_mu_k"]), state.get("last"), float(state.get("paused_s", 0.0)),
+                   int(state.get("overdue", 0)))
 
     def remaining(self, every: int) -> int:
         """Labeled examples still to learn before the next mixing point."""
         return every - self.labeled
 
-    def adopted(self, offset: int, mixed: Mix, mistakes: int) -> dict[str, Any]:
+    def adopted(self, offset: int, mixed: Mix, mistakes: int, extra: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
         """Account for an adoption at ``offset`` (the model held ``mistakes`` then); returns its
-        log entry."""
+        log entry, with the fields of ``extra`` (what the wait before it found)."""
         self.version += 1
         self.labeled, self.mistakes_at = 0, mistakes
         self.sum_mu_k += mixed.weighted_mistakes
-        self.last = {"offset": offset, "epoch": self.version, "mix": mixed.record()}
+        self.last = {"offset": offset, "epoch": self.version, "mix": mixed.record(), **(extra or {})}
         return self.last
 
 

@@ -210,6 +210,7 @@ class Partitions:
             st = self.assigned.pop(key, None)
             if st is not None:
                 self.released[key] = st
+        self._mixer.forget(partitions)
         gone = set(partitions)
         self._observer.forget(gone)
         self._observer.assigned([tp for tp in self._edge.assignment() if tp not in gone])

@@ -29,6 +29,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, cast
@@ -110,7 +111,7 @@ class Worker:
         lines = Throttle(settings.log_every_seconds)
         started = time.monotonic()
         outputs = Outputs(self.edge)
-        self.mixer = Mixer(settings, model_topic)
+        self.mixer = Mixer(settings, model_topic, edge=self.edge, observer=self.observer)
         self.partitions = Partitions(settings, self.store, self.edge, self.mixer, self.observer,
                                      started=started)
         drifts = DriftReporter(outputs, self.observer, topic=settings.topics.stats,
@@ -181,18 +182,28 @@ class Worker:
         """Send one statistics record per assigned partition now."""
         return self.publisher.publish(loud=self.shutdown.begun)
 
-    def process(self, batch: Batch) -> None:
-        """Process one partition's batch (offset order). A batch that raises half-way leaves the
-        worker's state one not to resume from: no checkpoint stores it. What decoding it needs
-        from outside (Avro schemas) is fetched first: :class:`RegistryUnavailable` then leaves
-        everything as it was."""
+    def process(self, batch: Batch) -> int:
+        """Process one partition's batch (offset order); returns how many of its records were
+        processed: all, unless its partition stopped at a mixing point to wait for others (the
+        rest is to be read again once it goes on: :meth:`Mixer.release`). A batch that raises
+        half-way leaves the worker's state one not to resume from: no checkpoint stores it. What
+        decoding it needs from outside (Avro schemas) is fetched first:
+        :class:`RegistryUnavailable` then leaves everything as it was."""
         self.processor.prepare(batch)
-        with self.checkpointer.batch(f"the batch of {batch.topic}[{batch.partition}] from offset"
-                                     f" {batch.offsets[0] if len(batch) else None}"):
-            self.processor.process(batch)
-        n = len(batch)
-        self.checkpointer.tick(n)
-        self.publisher.tick(n)
+        done = 0
+        while done < len(batch):
+            # with mixing on, in pieces that end at the partition's next mixing point at the latest
+            st = self.partitions.state(batch.topic, batch.partition)
+            piece = batch.slice(done, done + self.mixer.piece(st, len(batch) - done))
+            with self.checkpointer.batch(f"the batch of {batch.topic}[{batch.partition}] from offset"
+                                         f" {piece.offsets[0]}"):
+                n = self.processor.process(piece)
+            done += n
+            if n < len(piece) or self.mixer.waiting(st):
+                break
+        self.checkpointer.tick(done)
+        self.publisher.tick(done)
+        return done
 
     def checkpoint(self, reason: str, handover: list[Partition] | None = None) -> bool:
         """Checkpoint now (:meth:`Checkpointer.checkpoint`)."""
@@ -258,22 +269,17 @@ class Worker:
         The ``consumer_lag`` gauge follows each poll's high-water marks (a statistics record sets
         it too), so after a burst it does not wait up to ``SP_STATS__EVERY_SECONDS`` to show it."""
         poll_ms, max_records = self.settings.kafka.poll_timeout_ms, self.settings.kafka.max_poll_records
-        chunk_records = self.settings.output.chunk_records
         backoff = 0.0  # while the schema registry does not answer, the wait before the next poll
         while not self.shutdown.asked:
-            batches = self.edge.poll(poll_ms, max_records)
+            # partitions waiting at a mixing point for other workers' are looked at again soon
+            self.mixer.release(self.partitions.assigned, follow=True)
+            waits = self.mixer.waits
+            batches = self.edge.poll(min(poll_ms, self._MIX_RECHECK_MS) if waits else poll_ms, max_records)
             if self._refused is not None:  # a partition's state could not be restored
                 raise self._refused
             self.observer.polled()
-            retry_in, deferred = min(max(2 * backoff, 0.5), 30.0), False
-            for batch in batches:
-                for chunk in batch.chunks(chunk_records):
-                    try:
-                        self.process(chunk)
-                    except RegistryUnavailable as exc:
-                        deferred = True
-                        self._defer(chunk, exc, retry_in)
-                        break  # the rest of the partition's batch comes again with it
+            retry_in = min(max(2 * backoff, 0.5), 30.0)
+            deferred = self._process_polled(batches, retry_in)
             if self.shutdown.asked:
                 return
             backoff = retry_in if deferred else 0.0
@@ -287,6 +293,71 @@ class Worker:
                 self.checkpointer.checkpoint("interval")
             if until is not None and until(self):
                 return
+
+    #: While partitions wait at a mixing point, the longest poll before they are looked at again.
+    _MIX_RECHECK_MS = 50
+
+    def _process_polled(self, batches: list[Batch], retry_in: float) -> bool:
+        """Process a poll's batches in chunks of ``SP_OUTPUT__CHUNK_RECORDS``; True when one had
+        to wait for the schema registry (:meth:`_defer`).
+
+        With mixing on, the partitions take turns, a chunk each, every chunk ending at its
+        partition's next mixing point at the latest, so the partitions reach their mixing points
+        together: a partition that waits there lets the others go on, goes on itself as soon as
+        they let it (:meth:`Mixer.release`, after every chunk), and has its records paused when
+        only waiting partitions are left (what it did not process is read again from its
+        mixing point). Each partition's records are processed in offset order."""
+        chunk_records = self.settings.output.chunk_records
+        if self.mixer.on:
+            return self._interleave(batches, chunk_records, retry_in)
+        deferred = False
+        for batch in batches:
+            for chunk in batch.chunks(chunk_records):
+                try:
+                    self.process(chunk)
+                except RegistryUnavailable as exc:
+                    deferred = True
+                    self._defer(chunk, exc, retry_in)
+                    break  # the rest of the partition's batch comes again with it
+        return deferred
+
+    def _interleave(self, batches: list[Batch], chunk_records: int, retry_in: float) -> bool:
+        """:meth:`_process_polled` with mixing on: the partitions take turns."""
+        deferred = False
+        queue = deque(batches)
+        while queue:
+            batch = queue.popleft()
+            st = self.partitions.assigned.get((batch.topic, batch.partition))
+            if st is not None:
+                batch = batch.after(st.next_offset)  # records processed already are not again
+                if not len(batch):
+                    continue
+                if self.mixer.waiting(st):
+                    if any(not self._waits(b) for b in queue):
+                        queue.append(batch)  # its turn comes again after the others'
+                        continue
+                    for waiting in (batch, *queue):  # none of them can move: their records wait
+                        self.mixer.hold(self.partitions.state(waiting.topic, waiting.partition))
+                    break
+            limit = chunk_records if st is None else self.mixer.piece(st, chunk_records)
+            chunk, rest = batch.slice(0, limit), batch.slice(limit, len(batch))
+            try:
+                done = self.process(chunk)
+            except RegistryUnavailable as exc:
+                deferred = True
+                self._defer(chunk, exc, retry_in)
+                continue  # the rest of the partition's batch comes again with it
+            if done < len(chunk):
+                rest = batch.slice(done, len(batch))
+            self.mixer.release(self.partitions.assigned)
+            if len(rest):
+                queue.append(rest)
+        return deferred
+
+    def _waits(self, batch: Batch) -> bool:
+        """The partition of ``batch`` waits at a mixing point."""
+        st = self.partitions.assigned.get((batch.topic, batch.partition))
+        return st is not None and self.mixer.waiting(st)
 
     def _defer(self, batch: Batch, exc: RegistryUnavailable, retry_in: float) -> None:
         """``batch`` cannot be decoded while the schema registry does not answer: nothing of it

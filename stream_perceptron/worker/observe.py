@@ -75,7 +75,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from stream_perceptron.clean import MAX_CLASS_TEXT, class_text
 from stream_perceptron.http_server import HTTPServer, Limits, Request, Response
@@ -131,6 +138,9 @@ _MIX_GAUGES: dict[str, tuple[str, str]] = {
     "sum_mu_k": ("mix_sum_mu_k", "The running sum of mu*k over the partition's adoptions (the IPM bound's"
                  " left side, against mistake_bound)."),
 }
+
+# the buckets of mix_staleness_versions: versions the oldest state of an adopted mix was behind
+_STALENESS_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 
 
 # per-class counter (prefix and "_total" added) → help, and the key of a 'per_class' entry it follows
@@ -319,6 +329,23 @@ class Observer:
             PREFIX + "model_info", "The model learned from the partition: 1, labelled with its model_id.",
             [*_PARTITION_LABELS, "model_id"], registry=reg,
         )
+        self._mix_staleness = Histogram(
+            PREFIX + "mix_staleness_versions",
+            "Versions the oldest state of each mix the partition adopted was behind its own: one"
+            " observation per mixing point (SP_MIX__MAX_STALENESS bounds it across workers).",
+            _PARTITION_LABELS, buckets=_STALENESS_BUCKETS, registry=reg,
+        )
+        self._mix_paused = Counter(
+            PREFIX + "mix_paused_seconds",
+            "Seconds the partition waited, paused, at its mixing points for partitions behind.",
+            _PARTITION_LABELS, registry=reg,
+        )
+        self._mix_overdue = Counter(
+            PREFIX + "mix_overdue",
+            "Mixing points whose wait ran out (SP_MIX__MAX_WAIT_S) with partitions still behind:"
+            " the partition mixed without them.",
+            _PARTITION_LABELS, registry=reg,
+        )
         self._classes = Gauge(
             PREFIX + "classes", "Classes the partition's K-class model knows (its statistics' 'classes');"
             " none for a binary model.", _PARTITION_LABELS, registry=reg,
@@ -328,9 +355,10 @@ class Observer:
             for name, (doc, _) in _CLASS_FOLLOWING.items()
         }
         # every series labelled by (topic, partition) alone, which forget() removes
-        self._partition_metrics: list[Counter | Gauge] = [
+        self._partition_metrics: list[Counter | Gauge | Histogram] = [
             *self._counters.values(), *self._stat_gauges.values(), *self._mix_gauges.values(),
-            self._names, self._names_limit, self._lag_gauge, self._classes,
+            self._names, self._names_limit, self._lag_gauge, self._classes, self._mix_staleness,
+            self._mix_paused, self._mix_overdue,
         ]
 
     # ------------------------------------------------------------------ the server
@@ -403,6 +431,21 @@ class Observer:
         where = _labels(topic, partition)
         with self._lock:
             self._raise_to(where, "drifts", self._partition_totals(where)["drifts"] + 1)
+
+    def mix_adopted(self, topic: str, partition: int, *, staleness: int, overdue: bool) -> None:
+        """``topic``/``partition`` adopted a mix whose oldest state was ``staleness`` versions
+        behind its own; ``overdue``: its wait ran out with partitions still behind."""
+        where = _labels(topic, partition)
+        with self._lock:
+            self._mix_staleness.labels(*where).observe(staleness)
+            overdue_total = self._mix_overdue.labels(*where)
+            if overdue:
+                overdue_total.inc()
+
+    def mix_paused(self, topic: str, partition: int, seconds: float) -> None:
+        """``topic``/``partition`` waited ``seconds`` at a mixing point."""
+        with self._lock:
+            self._mix_paused.labels(*_labels(topic, partition)).inc(max(seconds, 0.0))
 
     def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:
         """The feature names the model of ``topic``/``partition`` indexes, and the most it may
@@ -620,6 +663,12 @@ class NullObserver:
         """No counters."""
 
     def drift(self, topic: str, partition: int) -> None:
+        """No counters."""
+
+    def mix_adopted(self, topic: str, partition: int, *, staleness: int, overdue: bool) -> None:
+        """No histogram."""
+
+    def mix_paused(self, topic: str, partition: int, seconds: float) -> None:
         """No counters."""
 
     def feature_names(self, in_use: int, limit: int | None, *, topic: str, partition: int) -> None:

@@ -25,6 +25,7 @@ from stream_perceptron.model.perceptron import Perceptron
 from stream_perceptron.model.stats import RunningStats
 from stream_perceptron.settings import Settings
 from stream_perceptron.state.stored import StoredState, new_model_id
+from stream_perceptron.worker.pacing import MixWait
 
 
 def new_learner(settings: Settings) -> Learner:
@@ -97,6 +98,11 @@ class PartitionState:
     """Its mixing counters and latest adoption (``SP_MIX__EVERY_EXAMPLES`` set; worker/mixer.py)."""
     mix_log: list[dict[str, Any]] = field(default_factory=list)
     """Its adoptions past the group's committed offset, as its model-topic record logs them."""
+    mix_wait: MixWait | None = None
+    """Set while it waits at a mixing point for partitions behind (worker/pacing.py)."""
+    mix_excused: dict[int, int] = field(default_factory=dict)
+    """Partitions it waited for in vain, each with the version it had then: not waited for again
+    until they publish another."""
     stats_seen: int = 0
     """Examples seen at its last statistics record (for the record's ``examples_per_s``)."""
     stats_time: float = field(default_factory=time.monotonic)
@@ -205,9 +211,11 @@ class PartitionState:
 
     def mix_statistics(self) -> dict[str, Any] | None:
         """The statistics record's ``"mix"``: the mix version (mixing points so far), this
-        partition's k and μ in the latest mix, the running Σμk, and the staleness: how many
-        versions the oldest state mixed was behind this partition's. None when the partition
-        never mixed."""
+        partition's k and μ in the latest mix, the running Σμk, the staleness (how many versions
+        the oldest state mixed was behind this partition's), the partitions the latest adoption
+        went on without although they were behind (``stale``: versions behind, by partition), the
+        seconds spent waiting at mixing points (``paused_s``) and the waits that ran out
+        (``overdue``). None when the partition never mixed."""
         ml = self.mix
         if ml is None or ml.last is None:
             return None
@@ -215,7 +223,8 @@ class PartitionState:
         i = m["partitions"].index(self.partition)
         return {"version": ml.version, "offset": ml.last["offset"], "k": m["mistakes"][i], "mu": m["mu"][i],
                 "sum_mu_k": ml.sum_mu_k, "partitions": m["partitions"],
-                "staleness": ml.last["epoch"] - min(m["epochs"])}
+                "staleness": ml.last["epoch"] - min(m["epochs"]), "stale": ml.last.get("stale", {}),
+                "paused_s": ml.paused_s, "overdue": ml.overdue}
 
     def state(self) -> StoredState:
         """The partition's state to store (its offset must be known)."""

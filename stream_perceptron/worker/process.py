@@ -136,15 +136,25 @@ class BatchProcessor:
         assert self._avro is not None
         return self._avro.decode_wire(value, self._schema)
 
-    def process(self, batch: Batch) -> None:
+    def process(self, batch: Batch) -> int:
         """Decode, score, learn and publish one partition's batch (offset order); with Avro
-        events, after :meth:`prepare`."""
+        events, after :meth:`prepare`. Returns how many of its records were processed: all, or
+        none when its partition waits at a mixing point due before them.
+
+        With mixing on, the batch holds at most as many records as there are labeled examples
+        before its partition's next mixing point (:meth:`Mixer.piece`), so that point, if the
+        batch reaches it, is its last: a partition that waits there has processed the whole
+        batch."""
         n = len(batch)
         if not n:
-            return
+            return 0
         st = self._partitions.state(batch.topic, batch.partition)
         if st.fenced:  # the new owner processes it; this worker's next poll learns it lost it
-            return
+            return n
+        if self._mixer.due(st):  # a mixing point waited for, or stored, before this batch
+            assert st.next_offset is not None
+            if not self._mixer.point(st, st.next_offset, self._partitions.assigned):
+                return n if st.fenced else 0
         dead_before = self._counters.dead_letters
         if self._events is None:
             decoded = self._decoder.decode_many(batch.values, batch.keys)
@@ -180,7 +190,7 @@ class BatchProcessor:
                         st, batch, clock, seg.position, decoded.labels[seg.position], decoded.class_names)
                 else:
                     assert isinstance(seg, Mix)
-                    self._mixer.point(st, batch.offsets[run.positions[seg.after]] + 1)
+                    self._point(st, batch, batch.offsets[run.positions[seg.after]] + 1)
                     continue
                 labeled, mistakes = labeled + n_labeled, mistakes + n_mistakes
             start = end
@@ -192,6 +202,16 @@ class BatchProcessor:
         self._observer.batch(topic=st.topic, partition=st.partition, records=n, labeled=labeled,
                              mistakes=mistakes, dead_letters=self._counters.dead_letters - dead_before)
         self._observer.feature_names(model.n_names, model.name_limit, topic=st.topic, partition=st.partition)
+        return n
+
+    def _point(self, st: PartitionState, batch: Batch, offset: int) -> None:
+        """``st``'s mixing point before ``offset`` in ``batch``: where it waits, or stops as the
+        partition's claim has passed to another worker, it is the batch's end
+        (:meth:`Mixer.piece` cuts batches so)."""
+        if not self._mixer.point(st, offset, self._partitions.assigned) and not st.fenced \
+                and offset <= batch.offsets[-1]:
+            raise RuntimeError(f"{st.name} waits at its mixing point {offset} inside a batch to"
+                               f" {batch.offsets[-1]}: batches end at mixing points")
 
     def _vectorize(self, st: PartitionState, batch: Batch, decoded: Decoded, start: int, end: int) -> Run:
         """The decoded rows ``[start, end)`` (of one kind) in the model's coordinates; the rows the

@@ -15,6 +15,7 @@ import os
 import signal
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -31,7 +32,7 @@ def main() -> None:
     state = {"stalled": False, "zombie": False}
     point, send_many, release = Mixer.point, Outputs.send_many, Partitions.release
 
-    def stalling_point(self: Mixer, st: PartitionState, offset: int) -> None:
+    def stalling_point(self: Mixer, st: PartitionState, offset: int, *args: Any, **kwargs: Any) -> bool:
         if (not state["stalled"] and st.mix is not None and offset not in st.mix.replay
                 and (folder / "stall").exists()):
             state["stalled"] = True
@@ -40,7 +41,7 @@ def main() -> None:
             tmp.replace(folder / "stalled")
             os.kill(os.getpid(), signal.SIGSTOP)
             state["zombie"] = True  # SIGCONT: from here, perhaps no longer the owner
-        point(self, st, offset)
+        return point(self, st, offset, *args, **kwargs)
 
     def recording(self: Outputs, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes]) -> None:
         if state["zombie"] and topic == predictions and values:

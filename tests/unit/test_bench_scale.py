@@ -21,6 +21,8 @@ def test_a_run_of_the_base_side_gets_no_setting_its_code_may_not_know() -> None:
         "kafka", "g-state", "g-model")
     assert bench_scale.run_env("base", "kafka", "g", 0) == {}
     assert "SP_MIX__TOPIC" not in bench_scale.run_env("head", "directory", "g", 0)  # mixing off
+    assert "SP_MIX__MAX_STALENESS" not in env  # s = inf: unset
+    assert bench_scale.run_env("head", "kafka", "g", 100, 1)["SP_MIX__MAX_STALENESS"] == "1"
 
 
 def test_the_directory_store_shares_one_directory_and_everything_else_gets_its_own() -> None:
@@ -39,14 +41,19 @@ def test_cpu_under_one_tick_of_the_counters_is_not_measured() -> None:
 
 
 def test_the_scale_table_gives_medians_and_their_multiples() -> None:
-    runs = [{"store": "directory", "workers": w, "mix": e, "rate": r, "cpu_us_per_record": c,
-             "broker_cpu_us_per_record": 2.0, "mixing_points": m}
-            for w, e, r, c, m in ((1, 0, 100.0, 10.0, 0), (2, 0, 180.0, 11.0, 0),
-                                  (2, 100, 90.0, 22.0, 40), (2, 100, 80.0, 33.0, 40))]
+    runs = [{"store": "directory", "workers": w, "mix": e, "staleness": s, "rate": r, "cpu_us_per_record": c,
+             "broker_cpu_us_per_record": 2.0, "mixing_points": m, "paused_s": p}
+            for w, e, s, r, c, m, p in ((1, 0, None, 100.0, 10.0, 0, 0), (2, 0, None, 180.0, 11.0, 0, 0),
+                                        (2, 100, None, 90.0, 22.0, 40, 0.0),
+                                        (2, 100, None, 80.0, 33.0, 40, 0.0), (2, 100, 0, 70.0, 44.0, 40, 3.0),
+                                        (2, 100, 0, 60.0, 44.0, 40, 5.0))]
     rows = bench_scale.scale_rows(runs)
-    assert rows[1] == ["directory", "2", "0", "180", "1.80x", "11.0", "1.00x", "11.0", "2.0", "0"]
-    # no one-worker run with E = 100 to divide by
-    assert rows[2] == ["directory", "2", "100", "85", "n/a", "27.5", "2.50x", "22.0, 33.0", "2.0", "40"]
+    assert rows[1] == ["directory", "2", "0", "inf", "180", "1.80x", "11.0", "1.00x", "11.0", "2.0", "0", ""]
+    # no one-worker run with E = 100 to divide by; the bounded rows before the unbounded
+    assert rows[2] == ["directory", "2", "100", "0", "65", "n/a", "44.0", "4.00x", "44.0, 44.0", "2.0", "40",
+                       "4.0"]
+    assert rows[3] == ["directory", "2", "100", "inf", "85", "n/a", "27.5", "2.50x", "22.0, 33.0", "2.0",
+                       "40", "0.0"]
     assert bench_scale.median_of([{"rate": 3.0}, {"rate": None}, {"rate": 1.0}], "rate") == 2.0
 
 
@@ -57,14 +64,18 @@ def test_the_comparison_table_gives_head_over_base_per_store() -> None:
 
 
 def test_the_runs_are_interleaved_in_an_order_rotated_by_the_repeat() -> None:
-    def plan(**given: object) -> list[tuple[int, str, str, int, int]]:
-        return list(bench_scale.plan(argparse.Namespace(**{"compare": None, "mix": [0], **given})))
+    def plan(**given: object) -> list[tuple[int, str, str, int, tuple[int, int | None]]]:
+        return list(bench_scale.plan(argparse.Namespace(**{"compare": None, "mix": [0], "staleness": [None],
+                                                           **given})))
 
     got = plan(repeats=2, stores=["directory", "kafka"], workers=[1, 2])
     assert [(k, st, w) for k, _, st, w, _ in got][:5] == [
         (0, "directory", 1), (0, "directory", 2), (0, "kafka", 1), (0, "kafka", 2), (1, "directory", 2)]
     got = plan(repeats=2, stores=["kafka"], workers=[1], mix=[0, 100])
-    assert [(k, e) for k, _, _, _, e in got] == [(0, 0), (0, 100), (1, 100), (1, 0)]
+    assert [(k, e) for k, _, _, _, (e, _) in got] == [(0, 0), (0, 100), (1, 100), (1, 0)]
+    # each bound with mixing on; mixing off once
+    got = plan(repeats=1, stores=["kafka"], workers=[2], mix=[0, 100], staleness=[0, None])
+    assert [m for *_, m in got] == [(0, None), (100, 0), (100, None)]
     # the base side runs once a repeat, under the first store's name
     got = plan(repeats=1, stores=["directory", "kafka"], workers=[1], compare="HEAD")
     assert [(s, st) for _, s, st, _, _ in got] == [("base", "directory"), ("head", "directory"),
@@ -82,6 +93,8 @@ def test_the_runs_are_interleaved_in_an_order_rotated_by_the_repeat() -> None:
         (["--mix", "0,-100"], "--mix takes comma-separated numbers >= 0"),
         (["--mix", "off"], "--mix takes comma-separated numbers >= 0"),
         (["--mix", ","], "--mix takes comma-separated numbers >= 0"),
+        (["--mix", "100", "--staleness", "-1"], "--staleness numbers >= 0 or inf"),
+        (["--mix", "100", "--staleness", "none"], "--staleness numbers >= 0 or inf"),
         (["--compare", "HEAD", "--mix", "0,100"], "--compare measures mixing off only"),
     ],
 )
@@ -98,11 +111,13 @@ def test_the_defaults_and_that_a_comparison_is_of_one_worker() -> None:
     assert parse_args(["--compare", "HEAD~1", "--workers", "2,4"]).workers == [1]
     assert args.mix == [0]  # mixing off unless asked for
     assert parse_args(["--mix", "100,0,1000,100"]).mix == [0, 100, 1000]
+    assert args.staleness == [None]  # no bound unless asked for
+    assert parse_args(["--staleness", "inf,1,0"]).staleness == [0, 1, None]
 
 
 def test_the_table_gives_each_mixing_interval_over_mixing_off_with_the_same_workers_and_store() -> None:
-    runs = [{"store": st, "workers": w, "mix": e, "rate": 1000.0, "cpu_us_per_record": c,
-             "broker_cpu_us_per_record": None, "mixing_points": e and 200_000 // e}
+    runs = [{"store": st, "workers": w, "mix": e, "staleness": None, "rate": 1000.0, "cpu_us_per_record": c,
+             "broker_cpu_us_per_record": None, "mixing_points": e and 200_000 // e, "paused_s": 0.0}
             for st, w, e, c in (("kafka", 1, 0, 20.0), ("kafka", 1, 1000, 30.0), ("kafka", 2, 0, 25.0),
                                 ("kafka", 2, 1000, 25.0), ("directory", 1, 1000, 40.0))]
     rows = {(r[0], r[1], r[2]): dict(zip(bench_scale.SCALE_HEADERS, r, strict=True))

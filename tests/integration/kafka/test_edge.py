@@ -397,3 +397,54 @@ def test_an_unreachable_broker_does_not_crash_the_edge(
         new_edge(kafka, "in").start()
     with pytest.raises(KafkaEdgeError, match="cannot reach Kafka"):
         ensure_topics(kafka, {"in": 1}, timeout_s=1)
+
+
+def test_a_paused_partition_returns_nothing_until_it_is_resumed_from_the_offset_given(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    # each partition fits one fetch response: records of partition 0 were fetched past the pause
+    kafka, topic = kafka_settings(backend=backend), new_topic(2)
+    fill_partitions(kafka, topic, {0: 3_000, 1: 3_000})
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+
+    def poll_while(condition: Callable[[], bool]) -> None:
+        while condition():
+            assert time.monotonic() < deadline, f"timed out; got {len(seen[0])}, {len(seen[1])}"
+            for b in edge.poll(timeout_ms=200, max_records=500):
+                assert b.values == [f"p{b.partition}-{o}".encode() for o in b.offsets]
+                seen[b.partition].extend(b.offsets)
+
+    with started(kafka, topic) as edge:
+        poll_while(lambda: not seen[0])
+        edge.pause(topic, 0)
+        before = len(seen[0])
+        poll_while(lambda: len(seen[1]) < 3_000)  # the other partition goes on
+        assert len(seen[0]) == before  # nothing of the paused one, fetched before the pause or not
+        edge.resume(topic, 0, 100)
+        poll_while(lambda: len(seen[0]) < before + 2_900)
+        with pytest.raises(KafkaEdgeError, match="not assigned"):
+            edge.pause(topic, 5)
+    assert seen[0] == list(range(before)) + list(range(100, 3_000))
+    assert seen[1] == list(range(3_000))
+
+
+def test_a_revocation_ends_a_pause(
+    backend: str, kafka_settings: Settings, new_topic: Callable[..., str]
+) -> None:
+    kafka, topic = kafka_settings(backend=backend), new_topic(2)
+    fill_partitions(kafka, topic, {0: 5, 1: 5})
+    with started(kafka, topic) as a:
+        poll_until([a], lambda got: len(got) >= 10)
+        for p in (0, 1):
+            a.pause(topic, p)
+        with started(kafka, topic) as b:
+            with polling(a), polling(b):
+                wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1,
+                         JOIN_TIMEOUT_S, "the partitions to be split", every_s=0.05)
+            fill_partitions(kafka, topic, {0: 5, 1: 5})
+            # each member fetches its partition, the one a kept included (the group has no commit:
+            # both read from the start)
+            got = poll_until([a, b], lambda got: {(r.partition, r.offset) for r in got}
+                             >= {(p, o) for p in (0, 1) for o in range(5, 10)})
+    assert {r.partition for r in got} == {0, 1}

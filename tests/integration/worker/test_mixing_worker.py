@@ -1,7 +1,9 @@
 """Parameter mixing over a broker: two worker processes, four partitions, one killed with SIGKILL
 and restarted; every re-emitted prediction equals the first, and each partition's final state is
-an offline replay of its input with its logged mixes. Two rows cover both stores and both
-backends: the directory store on kafka-python, the Kafka store on confluent-kafka."""
+an offline replay of its input with its logged mixes. The rows cover both stores and both
+backends (the directory store on kafka-python, the Kafka store on confluent-kafka), with no bound
+on staleness and with SP_MIX__MAX_STALENESS = 1 (the partitions then wait, paused, for each other,
+and for the killed worker's for at most SP_MIX__MAX_WAIT_S)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from tests.integration.helpers import (
 )
 
 PARTS, N, EVERY = 4, 600, 40  # N records per partition
-ROWS = [("kafka-python", "directory"), ("confluent-kafka", "kafka")]
+ROWS = [(backend, store, bound) for bound in (None, 1)
+        for backend, store in (("kafka-python", "directory"), ("confluent-kafka", "kafka"))]
 EDGE_STARTED = re.compile(r"kafka edge( \(confluent-kafka\))? started")
 
 
@@ -49,9 +52,10 @@ def _replay(settings, stream, mixes):
 # (tests/integration/conftest.py, _kafka_client_sockets_finalized), and a collection in the middle
 # of the test would fail it for that
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-@pytest.mark.parametrize(("backend", "store"), ROWS, ids=[f"{b}-{s}" for b, s in ROWS])
+@pytest.mark.parametrize(("backend", "store", "bound"), ROWS,
+                         ids=[f"{b}-{s}" + ("" if t is None else f"-s{t}") for b, s, t in ROWS])
 def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactly(
-    fast_kafka, new_topic, tmp_path, backend, store
+    fast_kafka, new_topic, tmp_path, backend, store, bound
 ):
     kafka = fast_kafka(max_poll_records=50)
     topics = topics_for(new_topic, partitions=PARTS)
@@ -69,8 +73,9 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
     def settings_of(name: str):
         folder = tmp_path / (name if store == "kafka" else "states")
         kafka = fast_kafka(max_poll_records=50, client_id=name, backend=backend)
+        bounded = {} if bound is None else {"max_staleness": bound, "max_wait_s": 2.0}
         return worker_settings(kafka, topics, folder, checkpoint=checkpoint,
-                               mix={"every_examples": EVERY, "topic": model_topic})
+                               mix={"every_examples": EVERY, "topic": model_topic, **bounded})
 
     settings = {c: settings_of(f"worker-{c}") for c in "ab"}
     procs = {c: start_process(settings[c], log=tmp_path / f"{c}.log") for c in "ab"}
@@ -116,6 +121,8 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
         for entry in record["log"]:
             key = (record["partition"], entry["offset"])
             assert logged.setdefault(key, entry) == entry
+            if bound is not None and "stale" not in entry:  # no wait ran out: every state within s
+                assert min(entry["mix"]["epochs"]) >= entry["epoch"] - bound, entry
     states = open_store(settings_of("reader"), partitions=None)
     try:
         finals = {p: states.load(topics["input"], p) for p in range(PARTS)}

@@ -33,6 +33,9 @@ class _Consumer:
     def __init__(self, error: Exception | None) -> None:
         self._coordinator = _Coordinator(error)
 
+    def paused(self):
+        return set()
+
 
 def _assign(error: Exception | None) -> Exception | None:
     """Run on_assigned for in/0 as the client's I/O thread would; what committed() raised."""

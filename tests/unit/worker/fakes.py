@@ -98,8 +98,11 @@ class MemoryModelTopic:
     def __init__(self, log: list[tuple[str | None, bytes | None]] | None = None) -> None:
         self.log = [] if log is None else log
         self._read = 0
+        self.blind = False  # True: a reader that has not read what was appended since (it lags)
 
     def newer(self) -> list[tuple[str | None, bytes | None]]:
+        if self.blind:
+            return []
         out = self.log[self._read:]
         self._read = len(self.log)
         return out

@@ -175,8 +175,8 @@ def test_counter_names_end_in_total_and_the_scrape_parses(make):
     counters = {name for name, f in families.items() if f.type == "counter"}
     assert counters == {P + n for n in ["examples", "labeled_examples", "mistakes", "updates",
                                         "dead_letters", "label_joins", "label_expiries", "drifts",
-                                        "rebalances", "checkpoints", "class_labeled_examples",
-                                        "class_mistakes", "class_predicted"]}
+                                        "rebalances", "checkpoints", "mix_paused_seconds", "mix_overdue",
+                                        "class_labeled_examples", "class_mistakes", "class_predicted"]}
     for name in counters:
         for sample in families[name].samples:
             assert sample.name.endswith(("_total", "_created")), sample.name
@@ -278,6 +278,25 @@ def test_forget_removes_the_series_of_revoked_partitions_only(make):
     assert value(s, "mistakes_total", **P0) == 70
     assert value(s, "model_info", **P0, model_id=MODEL) == 1
     obs.forget([("examples", 7)])  # never held: nothing happens
+
+
+def test_each_adoption_observes_its_staleness_and_the_waits_add_up(make):
+    obs = make(clock=Clock())
+    for staleness in (0, 1, 1, 4):
+        obs.mix_adopted("examples", 0, staleness=staleness, overdue=staleness > 3)
+    obs.mix_paused("examples", 0, 0.25)
+    obs.mix_paused("examples", 0, 1.5)
+    s = scrape(obs)
+    assert value(s, "mix_staleness_versions_count", **P0) == 4
+    assert value(s, "mix_staleness_versions_sum", **P0) == 6
+    assert value(s, "mix_staleness_versions_bucket", **P0, le="0.0") == 1
+    assert value(s, "mix_staleness_versions_bucket", **P0, le="1.0") == 3
+    assert value(s, "mix_staleness_versions_bucket", **P0, le="5.0") == 4
+    assert value(s, "mix_paused_seconds_total", **P0) == 1.75
+    assert value(s, "mix_overdue_total", **P0) == 1
+    obs.forget([("examples", 0)])
+    s = scrape(obs)
+    assert not labelled(s, "mix_staleness_versions_count") and not labelled(s, "mix_paused_seconds_total")
 
 
 def test_batch_rejects_impossible_counts(make):
