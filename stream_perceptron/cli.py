@@ -351,21 +351,27 @@ def broker(port: int, host: str) -> None:
 @click.option("--source", default="river:Shuttle", show_default=True)
 @click.option("--out", default="demo-output", show_default=True,
               type=click.Path(file_okay=False, path_type=Path))
+@click.option("--multiclass", is_flag=True,
+              help="Stream river's synth.LED (10 classes, 50,000 records) through a K-class worker.")
 @click.option("--verbose", is_flag=True, help="Show the worker's log lines too.")
 @click.pass_context
 @exits()
-def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose: bool) -> None:
+def demo(ctx: click.Context, limit: int | None, source: str, out: Path, multiclass: bool,
+         verbose: bool) -> None:
     """Stream river's Shuttle (49,097 records, in order) through a worker and plot its mistake rate.
 
     Without a configured bootstrap it starts the embedded broker; with one it uses that cluster.
+    With --multiclass: river's synth.LED digits, 10 classes, and each class's mistake rate.
     """
     import contextlib
     import secrets
     import time
 
     from stream_perceptron.commands.broker import EmbeddedBroker
-    from stream_perceptron.commands.demo import run_demo
+    from stream_perceptron.commands.demo import LED_EXAMPLES, led_source, run_demo
 
+    if multiclass and ctx.get_parameter_source("source") is not click.core.ParameterSource.DEFAULT:
+        fail("--multiclass streams synth.LED; --source names the binary demo's dataset: give one", 2)
     base = settings_from(ctx, log_level=None if verbose else "WARNING")
     # its plot at the end, and the embedded broker unless a cluster is configured
     require("the demo command", *(("plot",) if base.kafka.bootstrap_servers else ("plot", "embedded")))
@@ -400,8 +406,10 @@ def demo(ctx: click.Context, limit: int | None, source: str, out: Path, verbose:
             "kafka.max_poll_records": 500,
             "stats.every_examples": 500,
             "log_level": None if verbose else "WARNING",
+            **({"model.classes": list(range(10))} if multiclass else {}),
         })
-        summary = run_demo(settings, run_dir, source_spec=source, limit=limit)
+        summary = run_demo(settings, run_dir, source_spec=source, limit=limit,
+                           source=led_source(limit or LED_EXAMPLES) if multiclass else None)
     for line in summary.lines():
         click.echo(line)
 

@@ -352,6 +352,15 @@ def test_demo_with_an_output_directory_it_cannot_write_stops_before_it_starts(tm
     assert "(--out)" in res.output and res.output.count("\n") == 1  # one line, nothing run
 
 
+def test_multiclass_demo_with_a_source_stops_before_it_starts(tmp_path):
+    res = CliRunner().invoke(main, ["demo", "--multiclass", "--source", "river:Phishing", "--out",
+                                    str(tmp_path)], env={"SP_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    assert res.exit_code == 2
+    assert res.output == ("stream-perceptron: --multiclass streams synth.LED; --source names the"
+                          " binary demo's dataset: give one\n")
+    assert not list(tmp_path.iterdir())  # nothing made
+
+
 def test_health_asks_the_host_the_worker_serves_on():
     # a worker bound to one address (not loopback) is probed there; a wildcard on loopback
     import threading

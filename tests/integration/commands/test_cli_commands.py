@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from PIL import Image
 
 from stream_perceptron import Perceptron
 from stream_perceptron.commands.broker import free_port
+from stream_perceptron.commands.demo import led_source
 from stream_perceptron.commands.read import read_topic
 from stream_perceptron.sources import open_source
 from tests.integration.helpers import predictions_by_offset, wait_for
@@ -122,3 +124,32 @@ def test_broker_command_listens_until_interrupted():
         proc.communicate()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_multiclass_demo_on_the_embedded_broker_reports_what_its_checkpoint_holds(tmp_path):
+    # no bootstrap configured: the demo starts the embedded broker, and stops it before it prints
+    proc = _cli("demo", "--multiclass", "--limit", "1500", "--out", str(tmp_path), env=_env())
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    summary = dict(line.split(None, 1) for line in lines
+                   if line.split()[0] in {"examples", "mistakes", "plot", "checkpoint"})
+    table = lines[lines.index("class   labeled  mistakes  mistake rate") + 1:]
+    per_class = {int(c): (int(n), int(m), float(r)) for c, n, m, r in (line.split() for line in table)}
+    shown = _cli("checkpoint", "show", str(tmp_path / next(tmp_path.glob("run-*")).name / "checkpoints"),
+                 env=_env())
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout)
+    assert state["classes"] == list(range(10)) and state["seen"] == int(summary["examples"]) == 1500
+    assert int(summary["mistakes"]) == state["mistakes"] == state["stats"]["mistakes"]
+    assert per_class == {c["class"]: (c["labeled"], c["mistakes"], round(c["mistakes"] / c["labeled"], 4))
+                         for c in state["stats"]["per_class"]}
+    assert sum(n for n, _, _ in per_class.values()) == 1500
+    # the K-class perceptron, run on the same records in order, makes the mistakes the demo reports
+    source = list(led_source(1500))
+    core = Perceptron(classes=list(range(10)))
+    core.learn_many(np.array([x for x, _ in source], dtype=np.float64), [y for _, y in source])
+    assert core.mistakes == state["mistakes"] > 0
+    assert np.array_equal(np.asarray(state["weights"]), core.weights)
+    with Image.open(summary["plot"].strip()) as img:
+        assert img.format == "PNG" and img.size == (1200, 700)
+    assert os.path.exists(summary["checkpoint"].strip())
