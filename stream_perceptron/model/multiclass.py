@@ -305,6 +305,10 @@ class MulticlassPerceptron(Perceptron):
         self.learn_classes = learn_classes
         self.max_classes = max_classes
         self._space = ClassSpace(classes, learn_classes, max_classes)
+        # dense calls of at least this many rows decide in the compiled loop (where numba is
+        # installed; both loops decide the same rows); a long-running caller that pays for loading
+        # numba once, as the worker does, sets 1
+        self.compiled_min_rows = COMPILED_MIN_ROWS
         # W and U are the first K rows and d columns of buffers that grow (classes and names
         # arriving one at a time); b and u0 likewise; _wrows[j] is a memoryview of row j of W's
         # buffer (Python floats one at a time), _bv of b's
@@ -798,7 +802,7 @@ class MulticlassPerceptron(Perceptron):
         """A chunk of :meth:`_learn_class_rows`; ``counts``: the classes active at each row, as
         rivals and as predictions (None: all of them)."""
         n, k = len(m), len(self._space)
-        if not isinstance(m, SparseRows) and n >= COMPILED_MIN_ROWS and dense_pass.numba_installed():
+        if not isinstance(m, SparseRows) and n >= self.compiled_min_rows and dense_pass.numba_installed():
             return self._learn_compiled(m, rows, counts, scores)
         active = None if counts is None else counts[0]
         sparse = isinstance(m, SparseRows)

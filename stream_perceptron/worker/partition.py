@@ -34,12 +34,16 @@ def new_learner(settings: Settings) -> Learner:
     once for the partition."""
     m, s = settings.model, settings.stats
     if m.k_class():
+        model = MulticlassPerceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
+                                     max_names=settings.limits.max_names, average=m.average,
+                                     hash_bits=m.hash_bits, hash_sign=m.hash_sign, classes=m.classes,
+                                     learn_classes=m.unknown_class == "learn",
+                                     max_classes=settings.limits.max_classes)
+        # a poll's dense rows decide in the compiled loop: a mistake of the K-class rule costs
+        # numpy's blocks several µs, the loop's first call loads numba once in the process
+        model.compiled_min_rows = 1
         return MulticlassLearner(
-            MulticlassPerceptron(n_features=m.n_features, fit_intercept=m.fit_intercept,
-                                 max_names=settings.limits.max_names, average=m.average,
-                                 hash_bits=m.hash_bits, hash_sign=m.hash_sign, classes=m.classes,
-                                 learn_classes=m.unknown_class == "learn",
-                                 max_classes=settings.limits.max_classes),
+            model,
             MulticlassStats(window=s.window, ewma_alpha=s.ewma_alpha),
             *drift_watch(settings), scores=settings.output.scores == "all",
         )
