@@ -1,18 +1,10 @@
 """Hashed features against indexed names: resident memory, checkpoint size and throughput.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_hashing                         # 10,000,000 distinct names
     .venv/bin/python -m bench.bench_hashing --names 200000 --quiet  # a short run
 
-A stream of records with named features, each bringing ``--new`` names never seen before
-(``user:<i>``, as user ids arrive) beside ``--common`` names every record shares, is learned in
-chunks of ``--chunk`` records by ``Perceptron(hash_bits=B)``: after each chunk the process's
-resident memory (``VmRSS``) is read; every ``--every`` chunks the checkpoint's model state is
-serialised as a checkpoint writes it (JSON) and its size taken. The same stream then goes, in
-the same process and up to ``--indexed-names`` names, to ``Perceptron()`` indexing every name
-(``SP_LIMITS__MAX_NAMES`` unset), for comparison. The labels are a fixed linear function of the
-common features with 5% flipped, so the model keeps making mistakes and updating.
+How it measures, and the figures: docs/performance.md, "Hashed features". The labels are a fixed
+linear function of the common features with 5% flipped, so the model keeps updating.
 """
 
 from __future__ import annotations

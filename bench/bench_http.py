@@ -2,24 +2,14 @@
 resident memory and threads, with large request headers held open, and whether the server still
 answers meanwhile.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_http                      # this checkout: 60 and 200 connections
     .venv/bin/python -m bench.bench_http --compare 5cb8f5d    # the same probes on 5cb8f5d too
     .venv/bin/python -m bench.bench_http --connections 60 --server metrics
 
-Each server runs alone in a child process (:func:`served`: an ``Observer``, or a
-``DashboardServer`` over an empty view, on 127.0.0.1, port 0), started with the code of this
-checkout or of ``--compare REF`` (checked out into a temporary git worktree as
-``bench.bench_scale --compare`` does). The probe (:func:`large_headers`) is the one of the review that found
-the servers' defect: it opens ``--connections`` connections at once and on each sends a request
-line and 99 header lines of 64 KiB, with no end to the head, as fast as the server reads them,
-and keeps the connection open. It ends when every connection has sent it all or been closed by
-the server (at most ``--seconds``); then the connections are held 1 s more, and closed. The
-child's resident memory (``VmRSS``) and threads (``Threads``, /proc/PID/status) are sampled
-every 20 ms throughout; the report gives them before, at their peak, while held, and 1 s after
-the connections closed, and how many connections the server closed. A ``GET`` of the server's
-main path (``/metrics``, ``/api/state``) is timed just before the connections are closed.
+The probe (:func:`large_headers`) and the figures: docs/reliability.md, row 12. Each server runs
+alone in a child process (:func:`served`) with the code of this checkout or of ``--compare REF``
+(a temporary git worktree); the connections are held 1 s after the probe, and a ``GET`` of the
+main path is timed just before they close.
 """
 
 from __future__ import annotations

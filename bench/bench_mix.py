@@ -1,22 +1,12 @@
 """One model across 8 partitions: iterative parameter mixing against one model and 8 unmixed ones.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_mix                                  # the table in docs/mixing.md
     .venv/bin/python -m bench.bench_mix --plot docs/mixing.png            # ... and its plot
     .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
     .venv/bin/python -m bench.bench_mix --seeds 0                         # no seed spread
 
-Three streams, each split into a training stream spread round-robin over 8 partitions and a
-held-out tail: ``separable:d=20,gamma=0.05``, the same with 10% of the labels flipped, and river's
-Phishing. For each, :func:`bench.ipm.simulate_stream` runs ``single`` (one model, the
-reference), ``unmixed`` (8 models that never mix), and ``uniform@E`` / ``mistakes@E`` (8
-partitions mixing every E of their examples, μ uniform or ∝ mistakes); :func:`bench.ipm.ipm`
-runs synchronous IPM. Per run: the mistakes of the first pass, the first clean pass (at most
-``--passes``) and the mistakes until it, Σμk beside the separable stream's (R/γ)², the oldest
-state mixed, and the held-out accuracy of the served model and of each partition's own; then the
-separable stream's pass-1 mistakes over generator seeds 1..``--seeds``. Accuracy, not speed: one
-run is the figure. docs/mixing.md, "The evaluation", has the method and the table.
+The streams, runs (:func:`bench.ipm.simulate_stream`, :func:`bench.ipm.ipm`) and columns:
+docs/mixing.md, "The evaluation". Accuracy, not speed: one run is the figure.
 """
 
 from __future__ import annotations

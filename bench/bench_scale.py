@@ -1,23 +1,14 @@
 """Workers side by side in one group: predictions/s and CPU per record, by partition-state store,
 worker count and mixing interval.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_scale                         # 1, 2, 4 workers, both stores
     .venv/bin/python -m bench.bench_scale --compare 464595b       # one worker: 464595b and this checkout
     .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
     .venv/bin/python -m bench.bench_scale --workers 2 --mix 0,100,1000 --staleness 0,1,inf
 
-Each run starts ``W`` workers in a fresh group on a fresh ``--partitions``-partition topic, waits
-until the group is ``Stable`` with all of them, then produces ``--records`` keyed records:
-predictions/s over the predictions' CreateTime, and the CPU of every worker process from the
-first input record to the last prediction, per record. ``--mix`` runs each store and worker
-count at each ``SP_MIX__EVERY_EXAMPLES`` (0: off), and at each ``--staleness``
-(``SP_MIX__MAX_STALENESS``; inf: unset), and gives each row's CPU over mixing off's, the mixing
-points it made and the seconds its partitions waited, paused, at them (the ``waited_s`` its
-adoptions logged, summed); ``--compare REF`` runs one worker on REF (a temporary git worktree)
-and on this checkout. Repeats are interleaved; the tables give medians. docs/performance.md,
-"Scale" and "Mixing", has the method and the figures.
+How it measures, and the figures: docs/performance.md, "Scale" and "Mixing". ``--staleness`` sets
+``SP_MIX__MAX_STALENESS`` (inf: unset); a row's paused seconds are the ``waited_s`` its adoptions
+logged, summed. Repeats are interleaved; the tables give medians.
 """
 
 from __future__ import annotations
