@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from river import datasets, evaluate, metrics
@@ -80,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     rows = measure(args.n)
-    if args.json:
-        write_json(Path(args.json), {"rows": rows})
+    write_json(args.json, {"rows": rows})
     if not args.quiet:
         print(table(rows))
         for r in rows:

@@ -105,8 +105,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             report = run(ctx, args.records, args.repeats, args.seed, backends)
     report["loadavg_at_end"] = loadavg()
     print(table(report))
-    if args.json is not None:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 

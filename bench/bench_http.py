@@ -243,8 +243,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(format_table(["code", "server", "conns", "MB before", "peak", "held", "after", "growth",
                         "threads", "closed", "GET while held"], rows, align="llrrrrrrrrl"))
     report = {"runs": runs}
-    if args.json:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 

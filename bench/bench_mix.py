@@ -211,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     intervals = [int(e) for e in args.every.split(",")]
     rows = measure(args.n, args.held_out, intervals, args.passes)
     spread = seed_spread(args.n, args.held_out, intervals, args.seeds) if args.seeds > 0 else []
-    if args.json:
-        write_json(Path(args.json), {"rows": rows, "seed_spread": spread})
+    write_json(args.json, {"rows": rows, "seed_spread": spread})
     if args.plot:
         plot(rows, Path(args.plot))
     if not args.quiet:

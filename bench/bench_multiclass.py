@@ -142,8 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = {"benchmark": "bench.bench_multiclass", "params": vars(args) | {"json": str(args.json)},
               "machine": machine_info(("numpy", "river", "sklearn")), "accuracy": accuracy(args.n),
               "speed": speed(args.rows, 10, args.repeats, args.noise)}
-    if args.json:
-        write_json(args.json, result)
+    write_json(args.json, result)
     if not args.quiet:
         print(report(result))
     if not result["speed"]["learn_many_is_learn_one"]:

@@ -106,8 +106,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(format_table(["contender", "median rec/s", f"x {base}", "per repeat", "runs", "CPU us/rec",
                         f"{base}'s CPU/rec over it"], rows))
     print(f"load average at start {load[0]}, at end {load[1]}")
-    if args.json:
-        write_json(args.json, out)
+    write_json(args.json, out)
     return out
 
 

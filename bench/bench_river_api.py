@@ -172,8 +172,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "machine": machine_info(("numpy", "river", "pandas")),
               "progressive": progressive(streams, args.repeats), "per_call": per_call(streams, args.repeats),
               "batch": batch(args.rows, args.repeats)}
-    if args.json:
-        write_json(args.json, result)
+    write_json(args.json, result)
     if not args.quiet:
         print(report(result))
     if not result["batch"]["learn_many_is_learn_one"]:

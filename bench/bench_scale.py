@@ -317,8 +317,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         report["compare"] = [dict(zip(COMPARE_HEADERS, row, strict=True)) for row in crows]
     if any(r["rate"] is None or r["cpu_us_per_record"] is None for r in runs):
         print(f"n/a: not measured (a run too short for its timestamps or the CPU counters' 1/{CLK_TCK} s)")
-    if args.json:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 
