@@ -4,8 +4,7 @@ per client backend, side by side on one broker: the cost of the K-class perceptr
     .venv/bin/python -m bench.bench_classes                 # 100,000 records, 3 repeats
     .venv/bin/python -m bench.bench_classes --records 2000 --repeats 1 --json out.json
 
-How it measures, and the figures: docs/performance.md, "Many classes". Repeats run the contenders
-in an order rotated by the repeat; the tables give medians and K = 10 / K = 2 (goal: 0.5 or more).
+How it measures, and the figures: docs/performance.md, "Many classes" (goal: K = 10 at 0.5× or more).
 """
 
 from __future__ import annotations

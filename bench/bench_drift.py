@@ -3,10 +3,8 @@
     .venv/bin/python -m bench.bench_drift                       # the table in docs/drift.md
     .venv/bin/python -m bench.bench_drift --scale 0.02 --seeds 2 --quiet   # a quick look
 
-Pure model, no Kafka; the streams and measures are in docs/drift.md. Every detector of
-``SP_DRIFT__DETECTOR`` watches the same 0/1 mistake stream of ``Learner.step`` (no reaction, so
-the mistakes do not depend on the detector); then ADWIN's cost per flag beside river's and what it
-adds to ``Learner.step``.
+Pure model, no Kafka; the streams and measures are in docs/drift.md. Every detector watches the
+same mistake stream of ``Learner.step`` (no reaction: the mistakes do not depend on the detector).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ per-record paths, side by side: the canaries run on each upgrade of kafka-python
 
     .venv/bin/python -m bench.bench_fastpath append   # embedded broker (--bootstrap HOST:PORT: another)
     .venv/bin/python -m bench.bench_fastpath fetch    # no broker
-    .venv/bin/python -m bench.bench_fastpath encode   # no broker
-    .venv/bin/python -m bench.bench_fastpath fetch --repeats 11 --json bench/results/fetch.json
+    .venv/bin/python -m bench.bench_fastpath encode   # no broker (each: --repeats N, --json PATH)
 
 What each path times: ``stream_perceptron/kafka/fastpath/README.md``, "On an upgrade of kafka-python".
 Nothing is timed unless both ways give the same records (or futures, or batches).

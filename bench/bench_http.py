@@ -7,9 +7,8 @@ answers meanwhile.
     .venv/bin/python -m bench.bench_http --connections 60 --server metrics
 
 The probe (:func:`large_headers`) and the figures: docs/reliability.md, row 12. Each server runs
-alone in a child process (:func:`served`) with the code of this checkout or of ``--compare REF``
-(a temporary git worktree); the connections are held 1 s after the probe, and a ``GET`` of the
-main path is timed just before they close.
+alone in a child process (:func:`served`); the connections are held 1 s after the probe, and a
+``GET`` of the main path is timed just before they close.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker.formatting import format_table, write_json
+from bench.worker.measures import parse_status
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ("metrics", "dashboard")
@@ -93,14 +93,8 @@ def served(kind: str, root: Path = ROOT) -> Iterator[Served]:
 
 def process_status(pid: int) -> tuple[int, int]:
     """(resident memory in KiB, threads) of ``pid``, from /proc/PID/status."""
-    rss = threads = -1
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-    return rss, threads
+    status = parse_status(Path(f"/proc/{pid}/status").read_text(), ("VmRSS", "Threads"))
+    return status.get("VmRSS", -1), status.get("Threads", -1)
 
 
 def get(port: int, path: str, timeout_s: float = 10.0) -> tuple[int, float]:

@@ -151,16 +151,13 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     body = []
     for r in rows:
         clean = str(r["clean_pass"]) if r["clean_pass"] else f"none in {r['passes_run']}"
-        body.append([
-            r["stream"], r["run"], f"{r['first_pass_mistakes']:,}",
-            f"{r['first_pass_mistakes'] / max(1, single[r['stream']]):.2f}", clean,
-            f"{r['mistakes_until_clean']:,}" if r["clean_pass"] else "—",
-            "—" if r["sum_mu_k"] is None else f"{r['sum_mu_k']:.1f}",
-            "—" if r["bound"] is None else f"{r['bound']:,.0f}",
-            "—" if r["oldest_state_mixed"] is None else f"{r['oldest_state_mixed']:,}",
-            f"{r['served_accuracy']:.1%}",
-            "—" if r["own_accuracy"] is None else f"{r['own_accuracy']:.1%}",
-        ])
+        optional = (("sum_mu_k", ".1f"), ("bound", ",.0f"), ("oldest_state_mixed", ","))
+        body.append([r["stream"], r["run"], f"{r['first_pass_mistakes']:,}",
+                     f"{r['first_pass_mistakes'] / max(1, single[r['stream']]):.2f}", clean,
+                     f"{r['mistakes_until_clean']:,}" if r["clean_pass"] else "—",
+                     *("—" if r[key] is None else format(r[key], spec) for key, spec in optional),
+                     f"{r['served_accuracy']:.1%}",
+                     "—" if r["own_accuracy"] is None else f"{r['own_accuracy']:.1%}"])
     return format_table(head, body, "ll" + "r" * (len(head) - 2))
 
 

@@ -3,9 +3,8 @@
     .venv/bin/python -m bench.bench_river_api --json bench/results/river_api.json   # ~3 min
     .venv/bin/python -m bench.bench_river_api --sea 2000 --rows 6000 --repeats 2     # a smoke run
 
-Its sections (progressive, per call, batch) and goals: docs/performance.md, "How bench_river_api
-measures". Times are process CPU time, medians of ``--repeats`` runs in a rotated order; the batch
-section's flags and weights are learn_one's bit for bit, or it exits 1.
+Its sections (progressive, per call, batch), goals and timing (process CPU time, medians):
+docs/performance.md, "How bench_river_api measures"; a batch unlike learn_one's exits 1.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ worker count and mixing interval.
     .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
     .venv/bin/python -m bench.bench_scale --workers 2 --mix 0,100,1000 --staleness 0,1,inf
 
-How it measures, and the figures: docs/performance.md, "Scale" and "Mixing". ``--staleness`` sets
-``SP_MIX__MAX_STALENESS`` (inf: unset); a row's paused seconds are the ``waited_s`` its adoptions
-logged, summed. Repeats are interleaved; the tables give medians.
+How it measures, and the figures: docs/performance.md, "Scale" and "Mixing"; a row's paused seconds
+are the ``waited_s`` its adoptions logged, summed; the tables give medians of interleaved repeats.
 """
 
 from __future__ import annotations

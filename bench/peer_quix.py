@@ -1,13 +1,10 @@
 """The peer: the application a Python team would write instead, Quix Streams and river.
 
-Run with an interpreter that has the ``peer`` extra (``make peer-venv`` makes ``.venv-peer``)::
-
     .venv-peer/bin/python -m bench.peer_quix --bootstrap 127.0.0.1:9092 --input IN --output OUT --records N
 
-What it does: docs/performance.md, "Method", item 5. The model is a process global (no state
-store, no changelog), the clients get the worker's batching settings, and the last line on stdout
-is ``BENCH_RESULT {json}``. river's ``predict_one`` breaks a tie at a score of 0 towards False, so
-its "mistakes" can differ from the worker's on boundary rows.
+(``make peer-venv`` makes ``.venv-peer``.) What it does: docs/performance.md, "Method", item 5; the
+last line on stdout is ``BENCH_RESULT {json}``. river's ``predict_one`` breaks a tie at a score of 0
+towards False, so its "mistakes" can differ from the worker's on boundary rows.
 """
 
 from __future__ import annotations
