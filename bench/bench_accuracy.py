@@ -1,15 +1,10 @@
 """Progressive accuracy of the plain and the averaged perceptron, beside river's Perceptron.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_accuracy                    # the table in docs/accuracy.md
     .venv/bin/python -m bench.bench_accuracy --n 2000 --quiet   # a few rows of each stream
 
-Each stream is given, with its raw labels, to ``river.evaluate.progressive_val_score`` (predict
-each example, then learn it) for three models: river's ``linear_model.Perceptron`` (given
-``y == 1`` where a stream labels with -1/+1, as river's binary models take bools), this
-package's ``Perceptron()`` and ``Perceptron(average=True)``. Accuracy, not speed: the figures are
-deterministic, so one run is the figure.
+How it measures: docs/accuracy.md (river's Perceptron is given ``y == 1`` where a stream labels
+with -1/+1). Deterministic: one run is the figure.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from river import datasets, evaluate, metrics
@@ -85,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     rows = measure(args.n)
-    if args.json:
-        write_json(Path(args.json), {"rows": rows})
+    write_json(args.json, {"rows": rows})
     if not args.quiet:
         print(table(rows))
         for r in rows:

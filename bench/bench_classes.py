@@ -1,18 +1,10 @@
 """The worker's records/s with K = 10 classes against the binary worker (K = 2) on the same rows,
 per client backend, side by side on one broker: the cost of the K-class perceptron end to end.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_classes                 # 100,000 records, 3 repeats
     .venv/bin/python -m bench.bench_classes --records 2000 --repeats 1 --json out.json
 
-Both inputs hold the same rows of ``d`` dense features (``bench/worker/inputs.py``, one partition);
-K = 2 keeps their ±1 labels (1% flipped), K = 10 labels each row with the argmax of 10 seeded random
-directions (1% replaced by a random class), so each input is learned with a few percent mistakes.
-Every repeat runs each contender once, in an order rotated by the repeat; a rate is the worker's
-(predictions on) over its output records' CreateTime (``bench/worker/processes.py``), its median
-over the repeats, and the ratio K = 10 / K = 2 per backend (goal: at least 0.5); the same for
-the worker's CPU time per record.
+How it measures, and the figures: docs/performance.md, "Many classes" (goal: K = 10 at 0.5× or more).
 """
 
 from __future__ import annotations
@@ -112,8 +104,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             report = run(ctx, args.records, args.repeats, args.seed, backends)
     report["loadavg_at_end"] = loadavg()
     print(table(report))
-    if args.json is not None:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 

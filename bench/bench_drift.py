@@ -1,18 +1,10 @@
 """Drift alarms on streams whose concept changes at known offsets: delay, misses, false alarms.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_drift                       # the table in docs/drift.md
     .venv/bin/python -m bench.bench_drift --scale 0.02 --seeds 2 --quiet   # a quick look
 
-Pure model, no Kafka. The perceptron learns each stream online (``Learner.step``, batches of 500)
-once per seed, and every detector of ``SP_DRIFT__DETECTOR`` watches its 0/1 mistake stream (no
-reaction, so the mistakes do not depend on the detector). ``flip``: rows separable with margin
-0.1 (d = 10) whose concept turns (w → −w) every segment, 2 % of the labels flipped; ``sea``: river's
-SEA with 10 % label noise, its variant switching every segment; and a stationary stretch of each
-for the false alarms. Per detector: the delay to the first alarm after a change, the changes
-missed, the false alarms per 100,000 examples, its flags per second; then ADWIN's cost per flag
-beside river's and what it adds to ``Learner.step``. docs/drift.md has the method and the table.
+Pure model, no Kafka; the streams and measures are in docs/drift.md. Every detector watches the
+same mistake stream of ``Learner.step`` (no reaction: the mistakes do not depend on the detector).
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """The kafka-python fast paths (``stream_perceptron/kafka/fastpath/``) against kafka-python's own
 per-record paths, side by side: the canaries run on each upgrade of kafka-python.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_fastpath append   # embedded broker (--bootstrap HOST:PORT: another)
     .venv/bin/python -m bench.bench_fastpath fetch    # no broker
-    .venv/bin/python -m bench.bench_fastpath encode   # no broker
-    .venv/bin/python -m bench.bench_fastpath fetch --repeats 11 --json bench/results/fetch.json
+    .venv/bin/python -m bench.bench_fastpath encode   # no broker (each: --repeats N, --json PATH)
 
-Each times the benchmark's dense records (``str(i)`` keys), 100,000 by default, both ways, after
-checking that the two give the same records (or futures, or batches): otherwise nothing is timed.
-Each repeat runs both in rotated order (``fetch``, ``encode``: the cycle collector set up as the
-worker's); the table gives the median µs per record and its ratio to kafka-python's own.
-
-* ``append``: a poll of 2,000 handed to one producer with the worker's settings, with the edge's
-  errback on each future: ``send(topic, value=v, key=k, partition=0)`` per record, as
-  ``KafkaEdge.send_many`` did, or ``fastpath.append.append_many`` per poll, as it does. The
-  producer's I/O thread sends meanwhile; after each run, untimed, it is flushed and every future
-  must have succeeded.
-* ``fetch``: what ``KafkaConsumer.poll`` does per record once a fetch response is in: the
-  fetcher's ``PartitionRecords`` reading each record of a v2 batch into a ``DefaultRecord`` and a
-  ``ConsumerRecord``, or ``fastpath.fetch.BatchDecodingRecords`` reading a batch in one loop into
-  the same tuples; batches of 256 KiB built by kafka-python's builder (CRC checks on), polls of 2,000.
-* ``encode``: what ``append_many`` does per record under the partition's lock: ``try_append`` on
-  the open batch and the edge's errback, as it did, or a run encoded in one loop
-  (``fastpath.encode.append_run``), as it does, into producer batches of 256 KiB.
+What each path times: ``stream_perceptron/kafka/fastpath/README.md``, "On an upgrade of kafka-python".
+Nothing is timed unless both ways give the same records (or futures, or batches).
 """
 
 from __future__ import annotations

@@ -2,24 +2,13 @@
 resident memory and threads, with large request headers held open, and whether the server still
 answers meanwhile.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_http                      # this checkout: 60 and 200 connections
     .venv/bin/python -m bench.bench_http --compare 5cb8f5d    # the same probes on 5cb8f5d too
     .venv/bin/python -m bench.bench_http --connections 60 --server metrics
 
-Each server runs alone in a child process (:func:`served`: an ``Observer``, or a
-``DashboardServer`` over an empty view, on 127.0.0.1, port 0), started with the code of this
-checkout or of ``--compare REF`` (checked out into a temporary git worktree as
-``bench.bench_scale --compare`` does). The probe (:func:`large_headers`) is the one of the review that found
-the servers' defect: it opens ``--connections`` connections at once and on each sends a request
-line and 99 header lines of 64 KiB, with no end to the head, as fast as the server reads them,
-and keeps the connection open. It ends when every connection has sent it all or been closed by
-the server (at most ``--seconds``); then the connections are held 1 s more, and closed. The
-child's resident memory (``VmRSS``) and threads (``Threads``, /proc/PID/status) are sampled
-every 20 ms throughout; the report gives them before, at their peak, while held, and 1 s after
-the connections closed, and how many connections the server closed. A ``GET`` of the server's
-main path (``/metrics``, ``/api/state``) is timed just before the connections are closed.
+The probe (:func:`large_headers`) and the figures: docs/reliability.md, row 12. Each server runs
+alone in a child process (:func:`served`); the connections are held 1 s after the probe, and a
+``GET`` of the main path is timed just before they close.
 """
 
 from __future__ import annotations
@@ -39,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.worker.formatting import format_table, write_json
+from bench.worker.measures import parse_status
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ("metrics", "dashboard")
@@ -103,14 +93,8 @@ def served(kind: str, root: Path = ROOT) -> Iterator[Served]:
 
 def process_status(pid: int) -> tuple[int, int]:
     """(resident memory in KiB, threads) of ``pid``, from /proc/PID/status."""
-    rss = threads = -1
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-    return rss, threads
+    status = parse_status(Path(f"/proc/{pid}/status").read_text(), ("VmRSS", "Threads"))
+    return status.get("VmRSS", -1), status.get("Threads", -1)
 
 
 def get(port: int, path: str, timeout_s: float = 10.0) -> tuple[int, float]:
@@ -253,8 +237,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(format_table(["code", "server", "conns", "MB before", "peak", "held", "after", "growth",
                         "threads", "closed", "GET while held"], rows, align="llrrrrrrrrl"))
     report = {"runs": runs}
-    if args.json:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 

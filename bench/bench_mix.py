@@ -1,22 +1,12 @@
 """One model across 8 partitions: iterative parameter mixing against one model and 8 unmixed ones.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_mix                                  # the table in docs/mixing.md
     .venv/bin/python -m bench.bench_mix --plot docs/mixing.png            # ... and its plot
     .venv/bin/python -m bench.bench_mix --n 2000 --passes 3 --quiet       # a short run
     .venv/bin/python -m bench.bench_mix --seeds 0                         # no seed spread
 
-Three streams, each split into a training stream spread round-robin over 8 partitions and a
-held-out tail: ``separable:d=20,gamma=0.05``, the same with 10% of the labels flipped, and river's
-Phishing. For each, :func:`bench.ipm.simulate_stream` runs ``single`` (one model, the
-reference), ``unmixed`` (8 models that never mix), and ``uniform@E`` / ``mistakes@E`` (8
-partitions mixing every E of their examples, μ uniform or ∝ mistakes); :func:`bench.ipm.ipm`
-runs synchronous IPM. Per run: the mistakes of the first pass, the first clean pass (at most
-``--passes``) and the mistakes until it, Σμk beside the separable stream's (R/γ)², the oldest
-state mixed, and the held-out accuracy of the served model and of each partition's own; then the
-separable stream's pass-1 mistakes over generator seeds 1..``--seeds``. Accuracy, not speed: one
-run is the figure. docs/mixing.md, "The evaluation", has the method and the table.
+The streams, runs (:func:`bench.ipm.simulate_stream`, :func:`bench.ipm.ipm`) and columns:
+docs/mixing.md, "The evaluation". Accuracy, not speed: one run is the figure.
 """
 
 from __future__ import annotations
@@ -161,16 +151,13 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     body = []
     for r in rows:
         clean = str(r["clean_pass"]) if r["clean_pass"] else f"none in {r['passes_run']}"
-        body.append([
-            r["stream"], r["run"], f"{r['first_pass_mistakes']:,}",
-            f"{r['first_pass_mistakes'] / max(1, single[r['stream']]):.2f}", clean,
-            f"{r['mistakes_until_clean']:,}" if r["clean_pass"] else "—",
-            "—" if r["sum_mu_k"] is None else f"{r['sum_mu_k']:.1f}",
-            "—" if r["bound"] is None else f"{r['bound']:,.0f}",
-            "—" if r["oldest_state_mixed"] is None else f"{r['oldest_state_mixed']:,}",
-            f"{r['served_accuracy']:.1%}",
-            "—" if r["own_accuracy"] is None else f"{r['own_accuracy']:.1%}",
-        ])
+        optional = (("sum_mu_k", ".1f"), ("bound", ",.0f"), ("oldest_state_mixed", ","))
+        body.append([r["stream"], r["run"], f"{r['first_pass_mistakes']:,}",
+                     f"{r['first_pass_mistakes'] / max(1, single[r['stream']]):.2f}", clean,
+                     f"{r['mistakes_until_clean']:,}" if r["clean_pass"] else "—",
+                     *("—" if r[key] is None else format(r[key], spec) for key, spec in optional),
+                     f"{r['served_accuracy']:.1%}",
+                     "—" if r["own_accuracy"] is None else f"{r['own_accuracy']:.1%}"])
     return format_table(head, body, "ll" + "r" * (len(head) - 2))
 
 
@@ -221,8 +208,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     intervals = [int(e) for e in args.every.split(",")]
     rows = measure(args.n, args.held_out, intervals, args.passes)
     spread = seed_spread(args.n, args.held_out, intervals, args.seeds) if args.seeds > 0 else []
-    if args.json:
-        write_json(Path(args.json), {"rows": rows, "seed_spread": spread})
+    write_json(args.json, {"rows": rows, "seed_spread": spread})
     if args.plot:
         plot(rows, Path(args.plot))
     if not args.quiet:

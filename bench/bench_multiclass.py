@@ -1,23 +1,12 @@
 """Many classes: the multiclass perceptron's progressive accuracy beside river's one-vs-rest
 Perceptron and scikit-learn's, and learn_many at K = 10 against river's one-vs-rest learn_one.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_multiclass --json bench/results/multiclass.json   # docs/accuracy.md
     .venv/bin/python -m bench.bench_multiclass --n 500 --rows 5000 --repeats 1       # a smoke run
 
-* accuracy: ``river.evaluate.progressive_val_score`` (each example predicted, then learned;
-  Accuracy and MacroF1) on ImageSegments (bundled), ``synth.LED(seed=1, noise_percentage=0.1)``,
-  ``synth.Waveform(seed=1)`` and a generated stream (K = 5 classes separable by a random W, 5% of
-  the labels moved to another class), behind river's ``preprocessing.StandardScaler`` and bare,
-  the same for every contender: ``Perceptron(classes=...)`` plain and averaged, river's
-  ``multiclass.OneVsRestClassifier(linear_model.Perceptron())`` (classes as they appear) and
-  scikit-learn's ``Perceptron`` through ``river.compat.SKL2RiverClassifier`` (``partial_fit`` on
-  one example at a time, ``classes=`` given). Deterministic: one run is the figure.
-* speed: ``learn_many`` over ``--rows`` dense rows of 20 features and K = 10 classes (about 5%
-  mistakes) against river's one-vs-rest ``learn_one`` on the same rows as dicts, process CPU time,
-  the median of ``--repeats`` interleaved runs (goal: 20×); its flags and state are
-  ``learn_one``'s, bit for bit, or it exits 1.
+The streams and contenders: docs/accuracy.md, "Many classes"; the speed section: docs/performance.md,
+"Many classes: learn_many with ten classes" (process CPU time, medians of ``--repeats`` interleaved
+runs; its flags and state are ``learn_one``'s bit for bit, or it exits 1).
 """
 
 from __future__ import annotations
@@ -153,8 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = {"benchmark": "bench.bench_multiclass", "params": vars(args) | {"json": str(args.json)},
               "machine": machine_info(("numpy", "river", "sklearn")), "accuracy": accuracy(args.n),
               "speed": speed(args.rows, 10, args.repeats, args.noise)}
-    if args.json:
-        write_json(args.json, result)
+    write_json(args.json, result)
     if not args.quiet:
         print(report(result))
     if not result["speed"]["learn_many_is_learn_one"]:

@@ -1,10 +1,7 @@
 """The worker against what a Python team would write instead, side by side: a Quix Streams + river
-application (``bench/peer_quix.py``, run in ``.venv-peer``: ``make peer-venv``) and the worker on
-confluent-kafka, on one broker and one input (``--records`` JSON records of 20 features on one
-partition), the worker at each checkpoint interval of ``--every``; the worker's predictions/s over
-the peer's. Each run is a fresh process with fresh output topics (the worker: a fresh group and
-state directory); rates from the outputs' CreateTime, as in ``bench_worker``; each repeat runs every
-contender once, in an order rotated by the repeat. ``python -m bench.bench_peer --help``.
+application (``bench/peer_quix.py``, in ``.venv-peer``: ``make peer-venv``) and the worker on
+confluent-kafka at each checkpoint interval of ``--every``; the worker's predictions/s over the
+peer's. How it measures: docs/performance.md, "Against Quix Streams and river"; ``--help``.
 """
 
 from __future__ import annotations
@@ -106,8 +103,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(format_table(["contender", "median rec/s", f"x {base}", "per repeat", "runs", "CPU us/rec",
                         f"{base}'s CPU/rec over it"], rows))
     print(f"load average at start {load[0]}, at end {load[1]}")
-    if args.json:
-        write_json(args.json, out)
+    write_json(args.json, out)
     return out
 
 

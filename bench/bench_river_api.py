@@ -1,23 +1,10 @@
 """The model as a river user runs it, beside river's Perceptron in one process; and learn_many.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_river_api --json bench/results/river_api.json   # ~3 min
     .venv/bin/python -m bench.bench_river_api --sea 2000 --rows 6000 --repeats 2     # a smoke run
 
-* progressive: ``river.evaluate.progressive_val_score`` (Accuracy) on SEA (``synth.SEA(seed=1,
-  noise=0.1)``, 20,000) and Phishing (1,250), bare and behind ``preprocessing.StandardScaler``:
-  river's ``linear_model.Perceptron`` and this package's Perceptron plain, averaged and hashed
-  (``hash_bits=20``); the accuracy, and the seconds of the whole run.
-* per call: ``learn_one``, ``predict_one`` and ``predict_proba_one`` on the dict rows of SEA and
-  Phishing, µs a call, each contender on a model that has learned the rows once. The goal: at
-  most river's time plain and hashed, 1.5× averaged.
-* batch: ``learn_many`` (the worker's path) over ``--rows`` dense rows of 20 features, 0.5% of
-  the labels flipped, against river's ``learn_one`` on the same rows as dicts (issue 42's goal:
-  20× river's examples/s); its flags and weights are learn_one's, bit for bit, or it exits 1.
-
-Times are process CPU time (on a shared machine it moves less with other jobs than the clock):
-the median of ``--repeats`` runs, the contenders interleaved in an order rotated each repeat.
+Its sections (progressive, per call, batch), goals and timing (process CPU time, medians):
+docs/performance.md, "How bench_river_api measures"; a batch unlike learn_one's exits 1.
 """
 
 from __future__ import annotations
@@ -184,8 +171,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "machine": machine_info(("numpy", "river", "pandas")),
               "progressive": progressive(streams, args.repeats), "per_call": per_call(streams, args.repeats),
               "batch": batch(args.rows, args.repeats)}
-    if args.json:
-        write_json(args.json, result)
+    write_json(args.json, result)
     if not args.quiet:
         print(report(result))
     if not result["batch"]["learn_many_is_learn_one"]:

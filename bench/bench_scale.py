@@ -1,23 +1,13 @@
 """Workers side by side in one group: predictions/s and CPU per record, by partition-state store,
 worker count and mixing interval.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.bench_scale                         # 1, 2, 4 workers, both stores
     .venv/bin/python -m bench.bench_scale --compare 464595b       # one worker: 464595b and this checkout
     .venv/bin/python -m bench.bench_scale --workers 1,2 --mix 0,1000,100   # mixing off, every 1000, every 100
     .venv/bin/python -m bench.bench_scale --workers 2 --mix 0,100,1000 --staleness 0,1,inf
 
-Each run starts ``W`` workers in a fresh group on a fresh ``--partitions``-partition topic, waits
-until the group is ``Stable`` with all of them, then produces ``--records`` keyed records:
-predictions/s over the predictions' CreateTime, and the CPU of every worker process from the
-first input record to the last prediction, per record. ``--mix`` runs each store and worker
-count at each ``SP_MIX__EVERY_EXAMPLES`` (0: off), and at each ``--staleness``
-(``SP_MIX__MAX_STALENESS``; inf: unset), and gives each row's CPU over mixing off's, the mixing
-points it made and the seconds its partitions waited, paused, at them (the ``waited_s`` its
-adoptions logged, summed); ``--compare REF`` runs one worker on REF (a temporary git worktree)
-and on this checkout. Repeats are interleaved; the tables give medians. docs/performance.md,
-"Scale" and "Mixing", has the method and the figures.
+How it measures, and the figures: docs/performance.md, "Scale" and "Mixing"; a row's paused seconds
+are the ``waited_s`` its adoptions logged, summed; the tables give medians of interleaved repeats.
 """
 
 from __future__ import annotations
@@ -326,8 +316,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         report["compare"] = [dict(zip(COMPARE_HEADERS, row, strict=True)) for row in crows]
     if any(r["rate"] is None or r["cpu_us_per_record"] is None for r in runs):
         print(f"n/a: not measured (a run too short for its timestamps or the CPU counters' 1/{CLK_TCK} s)")
-    if args.json:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report
 
 

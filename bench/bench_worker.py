@@ -1,7 +1,7 @@
 """The worker end to end on a Kafka-protocol broker, on each client backend: throughput against a
 bare pipe of its own client and the Quix Streams + river peer, resident memory, latency at half
 load, cost against size, events through a feature spec, and a profile. Run from the repository root
-(``bench/README.md`` has the commands, docs/performance.md the method, the targets and the run of
+(docs/performance.md has the commands, "The command", the method, the targets and the run of
 record); this module holds the command line and the order of the sections, ``bench/worker/`` the
 sections and their parts.
 """

@@ -1,11 +1,9 @@
 r"""Iterative parameter mixing offline: synchronous IPM (the setting of McDonald, Hall and Mann's
 Theorem 3) and a simulator of mixing on a stream without a barrier, as the worker mixes.
 
-Research code for ``bench.bench_mix`` (docs/mixing.md, "The evaluation"); the worker's mixing is
-:mod:`stream_perceptron.model.mixing`, whose :func:`~stream_perceptron.model.mixing.mix` and
-:func:`~stream_perceptron.model.mixing.adopt` both use. On data separable with margin γ and
-radius R, synchronous IPM keeps Σₙ Σᵢ μᵢ,ₙ kᵢ,ₙ ≤ (R/γ)² (that module's docstring); the
-streaming mode mixes stale states, which the theorem does not cover: its figure is reported.
+Research code for ``bench.bench_mix`` (docs/mixing.md, "The evaluation", which has the bound and
+what the streaming mode's stale states mean for it); both use the worker's
+:func:`~stream_perceptron.model.mixing.mix` and :func:`~stream_perceptron.model.mixing.adopt`.
 """
 
 from __future__ import annotations

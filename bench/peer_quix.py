@@ -1,24 +1,10 @@
 """The peer: the application a Python team would write instead, Quix Streams and river.
 
-Run from the repository root, with an interpreter that has the ``peer`` extra (it pins
-confluent-kafka below the worker's, so it lives in an environment of its own: ``make peer-venv``
-makes ``.venv-peer``)::
-
     .venv-peer/bin/python -m bench.peer_quix --bootstrap 127.0.0.1:9092 --input IN --output OUT --records N
 
-A Quix Streams ``Application`` (confluent-kafka underneath) reads ``IN`` as JSON from its
-beginning in a fresh group; its ``apply`` turns a record's features into a dict
-(``dict(enumerate(x))``), calls river's ``linear_model.Perceptron`` ``predict_one`` then
-``learn_one``, and returns the prediction (the id, the prediction, the label, the mistake), which
-``to_topic`` sends to ``OUT`` as JSON, stamped with the time it is sent. The model is a process
-global: no state store, no changelog, Quix's own commit every 5 s, the most favourable case for
-it. The producer gets the worker's ``linger.ms`` and ``batch.size`` and the consumer its
-``fetch.wait.max.ms``, so the clients batch alike. It stops after ``N`` records and prints
-``BENCH_RESULT {json}``.
-
-river's ``Perceptron`` updates when ``y·score ≤ 0`` by ``y·x`` and ``y``, the rule of this
-project's perceptron; its ``predict_one`` breaks the tie at a score of 0 towards False, so its
-"mistakes" can differ from the worker's on boundary rows (``bench/README.md``).
+(``make peer-venv`` makes ``.venv-peer``.) What it does: docs/performance.md, "Method", item 5; the
+last line on stdout is ``BENCH_RESULT {json}``. river's ``predict_one`` breaks a tie at a score of 0
+towards False, so its "mistakes" can differ from the worker's on boundary rows.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The limit: a bare consume → produce pipe, one process, on any of the worker's client backends;
 and the client helpers the other contenders share.
 
-Run from the repository root::
-
     .venv/bin/python -m bench.pipe --bootstrap 127.0.0.1:9092 --input IN --output OUT --records N
 
-It reads partition 0 of ``IN`` from its beginning with ``assign()``, sends every record's key and
-value to ``OUT``, and stops after ``N`` records and a flush, with the worker's client settings,
-so what differs from the worker is what the worker does per record. ``--client kafka-python``
-(default): ``poll`` per batch and ``send`` per record, the bare pipe, the limit the targets name;
-with ``--decode`` the worker's consumer (``kafka/fastpath/fetch.py``, ``wake.py``), with
-``--append`` a poll appended in one call (``append_many``). ``--client kafka-python+process``:
-the worker's consumer and, in a second process, its producer (``SplitKafkaEdge``).
-``--client confluent-kafka``: ``ConfluentEdge``'s properties and its way of consuming and
-producing; with ``--codec`` the worker's codec in between (:class:`CodecStage`). The pipes tune
-the process as the worker's ``run`` does. The last line on stdout is ``BENCH_RESULT {json}``.
+The pipes (``--client``, ``--decode``, ``--append``, ``--codec``): docs/performance.md, "Method",
+items 1–3. Each reads partition 0 of ``IN`` from its beginning with ``assign()`` and tunes the
+process as the worker's ``run`` does; the last line on stdout is ``BENCH_RESULT {json}``.
 """
 
 from __future__ import annotations

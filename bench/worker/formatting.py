@@ -45,8 +45,11 @@ def fmt_value(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def write_json(path: Path, report: Any) -> None:
-    """``report`` as indented JSON at ``path``, its directories made (what JSON does not know as text)."""
+def write_json(path: Path | str | None, report: Any) -> None:
+    """``report`` as indented JSON at ``path``, its directories made (no ``path``: nothing)."""
+    if not path:
+        return
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
 
@@ -73,6 +76,5 @@ def contender_report(args: Any, runs: dict[str, list[float]], *, input_text: str
     rows = timing_rows(runs, args.records, next(iter(runs)))
     print(format_table([column, "us/record", "spread", "x earlier"], rows))
     report = {"records": args.records, "repeats": args.repeats, **sizes, "seconds": runs}
-    if args.json is not None:
-        write_json(args.json, report)
+    write_json(args.json, report)
     return report

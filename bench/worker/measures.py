@@ -95,10 +95,10 @@ def linear_trend(points: Sequence[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
 
 
-def parse_status(text: str) -> dict[str, int]:
-    """``VmRSS`` / ``VmHWM`` (kB) out of a ``/proc/PID/status`` text."""
+def parse_status(text: str, keys: Sequence[str] = ("VmRSS", "VmHWM")) -> dict[str, int]:
+    """``keys`` (``VmRSS``, ``VmHWM`` in kB; ``Threads``) out of a ``/proc/PID/status`` text."""
     fields = (line.partition(":") for line in text.splitlines())
-    return {key: int(rest.split()[0]) for key, _, rest in fields if key in ("VmRSS", "VmHWM")}
+    return {key: int(rest.split()[0]) for key, _, rest in fields if key in keys}
 
 
 def parse_stat_cpu_ticks(text: str) -> int:

@@ -343,19 +343,6 @@ def run_worker(ctx: Ctx, in_topic: str, n: int, predictions: str, label: str, ba
     return {**finish_worker(ctx, wp, n, predictions, timeout_s=120 + n / 300), "backend": backend}
 
 
-def pipe_then_worker(ctx: Ctx, backend: str, in_topic: str, n: int, tag: str) -> dict[str, dict[str, Any]]:
-    """``backend``'s bare pipe, then its worker (predictions on), on ``in_topic``, each run's topics
-    deleted after it. Raises if either did not put out all ``n`` records."""
-    with ctx.scope():
-        pipe = run_contender_process(ctx, "bench.pipe", f"{tag}-pipe", in_topic, n, ["--client", backend])
-    with ctx.scope():
-        worker = run_worker(ctx, in_topic, n, "all", f"{tag}-w", backend)
-    for kind, r in (("pipe", pipe), ("worker", worker)):
-        if not r.get("complete"):
-            raise RuntimeError(f"{tag}: an incomplete {kind} run: {r}")
-    return {"pipe": pipe, "worker": worker}
-
-
 def run_one(ctx: Ctx, contender: str, in_topic: str, n: int, label: str) -> dict[str, Any]:
     """One run of ``contender`` on ``n`` records of ``in_topic``; its own topics are deleted after."""
     spec = SPECS[contender]

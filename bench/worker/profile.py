@@ -1,11 +1,6 @@
 """The profile section: the worker (and its pipe) under py-spy, each sample put in one category of
-the worker's or the client's work.
-
-A py-spy frame names a function by its qualified name and source file. A category is a
-:class:`Where`: a module prefix that must import, or a function taken from the imported object. A
-function or module renamed or gone fails here, by name, and in the unit test that resolves every
-rule, never by a category that silently stops matching. The worker's own modules count as one,
-``stream_perceptron.worker``; its one function named, ``Worker._start_edge``, resolves the same way.
+the worker's or the client's work, by a :class:`Where` rule made of an imported object (a module
+prefix or a function), so that a name renamed or gone fails here and in the unit test, by name.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The worker benchmark's sections on a broker: throughput (every contender on the same records,
-interleaved), sizes (the kafka-python worker, its pipe and the peer by the record's size),
-memory (each worker through 100k and 1M records, then each pipe: the long run), latency (half
-each worker's maximum; p50 / p99 from input to output CreateTime) and events (the worker on the
-same examples as events through a feature spec and in the envelope format)."""
+"""The worker benchmark's sections on a broker: throughput, sizes, memory (the long run), latency
+and events; docs/performance.md ("Method"; "Events through a feature spec") says what each runs."""
 
 from __future__ import annotations
 
