@@ -42,16 +42,16 @@ native:  ## build and install the compiled part into .venv (needs cargo; NATIVE=
 demo: $(STAMP)  ## the main job: river's Shuttle through a worker on an embedded broker, with a plot
 	$(BIN)/stream-perceptron demo
 
-test: $(STAMP)  ## the whole suite: unit, doctests and the real-broker integration tests
+test: $(STAMP) .venv-peer/.installed-stamp  ## the whole suite: unit, doctests and the real-broker integration tests
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
-test-tansu: $(STAMP)  ## the whole suite with tansu as the broker (apache_kafka tests: Apache Kafka)
+test-tansu: $(STAMP) .venv-peer/.installed-stamp  ## the whole suite with tansu as the broker (apache_kafka tests: Apache Kafka)
 	SP_TEST_BROKER=tansu $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 unit: $(STAMP)  ## the fast tests only (no broker)
 	$(BIN)/pytest tests/unit stream_perceptron
 
-integration: $(STAMP)  ## the broker tests only
+integration: $(STAMP) .venv-peer/.installed-stamp  ## the broker tests only
 	$(BIN)/pytest tests/integration
 
 kafka-jars: $(STAMP)  ## fetch Apache Kafka's jars with Maven into ~/.cache/stream-perceptron (once)

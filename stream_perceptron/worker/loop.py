@@ -297,6 +297,8 @@ class Worker:
                 self.observer.lag(self.publisher.lag())  # per poll, never per record
             # the checkpoint running beside the loop: its held outputs sent (at most one poll's)
             self.checkpointer.settle(release=True)
+            if self.shutdown.asked:  # asked while the checkpoint beside the loop settled: the
+                return               # shutdown's checkpoint comes next, no interval one first
             if self.checkpointer.due():
                 self.checkpointer.checkpoint("interval", aside=True)
             if until is not None and until(self):

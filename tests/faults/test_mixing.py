@@ -276,7 +276,7 @@ def test_a_zombies_mixing_records_are_ignored_and_every_partition_replays_its_ow
         group.settle(expect=1)  # a's session ended: b holds every partition
         wait_until(lambda: _claims_above(kafka(), model_topic, topics["input"],
                                          {p: stalled["epoch"] for p in range(PARTITIONS)}),
-                   30, "b's claim records on the model topic", every_s=0.5)
+                   60, "b's claim records on the model topic", every_s=0.5)
         # b's states stored (and committed) past every record a holds, so that a zombie's state
         # is never the furthest stored: the Kafka store would restore it (D79, its own test)
         wait_until(lambda: stored_past(held), 60, "b's states past every record a holds")

@@ -3,13 +3,14 @@ across two workers, and a partition with no input stalls no one past SP_MIX__MAX
 
 The stream: ``separable:d=10,gamma=0.01``, 32,000 examples written round-robin over 8 partitions,
 E = 100, then 5,000 held out; each test runs on the streams of generator seeds 1 to 5 (five runs,
-each held to the bounds). Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one
+each held to the bounds), two workers with s = 0 on seeds 1 and 2. Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one
 model on the whole stream over those seeds, and its last mix separates 99.16–99.92% of the
 held-out points; docs/mixing.md, "Bounded staleness", has the figures.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -37,18 +38,24 @@ PARTS, N, HELD_OUT, EVERY = 8, 32_000, 5_000, 100
 SEEDS = (1, 2, 3, 4, 5)
 
 
-@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
-def stream(request) -> tuple[list[bytes], int, int, int, np.ndarray, np.ndarray]:
+@functools.cache
+def seeded_stream(seed: int) -> tuple[list[bytes], int, int, int, np.ndarray, np.ndarray]:
     """The training records (encoded), one model's mistakes on them, synchronous IPM's and the 8
     unmixed partitions' together (offline), and the held-out rows, of the stream of generator
-    seed ``request.param``."""
-    rows = list(open_source(f"separable:d=10,gamma=0.01,seed={request.param},n={N + HELD_OUT}"))
+    seed ``seed``."""
+    rows = list(open_source(f"separable:d=10,gamma=0.01,seed={seed},n={N + HELD_OUT}"))
     X = np.array([x for x, _ in rows], dtype=np.float64)
     y = np.array([v for _, v in rows], dtype=np.int8)
     single = int(Perceptron().learn_many(X[:N], y[:N]).mistakes.sum())
     unmixed = sum(int(Perceptron().learn_many(X[:N][p::PARTS], y[:N][p::PARTS]).mistakes.sum())
                   for p in range(PARTS))
     return encode_stream(rows[:N]), single, synchronous_ipm(X[:N], y[:N]), unmixed, X[N:], y[N:]
+
+
+@pytest.fixture(params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def stream(request) -> tuple[list[bytes], int, int, int, np.ndarray, np.ndarray]:
+    """:func:`seeded_stream` of each of the five seeds."""
+    return seeded_stream(request.param)
 
 
 def synchronous_ipm(X: np.ndarray, y: np.ndarray) -> int:
@@ -174,13 +181,15 @@ BOUNDS: dict[int, tuple[float | None, float]] = {0: (2.2, 0.985), 1: (None, 0.97
 
 
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-@pytest.mark.parametrize("bound", sorted(BOUNDS), ids=[f"s{s}" for s in sorted(BOUNDS)])
+# s = 1 (the issue's case) on the five seeds, s = 0 on two (its four runs of five are in the docs)
+@pytest.mark.parametrize(("seed", "bound"), [*((seed, 1) for seed in SEEDS), (1, 0), (2, 0)],
+                         ids=[*(f"seed{seed}-s1" for seed in SEEDS), "seed1-s0", "seed2-s0"])
 def test_two_workers_with_bounded_staleness_stay_near_one_models_mistakes(
-    kafka_settings, new_topic, tmp_path, stream, bound
+    kafka_settings, new_topic, tmp_path, seed, bound
 ):
     """Two workers share the 8 partitions, the records written as they run, each partition's
     adoptions waiting for every partition within s versions."""
-    values, single, _, unmixed, X, y = stream
+    values, single, _, unmixed, X, y = seeded_stream(seed)
     finals, model_topic, seconds = run_workers(lambda name: kafka_settings(client_id=name), new_topic,
                                                tmp_path, values, 2, max_staleness=bound)
     times, separates = BOUNDS[bound]
