@@ -530,12 +530,7 @@ class MulticlassPerceptron(Perceptron):
         index = self._index
         if not grow:
             return [index.get(k, -1) for k in xf], list(xf.values())
-        new = [k for k in xf if k not in index]
-        if new:
-            limit = self.name_limit
-            if limit is not None and len(index) + len(new) > limit:
-                raise DimensionError(self._refuse_names(len(new)))
-            self._index_names(new)
+        self._take_names([k for k in xf if k not in index])
         return [index[k] for k in xf], list(xf.values())
 
     def _dict_scores(self, rows: list[Any], bv: Any, cols: list[int],

@@ -495,12 +495,7 @@ class Perceptron(base.MiniBatchClassifier):
         if self._fixed_by_dense():
             raise DimensionError(_FIXED_BY_DENSE)
         if grow:
-            new = [k for k in x if k not in index]
-            if new:
-                limit = self.name_limit
-                if limit is not None and len(index) + len(new) > limit:
-                    raise DimensionError(self._refuse_names(len(new)))
-                self._index_names(new)
+            self._take_names([k for k in x if k not in index])
         v = np.zeros(len(index) if self.dim is None else self.dim, dtype=np.float64)
         for name, x_k in x.items():
             i = index.get(name)
@@ -901,12 +896,7 @@ class Perceptron(base.MiniBatchClassifier):
             raise DimensionError(_FIXED_BY_DENSE)
         xf = checked(x)
         index = self._index
-        new = [k for k in xf if k not in index]
-        if new:
-            limit = self.name_limit
-            if limit is not None and len(index) + len(new) > limit:
-                raise DimensionError(self._refuse_names(len(new)))
-            self._index_names(new)
+        self._take_names([k for k in xf if k not in index])
         return xf
 
     def _update_named(self, x: dict[Hashable, Any], g: float) -> None:
@@ -1249,6 +1239,16 @@ class Perceptron(base.MiniBatchClassifier):
             width = self.dim or 0
         indptr = np.arange(n + 1, dtype=np.intp) * k
         return SparseRows(indptr, np.tile(columns, n), values.ravel(), width)
+
+    def _take_names(self, new: list[Hashable]) -> None:
+        """Give the names ``new`` (none of them known) columns, or refuse them all when they
+        would pass the name limit."""
+        if not new:
+            return
+        limit = self.name_limit
+        if limit is not None and len(self._index) + len(new) > limit:
+            raise DimensionError(self._refuse_names(len(new)))
+        self._index_names(new)
 
     def _refuse_names(self, new: int) -> Refusal:
         """Count a row refused for bringing ``new`` names past the bound; returns the reason."""
