@@ -137,15 +137,7 @@ class DirectoryStore:
             return epoch
 
     def load(self, topic: str, partition: int) -> StoredState | None:
-        store = self.files(topic, partition)
-        ckpt = store.load()
-        if ckpt is None and store.files():
-            raise CheckpointError(
-                f"none of the {len(store.files())} checkpoint files in {store.directory} is valid"
-                " (see the warnings above); refusing to start the partition from zero weights:"
-                " move them away to start it afresh"
-            )
-        return ckpt
+        return self.files(topic, partition).load(refuse_damaged=True)
 
     def save(self, state: StoredState, epoch: int) -> str:
         topic, partition, _ = partition_of(state)

@@ -231,8 +231,13 @@ class StateFiles:
                 log.warning("cannot remove old checkpoint %s: %s", old, exc)
         return path
 
-    def load(self) -> StoredState | None:
+    def load(self, *, refuse_damaged: bool = False) -> StoredState | None:
         """The newest valid checkpoint, or None when there is none; damaged ones are skipped.
+
+        With ``refuse_damaged``, files that are all damaged raise :class:`CheckpointError` instead
+        of giving None: the decision is made on the listing the files were read from, so a
+        reader beside a worker that writes its first file meanwhile never mistakes that file for
+        a damaged one.
 
         Raises :class:`CheckpointError` when the directory's path exists but is not a directory
         (or is a symlink to nothing), and :class:`CheckpointUnreadableError` when a file cannot
@@ -255,6 +260,7 @@ class StateFiles:
             if files:
                 self._seq = max(self._seq, files[-1][0])
             pruned = False
+            damaged = 0
             for seq, path in reversed(files):
                 try:
                     return read(path, seq)
@@ -265,7 +271,14 @@ class StateFiles:
                         pruned = True
                         continue
                     log.warning("skipping checkpoint %s: %s", path, exc)
+                    damaged += 1
             if not pruned:
+                if damaged and refuse_damaged:
+                    raise CheckpointError(
+                        f"none of the {damaged} checkpoint files in {d} is valid (see the warnings"
+                        " above); refusing to start the partition from zero weights: move them"
+                        " away to start it afresh"
+                    )
                 return None
             # every file listed that was not damaged was pruned before it was read (a reader
             # beside a running worker, descheduled for a few of its saves): list them again

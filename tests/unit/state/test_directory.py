@@ -74,6 +74,27 @@ def test_a_partition_whose_files_are_all_damaged_is_refused(tmp_path):
         DirectoryStore(tmp_path).load("in", 0)
 
 
+def test_a_reader_that_lists_before_the_first_file_is_written_sees_no_state(tmp_path, monkeypatch):
+    # A reader beside a worker: its listing comes back empty, then the worker writes its first
+    # file. That file is not damaged; the reader sees "no state yet", not a refusal.
+    writer = DirectoryStore(tmp_path)
+    epoch = writer.claim("in", 0)
+    listed = StateFiles._files
+    written = []
+
+    def list_then_write(self):
+        found = listed(self)
+        if not written:
+            written.append(True)
+            writer.save(_state("in", 0, 5), epoch)
+        return found
+
+    monkeypatch.setattr(StateFiles, "_files", list_then_write)
+    assert DirectoryStore(tmp_path).load("in", 0) is None
+    monkeypatch.undo()
+    assert DirectoryStore(tmp_path).load("in", 0).offsets == {"in": {0: 5}}
+
+
 def test_the_seed_is_the_newest_checkpoint_at_the_top(tmp_path):
     assert DirectoryStore(tmp_path).initial() is None
     StateFiles(tmp_path).save(_state("in", 0, 3))
