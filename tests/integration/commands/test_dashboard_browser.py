@@ -94,7 +94,7 @@ def test_the_page_shows_each_partition_live_and_marks_a_drift(fast_kafka, new_to
                 return len(series) == 2 and all(s["points"] >= 2 and s["paths"].get("mistake_rate")
                                                 for s in series.values())
 
-            wait_for(drawn, 15, "both partitions' curves on the page", every_s=0.2)
+            wait_for(drawn, 60, "both partitions' curves on the page", every_s=0.2)
             first = page(chromium, session)
 
             # a drift alarm on partition 0's model, where its newest record is
@@ -110,7 +110,7 @@ def test_the_page_shows_each_partition_live_and_marks_a_drift(fast_kafka, new_to
                          for sid, s in now["series"].items()]
                 return now["rows"] == 1 and all(grown)
 
-            wait_for(moved, 15, "the curves to move on the page", every_s=0.2)
+            wait_for(moved, 60, "the curves to move on the page", every_s=0.2)
             second = page(chromium, session)
             shot = chromium.screenshot(session, tmp_path / "dashboard.png")
     finally:
@@ -169,7 +169,7 @@ def test_the_page_shows_the_classes_of_k_class_partitions_as_text(kafka_settings
                 series = page(chromium, session)["series"]
                 return len(series) == 3 and all(s["bound"] for s in series.values())
 
-            wait_for(drawn, 15, "the three partitions' cards on the page", every_s=0.2)
+            wait_for(drawn, 60, "the three partitions' cards on the page", every_s=0.2)
             first = page(chromium, session)
             # partition 1's newer record: its table follows
             newer = class_record(1, THREE, [[100, 3, 1], [4, 30, 0], [0, 2, 10]], ts=now + 1)
@@ -179,7 +179,7 @@ def test_the_page_shows_the_classes_of_k_class_partitions_as_text(kafka_settings
                 classes = page(chromium, session)["series"]["examples:1:11111111"]["classes"]
                 return classes is not None and classes["rows"][0][2] == "104"
 
-            wait_for(moved, 15, "partition 1's per-class table to follow its newer record", every_s=0.2)
+            wait_for(moved, 60, "partition 1's per-class table to follow its newer record", every_s=0.2)
             second = page(chromium, session)
             ran = chromium.evaluate(session, "String(window.pwned)")
             planted = chromium.evaluate(session, "document.querySelectorAll('#series img, #series script')"

@@ -109,7 +109,9 @@ def test_a_record_the_child_cannot_send_fails_the_flush_and_every_later_call(kaf
 def test_a_dead_child_stops_the_worker_before_a_checkpoint_passes_it(kafka_settings, new_topic, tmp_path):
     kafka = kafka_settings(backend=PRODUCER_PROCESS, max_poll_records=100)
     topics = topics_for(new_topic)
-    n = 3000
+    # a stream long enough that the first checkpoint settles mid-stream even under load (it
+    # settles beside the loop, which goes on learning meanwhile)
+    n = 20_000
     send_all(kafka, topics["input"], encode_stream(noisy_stream(n, d=4, seed=3)))
     ckpt_dir = tmp_path / "ckpt"
     every = {"every_examples": 500, "every_seconds": 60}

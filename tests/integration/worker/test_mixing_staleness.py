@@ -2,8 +2,8 @@
 across two workers, and a partition with no input stalls no one past SP_MIX__MAX_WAIT_S.
 
 The stream: ``separable:d=10,gamma=0.01``, 32,000 examples written round-robin over 8 partitions,
-E = 100, then 5,000 held out; each test runs on the streams of generator seeds 1 to 5 (five runs,
-each held to the bounds), two workers with s = 0 on seeds 1 and 2. Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one
+E = 100, then 5,000 held out; one worker runs on the streams of generator seeds 1 to 5 (five runs,
+each held to the bounds), two workers with s = 1 on seeds 1 to 3 and with s = 0 on seed 1. Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one
 model on the whole stream over those seeds, and its last mix separates 99.16–99.92% of the
 held-out points; docs/mixing.md, "Bounded staleness", has the figures.
 """
@@ -36,6 +36,7 @@ from tests.integration.helpers import (
 
 PARTS, N, HELD_OUT, EVERY = 8, 32_000, 5_000, 100
 SEEDS = (1, 2, 3, 4, 5)
+TWO_WORKER_SEEDS = SEEDS[:3]  # two workers wait on each other: the costliest rows
 
 
 @functools.cache
@@ -181,9 +182,9 @@ BOUNDS: dict[int, tuple[float | None, float]] = {0: (2.2, 0.985), 1: (None, 0.97
 
 
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-# s = 1 (the issue's case) on the five seeds, s = 0 on two (its four runs of five are in the docs)
-@pytest.mark.parametrize(("seed", "bound"), [*((seed, 1) for seed in SEEDS), (1, 0), (2, 0)],
-                         ids=[*(f"seed{seed}-s1" for seed in SEEDS), "seed1-s0", "seed2-s0"])
+# s = 1 (the issue's case) on three seeds, s = 0 on one (the runs of all five are in the docs)
+@pytest.mark.parametrize(("seed", "bound"), [*((seed, 1) for seed in TWO_WORKER_SEEDS), (1, 0)],
+                         ids=[*(f"seed{seed}-s1" for seed in TWO_WORKER_SEEDS), "seed1-s0"])
 def test_two_workers_with_bounded_staleness_stay_near_one_models_mistakes(
     kafka_settings, new_topic, tmp_path, seed, bound
 ):

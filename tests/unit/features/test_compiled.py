@@ -57,7 +57,7 @@ def _outcome(extract, obj, state):
         return exc.reason, state.get_state()
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.sampled_from(range(len(SPECS))), st.lists(events(), min_size=1, max_size=8))
 def test_the_compiled_spec_gives_what_the_extractor_gives(which, stream):
     spec, bounds = FeatureSpec.parse(SPECS[which]), Bounds(max_name_chars=64, max_features=6)
