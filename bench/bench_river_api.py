@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.bench_river_api --json bench/results/river_api.json   # ~3 min
     .venv/bin/python -m bench.bench_river_api --sea 2000 --rows 6000 --repeats 2     # a smoke run
+    .venv/bin/python -m bench.bench_river_api --python     # the pure-Python path, the compiled part set aside
 
 Its sections (progressive, per call, batch), goals and timing (process CPU time, medians):
 docs/performance.md, "How bench_river_api measures"; a batch unlike learn_one's exits 1.
@@ -27,6 +28,7 @@ from bench.worker.contenders import rotated
 from bench.worker.formatting import format_table, write_json
 from bench.worker.machine import machine_info
 from stream_perceptron import Perceptron
+from stream_perceptron.model import perceptron
 
 RIVER = "river"
 MODELS: dict[str, Callable[[], Any]] = {
@@ -142,8 +144,8 @@ def report(r: dict[str, Any]) -> str:
         [f"{p['stream']}{' + StandardScaler' if p['scaled'] else ''}",
          *[f"{p['accuracy'][k]:.2%} {p['seconds'][k]:.2f}s" for k in keys],
          *[f"{p['ratio'][k]:.2f}" for k in keys[1:]]] for p in r["progressive"]]))
-    lines.append("\nper call on dict rows, µs (median of repeats; × river; goal: plain and hashed <= 1.0, "
-                 "averaged <= 1.5)")
+    lines.append(f"\nper call on dict rows ({r['dict_rows']}), µs (median of repeats; × river; goal:"
+                 " plain and hashed <= 1.0, averaged <= 1.5)")
     lines.append(format_table(["stream", "call", *keys, *[f"{k} ×" for k in keys[1:]]], [
         [c["stream"], c["call"], *[f"{c['us'][k]:.2f}" for k in keys],
          *[f"{c['ratio'][k]:.2f}{'' if c['ratio'][k] <= GOAL[k] else ' (over)'}" for k in keys[1:]]]
@@ -164,10 +166,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--python", action="store_true",
+                        help="score dict rows in Python even where the compiled part is installed")
     args = parser.parse_args(argv)
+    saved = perceptron._compiled_score, perceptron._compiled_pair, perceptron._compiled_proba
+    if args.python:
+        perceptron._compiled_score = perceptron._compiled_pair = perceptron._compiled_proba = None
+    try:
+        return _measure(args)
+    finally:
+        perceptron._compiled_score, perceptron._compiled_pair, perceptron._compiled_proba = saved
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
     streams = {"SEA": list(synth.SEA(seed=1, noise=0.1).take(args.sea)),
                "Phishing": list(datasets.Phishing())}
+    compiled = perceptron._compiled_score is not None
     result = {"benchmark": "bench.bench_river_api", "params": vars(args) | {"json": str(args.json)},
+              "dict_rows": "compiled" if compiled else "python",
               "machine": machine_info(("numpy", "river", "pandas")),
               "progressive": progressive(streams, args.repeats), "per_call": per_call(streams, args.repeats),
               "batch": batch(args.rows, args.repeats)}

@@ -10,14 +10,22 @@
 //! * `adwin_update`: ADWIN's insert, merge and test loop over a run of values (the twin:
 //!   `model/drift.py`, `Adwin.update_many`), the same floating-point operations in the same
 //!   order, the logarithm from the C library as Python's `math.log` takes it.
+//! * `score_named`, `score_pair`: θ·x + θ0 of a dict row with θ by name (and u·x + u0 beside it,
+//!   the averaged model's), summed in the row's order (the twins: `model/rowwise.py`,
+//!   `dot_named` and `dot_pair`, as `Perceptron.predict_one` and `predict_proba_one` call them).
+//!   None at a name not in θ, a value that is not a float, a bool or an integer of at most 53
+//!   bits, or a sum that is not finite: the twin then takes the row and says what is wrong.
+//!   `proba_named` gives `predict_proba_one`'s answer from `score_named`'s score, the logistic
+//!   function written as it is there, the exponential the C library's as Python's `math.exp`.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 extern "C" {
     fn log(x: f64) -> f64; // the C library's, which math.log calls for a finite positive x
+    fn exp(x: f64) -> f64; // the C library's, which math.exp calls for a finite x
 }
 
 // ------------------------------------------------------------------------------ reading
@@ -884,8 +892,123 @@ fn adwin_update<'py>(
     Ok(found.into_iter().map(|(i, [a, b, c, d])| (i, (a, b, c, d))).collect())
 }
 
+// ------------------------------------------------------------------------------ scoring
+
+/// numpy's pairwise sum of `p` (`model/rowwise.py`, `pairwise`): fewer than 8 terms left to right
+/// from -0.0; up to 128 in 8 running sums added as a tree, then the rest in order; beyond, the two
+/// halves (the first a multiple of 8) summed so and added.
+fn pairwise(p: &[f64]) -> f64 {
+    let n = p.len();
+    if n < 8 {
+        let mut res = -0.0;
+        for v in p {
+            res += v;
+        }
+        return res;
+    }
+    if n <= 128 {
+        let mut r = [p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]];
+        let end = n - n % 8;
+        let mut i = 8;
+        while i < end {
+            for j in 0..8 {
+                r[j] += p[i + j];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for v in &p[end..] {
+            res += v;
+        }
+        return res;
+    }
+    let mut half = n / 2;
+    half -= half % 8;
+    pairwise(&p[..half]) + pairwise(&p[half..])
+}
+
+/// A row's sum: its first term plus the rest's pairwise sum (0.0 for no term).
+fn row_sum(p: &[f64]) -> f64 {
+    match p.split_first() {
+        None => 0.0,
+        Some((first, rest)) => first + pairwise(rest),
+    }
+}
+
+/// A feature value as Python multiplies a float by it: a float, a bool (0 or 1) or an integer
+/// that converts exactly (at most 53 bits); None for anything else.
+fn exact_value(v: &Bound<'_, PyAny>) -> Option<f64> {
+    if let Ok(f) = v.cast_exact::<PyFloat>() {
+        return Some(f.value());
+    }
+    if let Ok(b) = v.cast_exact::<PyBool>() {
+        return Some(if b.is_true() { 1.0 } else { 0.0 });
+    }
+    if v.is_exact_instance_of::<PyInt>() {
+        let i: i64 = v.extract().ok()?;
+        if i.unsigned_abs() <= 1 << 53 {
+            return Some(i as f64);
+        }
+    }
+    None
+}
+
+/// A weight by name: the float `w` holds for `k`, None when it holds none (or not a float).
+fn weight(w: &Bound<'_, PyDict>, k: &Bound<'_, PyAny>) -> Option<f64> {
+    let found = w.get_item(k).ok()??;
+    Some(found.cast_exact::<PyFloat>().ok()?.value())
+}
+
+#[pyfunction]
+fn score_named(w: &Bound<'_, PyDict>, x: &Bound<'_, PyDict>, b: f64) -> Option<f64> {
+    let mut p: Vec<f64> = Vec::with_capacity(x.len());
+    for (k, v) in x.iter() {
+        p.push(weight(w, &k)? * exact_value(&v)?);
+    }
+    let a = row_sum(&p) + b;
+    a.is_finite().then_some(a)
+}
+
+/// `{negative: 1 - σ(s), positive: σ(s)}` of a dict row's score s (`score_named`), σ written as
+/// `Perceptron.predict_proba_one` writes it; None where `score_named` declines the row.
+#[pyfunction]
+fn proba_named<'py>(
+    py: Python<'py>, w: &Bound<'py, PyDict>, x: &Bound<'py, PyDict>, b: f64,
+    negative: &Bound<'py, PyAny>, positive: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(s) = score_named(w, x, b) else { return Ok(None) };
+    let p = if s >= 0.0 {
+        1.0 / (1.0 + unsafe { exp(-s) })
+    } else {
+        let e = unsafe { exp(s) };
+        e / (1.0 + e)
+    };
+    let out = PyDict::new(py);
+    out.set_item(negative, 1.0 - p)?;
+    out.set_item(positive, p)?;
+    Ok(Some(out))
+}
+
+#[pyfunction]
+fn score_pair(
+    w: &Bound<'_, PyDict>, u: &Bound<'_, PyDict>, x: &Bound<'_, PyDict>, b: f64, ub: f64,
+) -> Option<(f64, f64)> {
+    let n = x.len();
+    let (mut p, mut q) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (k, v) in x.iter() {
+        let v = exact_value(&v)?;
+        p.push(weight(w, &k)? * v);
+        q.push(weight(u, &k)? * v);
+    }
+    let (a, c) = (row_sum(&p) + b, row_sum(&q) + ub);
+    (a.is_finite() && c.is_finite()).then_some((a, c))
+}
+
 #[pymodule]
 fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(score_named, m)?)?;
+    m.add_function(wrap_pyfunction!(score_pair, m)?)?;
+    m.add_function(wrap_pyfunction!(proba_named, m)?)?;
     m.add_function(wrap_pyfunction!(read_dense, m)?)?;
     m.add_function(wrap_pyfunction!(encode_predictions, m)?)?;
     m.add_function(wrap_pyfunction!(adwin_update, m)?)?;

@@ -46,6 +46,13 @@ from stream_perceptron.model.labels import LabelSpace, NotBinaryLabel, Signs
 from stream_perceptron.model.rowwise import checked, dot_lists, dot_named, dot_pair, reduce_sum, value
 from stream_perceptron.model.sparse import SparseRows, dot_rows
 
+try:  # the compiled part (native/): a dict row's score in rowwise's order, the same floats
+    from stream_perceptron_native import proba_named as _compiled_proba
+    from stream_perceptron_native import score_named as _compiled_score
+    from stream_perceptron_native import score_pair as _compiled_pair
+except ImportError:  # not built here (or built before these): rowwise's loops serve
+    _compiled_score = _compiled_pair = _compiled_proba = None
+
 FloatArray = npt.NDArray[np.float64]
 Features = Mapping[Any, Any] | Sequence[float] | FloatArray
 Rows = FloatArray | SparseRows
@@ -648,6 +655,9 @@ class Perceptron(base.MiniBatchClassifier):
         if wd is None:
             wd = self._by_name()
         try:
+            if _compiled_score is not None and type(x) is dict \
+                    and (s := self._compiled_dict_score(wd, x)) is not None:
+                return s
             if self.average and self._steps:
                 a, c = self._served_parts(wd, x)
                 if type(a) is not float or a - a or type(c) is not float:  # as below
@@ -682,6 +692,15 @@ class Perceptron(base.MiniBatchClassifier):
         ud = self._ud
         assert ud is not None
         return a - (dot_lists([ud.get(k, 0.0) for k in xf], values) + self._ub) / self._steps
+
+    def _compiled_dict_score(self, wd: dict[Hashable, float], x: dict[Hashable, Any]) -> float | None:
+        """:meth:`_score_dict`'s served score from the compiled part (the same floats), or None
+        where it declines the row (the Python loops then take it and say what is wrong)."""
+        if not (self.average and self._steps):
+            s: float | None = _compiled_score(wd, x, self._b)
+            return s
+        pair: tuple[float, float] | None = _compiled_pair(wd, self._ud, x, self._b, self._ub)
+        return None if pair is None else pair[0] - pair[1] / self._steps
 
     def _served_parts(self, wd: dict[Hashable, float], x: dict[Hashable, Any]) -> tuple[float, float]:
         """θ·x + θ0 and u·x + u0 of a dict row, in one pass (:func:`~.rowwise.dot_pair`)."""
@@ -751,8 +770,13 @@ class Perceptron(base.MiniBatchClassifier):
         """``{negative: 1 − σ(s), positive: σ(s)}`` with σ the logistic function of the served
         score s: a squashing for ranking, **not a calibrated probability** (see Notes)."""
         try:
-            s = self._score_dict(x) if type(x) is dict else self.score_one(x)
             negative, positive = self._labels.pair
+            if type(x) is dict and _compiled_proba is not None and (wd := self._wd) is not None \
+                    and not self.average:  # the answer below, compiled: a call a row
+                proba = _compiled_proba(wd, x, self._b, negative, positive)
+                if proba is not None:
+                    return proba  # type: ignore[no-any-return]
+            s = self._score_dict(x) if type(x) is dict else self.score_one(x)
         except Widened:
             return self.predict_proba_one(x)
         if s >= 0:  # _sigmoid, written out

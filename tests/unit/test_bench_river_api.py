@@ -27,3 +27,16 @@ def test_a_small_run_has_every_section_and_agrees_with_river(tmp_path: Path) -> 
     assert all(c["us"][k] > 0 for c in report["per_call"] for k in MODELS)
     batch = report["batch"]
     assert batch["learn_many_is_learn_one"] and batch["mistakes"] > 0 and batch["times_river"] > 0
+
+
+def test_python_sets_the_compiled_scoring_aside_for_the_run_only(tmp_path: Path) -> None:
+    from stream_perceptron.model import perceptron
+
+    before = perceptron._compiled_score
+    report = main(["--sea", "200", "--rows", "1000", "--repeats", "1", "--quiet", "--python"])
+    assert report["dict_rows"] == "python"
+    assert perceptron._compiled_score is before  # restored
+    same = main(["--sea", "200", "--rows", "1000", "--repeats", "1", "--quiet"])
+    assert same["dict_rows"] == ("python" if before is None else "compiled")
+    # the two paths answer alike: the same accuracy in every progressive run
+    assert [p["accuracy"] for p in same["progressive"]] == [p["accuracy"] for p in report["progressive"]]

@@ -171,3 +171,90 @@ def test_the_compiled_adwin_raises_the_alarms_of_a_long_stream_as_python_does(mo
     monkeypatch.setattr(drift, "_compiled_update", None)
     assert found == python.update_many(flags) and len(found) >= 3
     assert json.dumps(compiled.get_state()) == json.dumps(python.get_state())
+
+
+# ------------------------------------------------------------------ dict rows' scores
+
+_CLEAN = st.floats(-1e6, 1e6, allow_nan=False) | st.integers(-1000, 1000)
+_ODD = (st.booleans() | st.integers(-(1 << 60), 1 << 60) | st.floats(allow_nan=True, allow_infinity=True)
+        | st.just(1e308))
+FEATURE_VALUES = st.one_of(_CLEAN, _CLEAN, _CLEAN, _CLEAN, _CLEAN, _CLEAN, _ODD)  # mostly rows it takes
+
+
+@st.composite
+def dict_streams(draw):
+    """Labeled dict rows of 0 to 40 features (names from a pool of 48, so rows past 16 and 128
+    products and names not learned yet both come), with floats, bools, integers past 53 bits
+    and non-finite values (which the twin then refuses)."""
+    names = [f"f{i}" for i in range(48)]
+    rows = []
+    for _ in range(draw(st.integers(1, 30))):
+        keys = draw(st.lists(st.sampled_from(names), max_size=40, unique=True))
+        rows.append(({k: draw(FEATURE_VALUES) for k in keys}, draw(st.booleans())))
+    return rows
+
+
+def _answers(model, rows):
+    """Each row's score_one, predict_one and predict_proba_one (floats as their bits, errors by
+    type and message), each answered before the row is learned."""
+    out = []
+    for x, y in rows:
+        try:
+            out.append((model.score_one(x).hex(), model.predict_one(x),
+                        {k: float(v).hex() for k, v in model.predict_proba_one(x).items()}))
+            model.learn_one(x, y)
+        except Exception as exc:  # noqa: BLE001 - the same refusal both ways is part of the answer
+            out.append((type(exc).__name__, str(exc)))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(dict_streams(), st.sampled_from([{}, {"average": True}, {"hash_bits": 6}]))
+def test_the_compiled_dict_score_answers_as_rowwise_loops_to_the_bit(rows, params):
+    from stream_perceptron import Perceptron
+    from stream_perceptron.model import perceptron
+
+    compiled = _answers(Perceptron(**params), rows)
+    saved = perceptron._compiled_score, perceptron._compiled_pair, perceptron._compiled_proba
+    perceptron._compiled_score = perceptron._compiled_pair = perceptron._compiled_proba = None
+    try:
+        python = _answers(Perceptron(**params), rows)
+    finally:
+        perceptron._compiled_score, perceptron._compiled_pair, perceptron._compiled_proba = saved
+    assert compiled == python
+
+
+def test_the_compiled_dict_score_declines_what_it_cannot_take_exactly():
+    import stream_perceptron_native as compiled
+
+    w = {"a": 0.5, "b": -2.0}
+    assert compiled.score_named(w, {"a": 1.0, "b": 3}, 0.25) == (0.5 + (-0.0 + -6.0)) + 0.25
+    assert compiled.score_named(w, {"a": True}, 0.0) == 0.5
+    assert compiled.score_named(w, {}, 1.5) == 1.5
+    assert compiled.score_named(w, {"c": 1.0}, 0.0) is None  # a name not in θ
+    assert compiled.score_named(w, {"a": 1 << 54}, 0.0) is None  # not exact as a float
+    assert compiled.score_named(w, {"a": "1"}, 0.0) is None  # not a number
+    assert compiled.score_named(w, {"a": np.float64(1.0)}, 0.0) is None  # a numpy scalar
+    assert compiled.score_named(w, {"a": math.inf}, 0.0) is None  # not finite
+    assert compiled.score_pair(w, {"a": 1.0, "b": 1.0}, {"a": 2.0, "b": 1.0}, 0.0, 1.0) == (-1.0, 4.0)
+    assert compiled.proba_named(w, {"c": 1.0}, 0.0, False, True) is None
+    for s in (-800.0, -30.0, -1e-300, 0.0, 0.3, 40.0, 800.0):  # the logistic function, both branches
+        p = 1.0 / (1.0 + math.exp(-s)) if s >= 0 else math.exp(s) / (1.0 + math.exp(s))
+        assert compiled.proba_named({"a": 1.0}, {"a": s}, 0.0, "no", "yes") == {"no": 1.0 - p, "yes": p}
+
+
+@pytest.mark.parametrize("width", [1, 5, 8, 9, 16, 17, 40, 129, 300])
+def test_the_compiled_dict_score_sums_in_rowwise_order(width):
+    import stream_perceptron_native as compiled
+
+    from stream_perceptron.model.rowwise import dot_named, dot_pair
+
+    rng = np.random.default_rng(width)
+    scale = 10.0 ** rng.integers(-8, 8, size=(60, width))  # magnitudes far apart: the order shows
+    w = {f"f{i}": float(v) for i, v in enumerate(rng.standard_normal(width) * 1e3)}
+    u = {k: -3.0 * v for k, v in w.items()}
+    for row in (rng.standard_normal((60, width)) * scale).tolist():
+        x = dict(zip(w, row, strict=True))
+        assert compiled.score_named(w, x, 0.5) == dot_named(w, x) + 0.5
+        a, c = dot_pair(w, u, x)
+        assert compiled.score_pair(w, u, x, 0.5, -2.0) == (a + 0.5, c + -2.0)

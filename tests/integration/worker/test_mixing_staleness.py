@@ -3,9 +3,10 @@ across two workers, and a partition with no input stalls no one past SP_MIX__MAX
 
 The stream: ``separable:d=10,gamma=0.01``, 32,000 examples written round-robin over 8 partitions,
 E = 100, then 5,000 held out; one worker runs on the streams of generator seeds 1 to 5 (five runs,
-each held to the bounds), two workers with s = 1 on seeds 1 to 3 and with s = 0 on seed 1. Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one
-model on the whole stream over those seeds, and its last mix separates 99.16–99.92% of the
-held-out points; docs/mixing.md, "Bounded staleness", has the figures.
+each held to the bounds), two workers with s = 1 on seeds 1 to 3 and with s = 0 on seed 1.
+Offline, synchronous IPM at E = 100 makes 1.42–1.75× the mistakes of one model on the whole
+stream over those seeds, and its last mix separates 99.16–99.92% of the held-out points;
+docs/mixing.md, "Bounded staleness", has the figures.
 """
 
 from __future__ import annotations
