@@ -252,7 +252,12 @@ def test_a_worker_killed_while_the_broker_is_frozen_loses_no_prediction(own_brok
     the worker. A checkpoint written past them would cover predictions that died with the
     process; the restart must instead replay from the last durable checkpoint, and every offset
     ends with its prediction, the model exactly the core's."""
-    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=3_000, backend=backend)
+    # A 6 s session: the next checkpoint falls due within 1 s of the freeze and its flush gives up
+    # 3 s later, both before librdkafka drops an assignment whose coordinator stays silent past
+    # the session (with 1 s the two raced, and a worker that lost its partition first had no
+    # checkpoint left to hold up)
+    kafka = _kafka(own_broker.bootstrap, request_timeout_ms=3_000, session_timeout_ms=6_000,
+                   heartbeat_interval_ms=1_000, backend=backend)
     n, ckpt_dir = 12_000, tmp_path / "ckpt"
     settings, producer = _paced_run(own_broker, kafka, n, ckpt_dir, seed=23)
     log = tmp_path / "worker.log"
