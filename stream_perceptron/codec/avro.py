@@ -51,6 +51,8 @@ import fastavro
 
 from stream_perceptron.errors import DecodeError
 
+_read = fastavro.schemaless_reader
+
 MAGIC = 0
 HEADER_BYTES = 5
 """The magic byte and the 4-byte schema id before the Avro payload."""
@@ -102,6 +104,9 @@ class AvroDecoder:
             raise ValueError(f"max_schemas is {max_schemas}: at least 1")
         self.max_schemas = max_schemas
         self._schemas: OrderedDict[int, Any] = OrderedDict()  # id -> parsed schema or DecodeError
+        # the id (its 4 bytes) and parsed schema of the record decode_wire read last, when it read
+        # it whole: that id is the most recent of _schemas, and a record of it needs no reorder
+        self._last: tuple[bytes, Any] | None = None
 
     def __len__(self) -> int:
         """How many schemas are kept (parsed or refused)."""
@@ -130,6 +135,7 @@ class AvroDecoder:
         the writer's schema ``schema_text`` of ``schema_id``; :class:`DecodeError` with the reason
         when the schema is refused or the payload is truncated, malformed or followed by more
         bytes."""
+        self._last = None  # decode_wire sets it again once this record is read
         schema = self.writer_schema(schema_id, schema_text)
         stream = BytesIO(payload)
         try:
@@ -151,9 +157,25 @@ class AvroDecoder:
     def decode_wire(self, value: bytes | bytearray | memoryview, schema_text: Callable[[int], str]) -> Any:
         """The record of a value in the wire format; ``schema_text(id)`` gives the writer's schema
         of an id not parsed yet (what it raises, a registry's errors, passes through)."""
+        if type(value) is bytes and len(value) > HEADER_BYTES and value[0] == MAGIC:
+            # a record of the schema read last (the usual case): no slice of the value, no reorder
+            # of the kept schemas (it is already the most recent), one reader call
+            last = self._last
+            if last is not None and value[1:HEADER_BYTES] == last[0]:
+                stream = BytesIO(value)
+                stream.seek(HEADER_BYTES)
+                try:
+                    record = _read(stream, last[1], None)
+                    if stream.tell() == len(value):
+                        return record
+                except Exception:  # noqa: BLE001, S110 - the general path below says what is wrong
+                    pass
         schema_id = wire_schema_id(value)
         text = "" if schema_id in self._schemas else schema_text(schema_id)
-        return self.decode(schema_id, text, memoryview(value)[HEADER_BYTES:])
+        record = self.decode(schema_id, text, memoryview(value)[HEADER_BYTES:])
+        kept = self._schemas.get(schema_id)
+        self._last = (schema_id.to_bytes(4, "big"), kept) if not isinstance(kept, DecodeError) else None
+        return record
 
 
 def encode_wire(schema_id: int, schema: str | dict[str, Any] | list[Any], record: Any) -> bytes:

@@ -393,3 +393,25 @@ def test_a_record_that_does_not_fit_the_schema_is_refused_when_encoding():
         encode_wire(1, PAIR, {"a": "not a number", "b": 1})
     with pytest.raises(ValueError, match="the record does not fit the schema"):
         encode_wire(1, PAIR, {"a": 1})
+
+
+def _answer(decoder: AvroDecoder, value: bytes, text) -> object:
+    try:
+        return decoder.decode_wire(value, text)
+    except DecodeError as exc:
+        return ("refused", exc.reason)
+
+
+def test_a_record_of_the_schema_read_last_is_read_and_refused_as_a_first_one_is():
+    # decode_wire's path for a record of the id it read last must answer what a decoder meeting
+    # that record first answers: the record, or the same refusal
+    a, b = record("A", ("n", "long"), ("s", "string")), record("B", ("x", "double"))
+    texts = {1: a, 2: b}.__getitem__
+    good = encode_wire(1, a, {"n": 7, "s": "hé"})
+    values = [good, good, good[:-1], good, good + b"\x00", good, encode_wire(2, b, {"x": 1.5}),
+              encode_wire(2, b, {"x": -2.0}), good, bytes(good[:3]), good, b"\x00" + good[1:5] + b"\x80",
+              good, bytearray(good), memoryview(good)]
+    decoder = AvroDecoder()
+    for value in values:
+        assert _answer(decoder, value, texts) == _answer(AvroDecoder(), value, texts), value
+    assert ("refused", "1 bytes after the Avro record of schema 1") == _answer(decoder, good + b"\x00", texts)
