@@ -7,12 +7,18 @@ write its mixing record.
 and stops the process; on SIGCONT the mixing point goes on. From then until the worker's
 partitions are revoked or lost, every prediction it sends is appended to ``D/zombie``, one value
 a line: the outputs of a worker that may no longer own the partitions.
+
+It stops only while no state is being stored: the directory store's save holds the partition's
+lock (``flock``), and a worker stopped inside one (its checkpoint thread saving beside the loop)
+would hold it until SIGCONT, so the new owner's claim would wait for the zombie it fences
+(docs/reliability.md, "Found by a clean-clone run (2026-11-29)").
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from typing import Any
 import orjson
 
 from stream_perceptron.kafka.edge import Partition
+from stream_perceptron.state.directory import DirectoryStore
 from stream_perceptron.worker.assignment import Partitions
 from stream_perceptron.worker.mixer import Mixer
 from stream_perceptron.worker.outputs import Outputs
@@ -31,6 +38,12 @@ def main() -> None:
     predictions = os.environ["SP_TOPICS__PREDICTIONS"]
     state = {"stalled": False, "zombie": False}
     point, send_many, release = Mixer.point, Outputs.send_many, Partitions.release
+    save = DirectoryStore.save
+    saving = threading.Lock()  # held by a save, and by the stall: the two never overlap
+
+    def guarded_save(self: DirectoryStore, *args: Any, **kwargs: Any) -> str:
+        with saving:
+            return save(self, *args, **kwargs)
 
     def stalling_point(self: Mixer, st: PartitionState, offset: int, *args: Any, **kwargs: Any) -> bool:
         if (not state["stalled"] and st.mix is not None and offset not in st.mix.replay
@@ -39,7 +52,8 @@ def main() -> None:
             tmp = folder / "stalled.tmp"
             tmp.write_bytes(orjson.dumps({"partition": st.partition, "offset": offset, "epoch": st.epoch}))
             tmp.replace(folder / "stalled")
-            os.kill(os.getpid(), signal.SIGSTOP)
+            with saving:  # no save in flight on the checkpoint thread: no partition's lock held
+                os.kill(os.getpid(), signal.SIGSTOP)
             state["zombie"] = True  # SIGCONT: from here, perhaps no longer the owner
         return point(self, st, offset, *args, **kwargs)
 
@@ -56,6 +70,7 @@ def main() -> None:
     Mixer.point = stalling_point  # type: ignore[method-assign]
     Outputs.send_many = recording  # type: ignore[method-assign]
     Partitions.release = releasing  # type: ignore[method-assign]
+    DirectoryStore.save = guarded_save  # type: ignore[method-assign]
     from stream_perceptron.cli import main as cli
 
     cli(prog_name="stream-perceptron")
