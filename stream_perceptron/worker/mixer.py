@@ -288,6 +288,13 @@ class Mixer:
                      " without them, and not waiting for them again until they publish", st.name, version,
                      offset, now - wait.since, ", ".join(f"{st.topic}[{q}] at version {versions.get(q, 0)}"
                                                         for q in blocking))
+        if wait is not None:
+            # a waited point is made from the topic as read before the wait, or by release() when
+            # a partition of another worker held it back: read it once more, so a worker that
+            # stalled meanwhile finds the new owner's claim here and stops (no mix, no record)
+            self._follow()
+            if self._claimed_since(st, offset):
+                return False
         extra: dict[str, Any] = {}
         if behind:
             extra["stale"] = {str(q): version - versions.get(q, 0) for q in behind}
