@@ -288,13 +288,11 @@ class Mixer:
                      " without them, and not waiting for them again until they publish", st.name, version,
                      offset, now - wait.since, ", ".join(f"{st.topic}[{q}] at version {versions.get(q, 0)}"
                                                         for q in blocking))
-        if wait is not None:
-            # a waited point is made from the topic as read before the wait, or by release() when
-            # a partition of another worker held it back: read it once more, so a worker that
-            # stalled meanwhile finds the new owner's claim here and stops (no mix, no record)
-            self._follow()
-            if self._claimed_since(st, offset):
-                return False
+        # a waited point is made from the topic as read before the wait, or by release() when a
+        # partition of another worker held it back: read it once more, so a worker that stalled
+        # meanwhile finds the new owner's claim here and stops (no mix, no record)
+        if self._claimed_since(st, offset, follow=wait is not None):
+            return False
         extra: dict[str, Any] = {}
         if behind:
             extra["stale"] = {str(q): version - versions.get(q, 0) for q in behind}
@@ -318,10 +316,13 @@ class Mixer:
             self._end_wait(st, resume=True)
         return True
 
-    def _claimed_since(self, st: PartitionState, offset: int) -> bool:
-        """Whether the model topic shows a later claim of ``st``'s partition than this worker's:
-        then another worker owns it, and this one, a zombie, stops at the mixing point (no mix,
-        no record, no stored state: ``st.fenced``), as a save the directory store refuses does."""
+    def _claimed_since(self, st: PartitionState, offset: int, *, follow: bool = False) -> bool:
+        """Whether the model topic shows a later claim of ``st``'s partition than this worker's
+        (``follow``: read what it gained first): then another worker owns it, and this one, a
+        zombie, stops at the mixing point (no mix, no record, no stored state: ``st.fenced``), as
+        a save the directory store refuses does."""
+        if follow:
+            self._follow()
         ours = self._epochs.get((st.topic, st.partition), st.epoch)
         theirs = self._index.epoch(st.topic, st.partition)
         if theirs <= ours:
