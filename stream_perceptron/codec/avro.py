@@ -51,8 +51,6 @@ import fastavro
 
 from stream_perceptron.errors import DecodeError
 
-_read = fastavro.schemaless_reader
-
 MAGIC = 0
 HEADER_BYTES = 5
 """The magic byte and the 4-byte schema id before the Avro payload."""
@@ -165,7 +163,7 @@ class AvroDecoder:
                 stream = BytesIO(value)
                 stream.seek(HEADER_BYTES)
                 try:
-                    record = _read(stream, last[1], None)
+                    record = fastavro.schemaless_reader(stream, last[1], None)
                     if stream.tell() == len(value):
                         return record
                 except Exception:  # noqa: BLE001, S110 - the general path below says what is wrong

@@ -291,7 +291,7 @@ class Mixer:
         # a waited point is made from the topic as read before the wait, or by release() when a
         # partition of another worker held it back: read it once more, so a worker that stalled
         # meanwhile finds the new owner's claim here and stops (no mix, no record)
-        if self._claimed_since(st, offset, follow=wait is not None):
+        if wait is not None and self._claimed_since(st, offset, follow=True):
             return False
         extra: dict[str, Any] = {}
         if behind:
