@@ -3,7 +3,9 @@ mixing point: a worker stalled at the worst moment for mixing, inside a batch, a
 write its mixing record.
 
 ``FAULT_STALL_DIR=D``: once the file ``D/stall`` exists, the next mixing point that mixes anew
-(not one adopted again from the log) writes ``D/stalled`` (``{"partition", "offset", "epoch"}``)
+(not one adopted again from the log) and is met for the first time (not one waited at: that one
+reads the model topic only when it is about to mix, so after SIGCONT it may wait on, and the
+store's refusal, not the point, fence it; ``tests/unit`` holds that case) writes ``D/stalled`` (``{"partition", "offset", "epoch"}``)
 and stops the process; on SIGCONT the mixing point goes on. From then until the worker's
 partitions are revoked or lost, every prediction it sends is appended to ``D/zombie``, one value
 a line: the outputs of a worker that may no longer own the partitions.
@@ -47,7 +49,7 @@ def main() -> None:
 
     def stalling_point(self: Mixer, st: PartitionState, offset: int, *args: Any, **kwargs: Any) -> bool:
         if (not state["stalled"] and st.mix is not None and offset not in st.mix.replay
-                and (folder / "stall").exists()):
+                and st.mix_wait is None and (folder / "stall").exists()):
             state["stalled"] = True
             tmp = folder / "stalled.tmp"
             tmp.write_bytes(orjson.dumps({"partition": st.partition, "offset": offset, "epoch": st.epoch}))

@@ -16,7 +16,7 @@ from stream_perceptron.settings import Settings
 from stream_perceptron.state.model_topic import encode
 from stream_perceptron.worker.loop import Worker
 from stream_perceptron.worker.pacing import holding
-from tests.unit.worker.fakes import MemoryModelTopic
+from tests.unit.worker.fakes import MemoryModelTopic, written
 from tests.unit.worker.test_batch import MemoryEdge
 
 EVERY = 20
@@ -280,3 +280,26 @@ def test_a_wait_reads_the_model_topic_again_only_for_another_workers_partition(t
     before = len(reads)
     w.mixer.release(w.partitions.assigned, follow=True)
     assert len(reads) == before + 1
+
+
+def test_a_partition_claimed_by_another_worker_while_it_waited_stops_at_its_point(tmp_path, caplog):
+    """A zombie's waited point (D82): in[0] waits for in[1], of this worker and not polled, so
+    nothing reads the model topic meanwhile (the loop's release reads it only for another
+    worker's partition); another worker claims in[0]. When the wait runs out, the point reads
+    the model topic before it mixes, finds the later claim and stops: no mix, no record."""
+    data = _stream(2, 2 * EVERY, seed=6)
+    log: list = []
+    clock = Clock()
+    edge = LogEdge(_logs(data), EVERY, order=lambda: [0])
+    w = _worker(tmp_path, edge, log=log, clock=clock, max_staleness=0, max_wait_s=5.0)
+    _drain(w, edge, rounds=2)  # in[0] at its first mixing point, held back by in[1]
+    st = w.partitions.assigned[("in", 0)]
+    assert w.mixer.waiting(st) and not st.mix_wait.remote
+    _remote(log, 0, 0, epoch=2)  # the new owner's claim of in[0]
+    claimed = len(log)
+    clock.now += 5.1
+    with caplog.at_level("WARNING", logger="stream_perceptron.worker"):
+        w.mixer.release(w.partitions.assigned, follow=True)
+    assert st.fenced and st.mix.version == 0 and not w.mixer.waiting(st)
+    assert written(log[claimed:]) == []  # no mix record of in[0] after the claim
+    assert any(f"stops at its mixing point at offset {EVERY}" in r.message for r in caplog.records)
