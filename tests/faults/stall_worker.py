@@ -3,10 +3,12 @@ mixing point: a worker stalled at the worst moment for mixing, inside a batch, a
 write its mixing record.
 
 ``FAULT_STALL_DIR=D``: once the file ``D/stall`` exists, the next mixing point that mixes anew
-(not one adopted again from the log) and is met for the first time (not one waited at: that one
-reads the model topic only when it is about to mix, so after SIGCONT it may wait on, and the
-store's refusal, not the point, fence it; ``tests/unit`` holds that case) writes ``D/stalled`` (``{"partition", "offset", "epoch"}``)
-and stops the process; on SIGCONT the mixing point goes on. From then until the worker's
+(not one adopted again from the log) and is met for the first time writes ``D/stalled``
+(``{"partition", "offset", "epoch"}``) and stops the process; on SIGCONT the mixing point goes
+on. A point met for the first time reads the model topic before anything else, so after SIGCONT
+it finds a later claim there. (A point waited at reads it only when about to mix: after SIGCONT
+it may wait on, and the store's refusal of a save, not the point, fence the partition;
+``tests/unit/worker/test_mix_pacing.py`` holds that case.) From then until the worker's
 partitions are revoked or lost, every prediction it sends is appended to ``D/zombie``, one value
 a line: the outputs of a worker that may no longer own the partitions.
 
