@@ -3,6 +3,8 @@ with SP_* environment variables, in a child process."""
 
 from __future__ import annotations
 
+import ast
+import re
 import signal
 import time
 
@@ -150,6 +152,18 @@ def _send_to(kafka, topic: str, partition: int, stream, start: int) -> None:
              partition=partition)
 
 
+def _holding(log) -> set[str]:
+    """The partitions a worker holds by its log: each ``assigned T[p]: starting at`` line adds
+    one, each ``revoked [(T, p), …]`` line takes those away (a rebalance may come twice)."""
+    held: set[str] = set()
+    for line in LogTail(log).lines(" INFO "):
+        if (m := re.search(r"assigned (\S+\[\d+\]): starting at ", line)) is not None:
+            held.add(m.group(1))
+        elif (m := re.search(r"revoked (\[.*?\]):", line)) is not None:
+            held -= {f"{t}[{p}]" for t, p in ast.literal_eval(m.group(1))}
+    return held
+
+
 def _offsets(kafka, topic: str) -> set[tuple[int, int]]:
     """The (partition, offset) of the input records that ``topic`` (an output) answers."""
     return set(predictions_by_offset(kafka, topic))
@@ -191,9 +205,10 @@ def test_a_record_of_another_width_than_the_restored_state_is_a_dead_letter_not_
 
         # a rebalance: a second worker joins; each partition is restored by its new owner
         procs.append(start_worker(settings, log=logs[1]))
-        wait_until(lambda: LogTail(logs[1]).count(": starting at ") == 1
-                   and LogTail(logs[0]).count(": starting at ") >= 3, 60,
-                   "each worker restoring one partition", alive=procs[1], log=logs[1])
+        names = {f"{topics['input']}[{p}]" for p in (0, 1)}
+        wait_until(lambda: len(one := _holding(logs[0])) == 1 and len(two := _holding(logs[1])) == 1
+                   and one | two == names, 60, "each worker restoring one partition",
+                   alive=procs[1], log=logs[1])
         for p in (0, 1):
             _send_to(kafka, topics["input"], p, seven[2 + p:3 + p] + eight[p * 100:p * 100 + 100], 201)
         want_predicted |= {(p, o) for p in (0, 1) for o in range(202, 302)}

@@ -105,7 +105,7 @@ class Chromium:
             self._done.notify_all()
 
     def send(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
-             timeout_s: float = 15.0) -> dict[str, Any]:
+             timeout_s: float = 60.0) -> dict[str, Any]:
         """Send one command and wait for its answer's ``result``; raises :class:`CdpError`."""
         self._next_id += 1
         ident = self._next_id
