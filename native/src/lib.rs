@@ -17,6 +17,10 @@
 //!   bits, or a sum that is not finite: the twin then takes the row and says what is wrong.
 //!   `proba_named` gives `predict_proba_one`'s answer from `score_named`'s score, the logistic
 //!   function written as it is there, the exponential the C library's as Python's `math.exp`.
+//! * `AvroReader` (`avro.rs`): an Avro payload read with its writer's schema, as fastavro reads
+//!   it (the twin: `codec/avro.py`, `AvroDecoder`).
+
+mod avro;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
@@ -1012,5 +1016,6 @@ fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_dense, m)?)?;
     m.add_function(wrap_pyfunction!(encode_predictions, m)?)?;
     m.add_function(wrap_pyfunction!(adwin_update, m)?)?;
+    m.add_class::<avro::AvroReader>()?;
     Ok(())
 }

@@ -10,7 +10,10 @@ and the package runs the twin where the extension is not installed:
   read exactly as they do: a string with an escape, a number spelled another way as a label, an
   integer past 64 bits, "-0", a member besides ``x``, ``y`` and ``id``;
 * :func:`encode_predictions`: the prediction records of a batch, byte for byte as msgspec writes
-  them (:func:`~stream_perceptron.codec.outputs.encode_predictions`).
+  them (:func:`~stream_perceptron.codec.outputs.encode_predictions`);
+* :func:`avro_reader`: a reader of Avro payloads of one writer's schema, giving the values
+  fastavro gives (:class:`~stream_perceptron.codec.avro.AvroDecoder` reads with it first); None
+  (fastavro reads the record) at any record it does not read exactly as fastavro does.
 
 ``tests/unit/test_native.py`` runs both ways on the decoders' fuzzed inputs and random
 batches and compares them byte for byte.
@@ -42,7 +45,7 @@ def description() -> str:
         return ("the pure-Python paths (the compiled part is not installed: `make install` builds it"
                 " where cargo is found, docs/install.md)")
     return ("the compiled part (stream_perceptron_native): the dense input reader, the prediction"
-            " encoder, ADWIN")
+            " encoder, ADWIN, the Avro reader")
 
 
 class DenseReader:
@@ -93,3 +96,78 @@ def encode_predictions(
     except (TypeError, ValueError, OverflowError):  # an id past 64 bits, a surrogate: Python's way
         return None
     return encoded
+
+
+# the kinds of AvroReader's table (native/src/avro.rs)
+_AVRO_PRIMITIVES = {"null": 0, "boolean": 1, "int": 2, "long": 2, "float": 3, "double": 4, "bytes": 5,
+                    "string": 6}
+_FIXED, _ENUM, _ARRAY, _MAP, _UNION, _RECORD = range(7, 13)
+
+
+class _Declined(Exception):
+    """A schema the compiled reader is not built for: fastavro reads its records."""
+
+
+class _AvroTable:
+    """The table of nodes of a writer's schema, each node's children before it, and each named
+    type one node however often it is named."""
+
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named
+        self.nodes: list[tuple[Any, ...]] = []
+        self.done: dict[str, int] = {}  # a named type's node, once built
+
+    def node(self, *entry: Any) -> int:
+        self.nodes.append(entry)
+        return len(self.nodes) - 1
+
+    def walk(self, schema: Any) -> int:
+        if isinstance(schema, str):
+            return self.name(schema)
+        if isinstance(schema, list):
+            return self.node(_UNION, [self.walk(branch) for branch in schema])
+        if not isinstance(schema, dict) or "logicalType" in schema:
+            raise _Declined
+        kind = schema.get("type")
+        if kind == "array":
+            return self.node(_ARRAY, self.walk(schema["items"]))
+        if kind == "map":
+            return self.node(_MAP, self.walk(schema["values"]))
+        if kind in ("record", "error", "enum", "fixed"):
+            self.done[schema["name"]] = built = self.named_type(kind, schema)
+            return built
+        if isinstance(kind, str):
+            return self.walk(kind)  # {"type": "long"}, {"type": "a.Named"}
+        raise _Declined
+
+    def name(self, name: str) -> int:
+        if name in _AVRO_PRIMITIVES:
+            return self.node(_AVRO_PRIMITIVES[name])
+        if "logicalType" in name:  # fastavro reads a name holding these letters as a logical type
+            raise _Declined
+        if name not in self.done:
+            self.done[name] = self.walk(self.named[name])
+        return self.done[name]
+
+    def named_type(self, kind: str, schema: dict[str, Any]) -> int:
+        if kind == "enum":
+            return self.node(_ENUM, [str(symbol) for symbol in schema["symbols"]])
+        if kind == "fixed":
+            return self.node(_FIXED, int(schema["size"]))
+        return self.node(_RECORD, [(str(f["name"]), self.walk(f["type"])) for f in schema["fields"]])
+
+
+def avro_reader(parsed: Any, named: dict[str, Any]) -> Any | None:
+    """The compiled reader of the writer's schema ``parsed`` (as fastavro parsed it, its logical
+    types removed, its named types in ``named``): ``read(value, start)`` gives the record in
+    ``value[start:]``, or None where it declines it. None where the extension is not installed,
+    or for a schema it is not built for (a named type fastavro would read as a logical type, a
+    type it does not know)."""
+    if _native is None:
+        return None
+    table = _AvroTable(named)
+    try:
+        root = table.walk(parsed)
+    except (_Declined, KeyError, TypeError, ValueError):
+        return None
+    return _native.AvroReader(table.nodes, root)

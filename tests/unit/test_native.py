@@ -5,19 +5,23 @@ SP_REQUIRE_NATIVE=1 (``.ci/run``, whose ``make install`` builds it)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import struct
 
+import fastavro
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_perceptron.codec import native
+from stream_perceptron.codec import avro, native
 from stream_perceptron.codec.inputs import BatchDecoder
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import encode_predictions
+from stream_perceptron.errors import DecodeError
 from stream_perceptron.model import drift
 from tests.unit.codec.test_dense_json import LIMITS as DENSE_LIMITS
 from tests.unit.codec.test_dense_json import dense_batches
@@ -258,3 +262,173 @@ def test_the_compiled_dict_score_sums_in_rowwise_order(width):
         assert compiled.score_named(w, x, 0.5) == dot_named(w, x) + 0.5
         a, c = dot_pair(w, u, x)
         assert compiled.score_pair(w, u, x, 0.5, -2.0) == (a + 0.5, c + -2.0)
+
+
+# -- the Avro reader -------------------------------------------------------------------------------
+
+AVRO_PRIMITIVES = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
+
+
+def _named(schema, counter=None):
+    """``schema`` with a name of its own on each record, enum and fixed (A1, A2, …)."""
+    counter = counter if counter is not None else [0]
+    if isinstance(schema, list):
+        return [_named(b, counter) for b in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if out["type"] in ("record", "enum", "fixed"):
+        counter[0] += 1
+        out["name"] = f"A{counter[0]}"
+    if out["type"] == "record":
+        out["fields"] = [{"name": f["name"], "type": _named(f["type"], counter)} for f in out["fields"]]
+    elif out["type"] == "array":
+        out["items"] = _named(out["items"], counter)
+    elif out["type"] == "map":
+        out["values"] = _named(out["values"], counter)
+    return out
+
+
+_FIELD = st.sampled_from(["a", "b", "n", "s", "é", "x_1"])
+_AVRO_LEAVES = (st.sampled_from(AVRO_PRIMITIVES)
+                | st.lists(st.sampled_from(["V", "B", "é", "x"]), min_size=1, max_size=4, unique=True)
+                .map(lambda s: {"type": "enum", "symbols": s})
+                | st.integers(1, 5).map(lambda n: {"type": "fixed", "size": n}))
+
+
+def _avro_types(inner):
+    records = st.lists(st.tuples(_FIELD, inner), max_size=4, unique_by=lambda f: f[0]).map(
+        lambda fs: {"type": "record", "fields": [{"name": n, "type": t} for n, t in fs]})
+    unions = st.tuples(st.lists(st.sampled_from(AVRO_PRIMITIVES), min_size=1, max_size=4, unique=True),
+                       st.none() | records).map(lambda u: u[0] + ([u[1]] if u[1] is not None else []))
+    return (st.builds(lambda t: {"type": "array", "items": t}, inner)
+            | st.builds(lambda t: {"type": "map", "values": t}, inner) | unions | records)
+
+
+AVRO_SCHEMAS = st.recursive(_AVRO_LEAVES, _avro_types, max_leaves=10).map(_named)
+
+
+def avro_values(schema):
+    """A strategy of values that fit ``schema``."""
+    if isinstance(schema, list):
+        return st.one_of([avro_values(b) for b in schema])
+    if isinstance(schema, str):
+        return {"null": st.none(), "boolean": st.booleans(), "int": st.integers(-2**31, 2**31 - 1),
+                "long": st.integers(-2**63, 2**63 - 1), "float": st.floats(width=32),
+                "double": st.floats(), "bytes": st.binary(max_size=6), "string": st.text(max_size=6)}[schema]
+    kind = schema["type"]
+    if kind == "enum":
+        return st.sampled_from(schema["symbols"])
+    if kind == "fixed":
+        return st.binary(min_size=schema["size"], max_size=schema["size"])
+    if kind == "array":
+        return st.lists(avro_values(schema["items"]), max_size=3)
+    if kind == "map":
+        return st.dictionaries(st.text(max_size=3), avro_values(schema["values"]), max_size=3)
+    return st.fixed_dictionaries({f["name"]: avro_values(f["type"]) for f in schema["fields"]})
+
+
+def _exactly(v):
+    """``v`` with each value's type beside it and each float as its bits."""
+    if isinstance(v, dict):
+        return ("dict", [(k, _exactly(x)) for k, x in v.items()])
+    if isinstance(v, list):
+        return ("list", [_exactly(x) for x in v])
+    if isinstance(v, float):
+        return ("float", struct.pack("<d", v))
+    return (type(v).__name__, v)
+
+
+def _fastavro_answer(parsed, value: bytes):
+    """What fastavro makes of ``value`` past the header: the record read whole, or None."""
+    stream = io.BytesIO(value[avro.HEADER_BYTES:])
+    try:
+        record = fastavro.schemaless_reader(stream, parsed, None)
+    except Exception:  # noqa: BLE001 - any refusal
+        return None
+    return _exactly(record) if stream.tell() == len(value) - avro.HEADER_BYTES else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), AVRO_SCHEMAS)
+def test_the_compiled_avro_reader_reads_random_records_as_fastavro_and_declines_the_rest(data, schema):
+    text = json.dumps(schema)
+    try:
+        parsed, named = avro._parse_writer_schema(text)
+    except DecodeError:  # refused (an array of items that take no bytes): fastavro never reads it
+        return
+    reader = native.avro_reader(parsed, named)
+    assert reader is not None
+    value = data.draw(avro_values(schema))
+    try:
+        good = avro.encode_wire(1, text, value)
+    except ValueError:  # a value the writer does not take (a float32 past its range)
+        return
+    assert _exactly(reader.read(good, avro.HEADER_BYTES)) == _fastavro_answer(parsed, good) is not None
+    # the same payload damaged: what the compiled reader reads, fastavro reads the same, whole
+    for _ in range(8):
+        at = data.draw(st.integers(avro.HEADER_BYTES, len(good)))
+        cut = data.draw(st.integers(0, 3))
+        damaged = good[:at] + data.draw(st.binary(max_size=3)) + good[at + cut:]
+        got = reader.read(damaged, avro.HEADER_BYTES)
+        if got is not None:
+            assert _exactly(got) == _fastavro_answer(parsed, damaged)
+
+
+AVRO_EDGES = json.dumps({"type": "record", "name": "E", "fields": [
+    {"name": "u", "type": ["null", "long"]},
+    {"name": "k", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}},
+    {"name": "s", "type": "string"}, {"name": "n", "type": "long"},
+    {"name": "t", "type": {"type": "array", "items": "int"}}, {"name": "f", "type": "boolean"}]})
+
+
+def _edges(u=b"\x02\x04", k=b"\x00", s=b"\x02x", n=b"\x06", t=b"\x00", f=b"\x02") -> bytes:
+    """A payload of AVRO_EDGES, field by field (u = 2, k = A, s = "x", n = 3, t = [], f = True)."""
+    return u + k + s + n + t + f
+
+
+@pytest.mark.parametrize(("payload", "declined"), [
+    (_edges(), False),
+    (_edges(f=b"\x07"), False),  # a boolean byte of 7 is True, as fastavro reads it
+    (_edges(t=b"\x03\x02\x04\x06\x00"), False),  # a block of -2 items, its size (1) unused
+    (_edges(u=b"\x01\x04"), True),  # union branch -1: fastavro takes the last
+    (_edges(k=b"\x01"), True),  # enum symbol -1: fastavro takes the last
+    (_edges(k=b"\x04"), True),  # enum symbol 2 of 2
+    (_edges(s=b"\x02\xff"), True),  # a string that is not UTF-8
+    (_edges(s=b"\x01x"), True),  # a negative length
+    (_edges(n=b"\xff" * 10 + b"\x01"), True),  # a varint of 11 bytes
+    (_edges(n=b"\xff" * 9 + b"\x01"), False),  # one of 10 bytes
+    (_edges()[:-1], True),  # it ends early
+    (_edges() + b"\x00", True),  # a byte past the record
+])
+def test_the_compiled_avro_reader_declines_what_fastavro_reads_otherwise(payload, declined):
+    parsed, named = avro._parse_writer_schema(AVRO_EDGES)
+    reader = native.avro_reader(parsed, named)
+    value = b"\x00\x00\x00\x00\x01" + payload
+    got = reader.read(value, avro.HEADER_BYTES)
+    assert (got is None) == declined
+    if not declined:
+        assert _exactly(got) == _fastavro_answer(parsed, value)
+    # the decoder answers the same with the compiled reader as without it, refusals included
+    texts = {1: AVRO_EDGES}.__getitem__
+    answers = []
+    for compiled in (True, False):
+        decoder = avro.AvroDecoder()
+        decoder.decode_wire(avro.encode_wire(1, AVRO_EDGES, {"u": None, "k": "B", "s": "", "n": 0, "t": [],
+                                                            "f": False}), texts)
+        if not compiled:
+            decoder._last = (*decoder._last[:2], None)
+        try:
+            answers.append(_exactly(decoder.decode_wire(value, texts)))
+        except DecodeError as exc:
+            answers.append(exc.reason)
+    assert answers[0] == answers[1]
+
+
+def test_the_compiled_avro_reader_leaves_a_name_read_as_a_logical_type_to_fastavro():
+    text = json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": {"type": "fixed", "name": "logicalTypes", "size": 1}},
+        {"name": "b", "type": "logicalTypes"}]})
+    assert native.avro_reader(*avro._parse_writer_schema(text)) is None
+    assert native.avro_reader(*avro._parse_writer_schema(json.dumps(
+        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}))) is not None
