@@ -150,11 +150,21 @@ class _AvroTable:
         return self.done[name]
 
     def named_type(self, kind: str, schema: dict[str, Any]) -> int:
+        # fastavro gives a symbol and a field's name as the schema holds them: taken only as str
         if kind == "enum":
-            return self.node(_ENUM, [str(symbol) for symbol in schema["symbols"]])
+            return self.node(_ENUM, [_text(symbol) for symbol in schema["symbols"]])
         if kind == "fixed":
-            return self.node(_FIXED, int(schema["size"]))
-        return self.node(_RECORD, [(str(f["name"]), self.walk(f["type"])) for f in schema["fields"]])
+            size = schema["size"]
+            if type(size) is not int or size < 0:
+                raise _Declined
+            return self.node(_FIXED, size)
+        return self.node(_RECORD, [(_text(f["name"]), self.walk(f["type"])) for f in schema["fields"]])
+
+
+def _text(value: Any) -> str:
+    if type(value) is not str:
+        raise _Declined
+    return value
 
 
 def avro_reader(parsed: Any, named: dict[str, Any]) -> Any | None:
