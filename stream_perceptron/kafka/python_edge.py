@@ -80,6 +80,12 @@ from stream_perceptron.logs import report_suppressed
 
 log = logging.getLogger(__name__)
 
+LISTED_END_EVERY_S = 1.0
+"""How often, at most, the edge asks the broker for the end offsets of assigned partitions whose
+fetches have given no high-water mark (:meth:`KafkaEdge._listed_end`)."""
+LISTED_END_TIMEOUT_MS = 1_000
+"""How long the loop waits for that answer, at most (a broker that does not answer: no mark)."""
+
 # Membership changed under us: the partitions are (being) reassigned, a retry cannot
 # succeed and the next poll rejoins the group.
 _MEMBERSHIP_ERRORS = (
@@ -128,6 +134,8 @@ class KafkaEdge(EdgeBase):
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._listed: dict[TopicPartition, int] = {}  # end offsets listed (_listed_end), and when
+        self._listed_at = float("-inf")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -328,13 +336,42 @@ class KafkaEdge(EdgeBase):
         return sorted((tp.topic, tp.partition) for tp in consumer.assignment())
 
     def highwater(self, topic: str, partition: int) -> int | None:
-        """The partition's end offset as of the last fetch; None before one or if unassigned."""
+        """The partition's end offset as of the last fetch; where the fetches have given none for
+        an assigned partition, the end offset the broker lists (:meth:`_listed_end`); None if
+        unassigned, or while neither is known."""
         consumer = self._require(self._consumer)
+        tp = TopicPartition(topic, partition)
         try:
-            value: int | None = consumer.highwater(TopicPartition(topic, partition))
+            value: int | None = consumer.highwater(tp)
         except IllegalStateError:
             return None
+        if value is None and not self._in_callback():
+            value = self._listed_end(consumer, tp)
         return value
+
+    def _listed_end(self, consumer: Any, tp: TopicPartition) -> int | None:
+        """``tp``'s end offset as the broker lists it (ListOffsets), asked for every assigned
+        partition without a high-water mark at once, at most every :data:`LISTED_END_EVERY_S`.
+
+        kafka-python (3.0.12) keeps a partition's high-water mark on its assignment's state and
+        sets it only from a fetch response it parses for that state. A partition lost and
+        assigned again whose records it had fetched before the loss (a rebalance callback that
+        outlasted the session) is served from those records, parsed for the old state, and at
+        the end of the log the broker's incremental fetch session leaves the unchanged partition
+        out of its answers: its mark stays unknown, so its lag could never be told and a
+        ``--until-caught-up`` worker never saw itself caught up."""
+        now = time.monotonic()
+        if now - self._listed_at >= LISTED_END_EVERY_S:
+            self._listed_at = now
+            missing = [p for p in consumer.assignment() if consumer.highwater(p) is None]
+            try:
+                self._listed = {} if not missing else consumer.end_offsets(
+                    missing, timeout_ms=LISTED_END_TIMEOUT_MS)
+            except KafkaError as exc:
+                log.debug("end offsets of %s not listed: %s", missing, describe(exc))
+                self._listed = {}
+        listed: int | None = self._listed.get(tp)
+        return listed
 
     def committed(self, topic: str, partition: int) -> int | None:
         """The group's committed offset for the partition, or None if there is none."""

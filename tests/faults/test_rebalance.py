@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import subprocess
 import threading
 import time
 
@@ -33,10 +34,11 @@ from tests.integration.helpers import (
     encode_stream,
     noisy_stream,
     predictions_by_offset,
+    send_all,
     topics_for,
 )
 
-from .support import fault_settings, wait_until
+from .support import checkpoint_offset, fault_settings, reap, start_worker, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -172,3 +174,32 @@ def test_workers_join_and_leave_repeatedly_and_no_offset_is_missed(
     print(f"\n{joins} joins, {leaves} leaves, {made} workers; {n} records, "
           f"{duplicates} re-emitted predictions, {seen} examples learned over all models; "
           f"(records, assignments) per worker: {per_worker}")
+
+
+@pytest.mark.timeout(120)
+def test_a_partition_lost_in_a_slow_assignment_and_assigned_again_is_processed_to_its_end(
+        fast_kafka, new_topic, tmp_path):
+    """kafka-python: the first assignment's callback outlasts the group session (1.5 sessions),
+    so the partition is lost and assigned again at once; records fetched before the loss serve the
+    second assignment, and its high-water mark came from none of its own fetches (D83). The
+    worker must still see the partition's end: ``--until-caught-up`` exits 0 with every offset
+    predicted and the state stored at the end."""
+    kafka = fast_kafka(backend="kafka-python", max_poll_records=50)
+    topics = topics_for(new_topic)
+    n = 730
+    send_all(kafka, topics["input"], encode_stream(noisy_stream(n, d=4, seed=11)))
+    settings = fault_settings(kafka, topics, tmp_path / "ckpt", checkpoint={"every_examples": 300})
+    log = tmp_path / "worker.log"
+    proc = start_worker(settings, "--until-caught-up", log=log, module="tests.faults.slow_assign_worker",
+                        extra_env={"FAULT_SLOW_ASSIGN_S": str(1.5 * kafka.session_timeout_ms / 1000)})
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        reap(proc)
+    text = log.read_text(errors="replace")
+    assert "partitions lost" in text, "the partition was not lost: the fault did not happen\n" + text[-2000:]
+    assert code == 0, text[-3000:]
+    assert set(predictions_by_offset(kafka, topics["predictions"])) == {(0, o) for o in range(n)}
+    assert checkpoint_offset(tmp_path / "ckpt", topics["input"]) == n
