@@ -119,6 +119,9 @@ class Partitions:
                 and (st.next_offset or 0) < st.committed):
             st = self._caught_up_state(st)
         st.start = st.next_offset if st.next_offset is not None else st.committed
+        if st.saved_at is not None and st.next_offset is not None and (
+                st.committed is None or st.next_offset > st.committed):
+            st.restored_ahead = st.next_offset
         if st.start is not None:
             self._edge.seek(topic, part, st.start)
         if st.saved_at is None and st.next_offset is None and st.committed:

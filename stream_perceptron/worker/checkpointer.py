@@ -339,13 +339,18 @@ class Checkpointer:
         return saved
 
     def _commit(self, stored: dict[Partition, int], handover: set[Partition]) -> None:
-        """Commit the offsets of the states just stored (``stored``) and those withheld from
-        earlier commits that failed, for the partitions still assigned and not fenced, each only
-        above the group's committed offset. A failed commit outside a hand-over is withheld for
-        the next."""
+        """Commit the offsets of the states just stored (``stored``), those withheld from
+        earlier commits that failed, and those of states restored past the group's commit
+        (:attr:`PartitionState.restored_ahead`, offered once), for the partitions still assigned
+        and not fenced, each only above the group's committed offset. A failed commit outside a
+        hand-over is withheld for the next."""
         with self._deadline.during("committing the stored states' offsets to the group"):
             assigned = set(self._edge.assignment())
-            offered = {**self._withheld, **stored}
+            restored: dict[Partition, int] = {}
+            for ahead in self._partitions.assigned.values():
+                if ahead.restored_ahead is not None:
+                    restored[ahead.key], ahead.restored_ahead = ahead.restored_ahead, None
+            offered = {**restored, **self._withheld, **stored}
             commit = {}
             for tp, offset in offered.items():
                 st = self._partitions.assigned.get(tp)

@@ -83,6 +83,10 @@ class PartitionState:
     committed: int | None = None
     """The group's committed offset, as read at assignment and raised by each commit: commits
     never go below it."""
+    restored_ahead: int | None = None
+    """The restored state's offset where the group's commit was below it at assignment (a worker
+    stopped between storing a state and committing its offset): the next checkpoint offers it
+    for commit once."""
     dead_letters: int = 0
     pending: PendingLabels = field(default_factory=lambda: PendingLabels(0))
     """Predictions waiting for late labels (none kept until the worker sets the bounds)."""

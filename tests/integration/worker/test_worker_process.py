@@ -99,9 +99,14 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
     # short group sessions: each restart after a kill -9 waits for the dead member's to expire
     kafka = fast_kafka(backend=backend, max_poll_records=250)
     topics = topics_for(new_topic)
-    n = 30_000
+    n = 36_000
     stream = noisy_stream(n, d=8, noise=0.1, seed=11)
-    send_all(kafka, topics["input"], encode_stream(stream))
+    values, sent = encode_stream(stream), [0]
+
+    def send_to(end: int) -> None:
+        send_all(kafka, topics["input"], values[sent[0]:end])
+        sent[0] = max(sent[0], end)
+
     ckpt_dir = tmp_path / "ckpt"
     # The worker learns up to ~80k examples/s here (librdkafka's), in bursts: a checkpoint every
     # 4000 examples leaves windows of ~50 ms, and each kill waits until the worker has gone 1000
@@ -117,6 +122,10 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
         proc = start_process(settings, log=log)
         try:
             target = k * n // (kills + 1) + rng.randrange(0, n // 12)
+            # the input ends 5,500 past the target, short of n: the worker's next checkpoint past
+            # the target (within 4,000) and the 1,000 after it are there to reach, and it cannot
+            # run to the end between two looks of a test slowed by its machine
+            send_to(target + 5_500)
             wait_for(lambda t=target: _checkpoint_offset(ckpt_dir, topics["input"]) >= t, 90,
                      f"checkpoint past offset {target}", every_s=0.01)
             past = _checkpoint_offset(ckpt_dir, topics["input"]) + 1000
@@ -129,6 +138,7 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
         assert _checkpoint_offset(ckpt_dir, topics["input"]) < n  # killed mid-stream
     log_text = (tmp_path / "run-1.log").read_text()
     assert EDGE_STARTED[backend] in log_text, log_text[-2000:]  # the edge that ran is the backend's
+    send_to(n)
     final = start_process(settings, "--until-caught-up", log=tmp_path / "final.log")
     assert final.wait(timeout=120) == 0, (tmp_path / "final.log").read_text()
 

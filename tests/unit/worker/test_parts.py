@@ -238,6 +238,28 @@ def test_a_commit_that_failed_is_withheld_until_the_next_checkpoint(tmp_path, mo
     assert checkpointer.checkpoint("interval") and parts.edge.commits == [{("in", 0): 5}]
 
 
+def test_a_state_restored_past_the_group_commit_is_committed_by_the_next_checkpoint(tmp_path):
+    """A worker stopped between storing a state and committing its offset (D84): the next owner
+    restores the state and, with nothing new to process, still brings the group's commit to it,
+    so the group's lag is not that of records long processed."""
+    parts = Parts(tmp_path)
+    parts.processor.process(_events(40))
+    st = parts.partitions.assigned[("in", 0)]
+    parts.store.save(st.state(), st.epoch)
+    again = Parts(tmp_path, FakeEdge(committed={("in", 0): 10}))
+    checkpointer = again.checkpointer()
+    again.partitions.take("in", 0)
+    assert checkpointer.checkpoint("revocation") and again.edge.commits == [{("in", 0): 40}]
+    assert checkpointer.checkpoint("interval") and again.edge.commits == [{("in", 0): 40}]  # once
+    # a state processed past its stored offset commits only what is stored
+    third = Parts(tmp_path, FakeEdge(committed={("in", 0): 10}))
+    checkpointer = third.checkpointer()
+    third.partitions.take("in", 0)
+    third.processor.process(_events(5, start=40))
+    third.edge.flush_error = KafkaEdgeError("not acknowledged")
+    assert not checkpointer.checkpoint("interval") and third.edge.commits == []
+
+
 class _TopicStore:
     """A transactional store: states as records of a state topic."""
 
