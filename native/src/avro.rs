@@ -84,6 +84,25 @@ impl<'a> Cursor<'a> {
         }
         Some(count as u64)
     }
+
+    /// The items of an array or a map, block by block to the empty block, each read by `item`.
+    fn blocks(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        loop {
+            let count = self.block()?;
+            if count == 0 {
+                return Some(());
+            }
+            for _ in 0..count {
+                item(self)?;
+            }
+        }
+    }
+
+    /// A string: a length, then that many bytes of UTF-8.
+    fn string<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyString>> {
+        let n = self.length()?;
+        Some(PyString::new(py, std::str::from_utf8(self.take(n)?).ok()?))
+    }
 }
 
 #[pyclass(frozen)]
@@ -114,38 +133,17 @@ impl AvroReader {
                 let n = c.length()?;
                 PyBytes::new(py, c.take(n)?).into_any()
             }
-            Node::Str => {
-                let n = c.length()?;
-                PyString::new(py, std::str::from_utf8(c.take(n)?).ok()?).into_any()
-            }
+            Node::Str => c.string(py)?.into_any(),
             Node::Fixed(n) => PyBytes::new(py, c.take(*n)?).into_any(),
             Node::Enum(symbols) => symbols[c.index(symbols.len())?].bind(py).clone().into_any(),
             Node::Array(item) => {
                 let out = PyList::empty(py);
-                loop {
-                    let count = c.block()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        out.append(self.value(py, *item, c)?).ok()?;
-                    }
-                }
+                c.blocks(|c| out.append(self.value(py, *item, c)?).ok())?;
                 out.into_any()
             }
             Node::Map(values) => {
                 let out = PyDict::new(py);
-                loop {
-                    let count = c.block()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        let n = c.length()?;
-                        let key = PyString::new(py, std::str::from_utf8(c.take(n)?).ok()?);
-                        out.set_item(key, self.value(py, *values, c)?).ok()?;
-                    }
-                }
+                c.blocks(|c| out.set_item(c.string(py)?, self.value(py, *values, c)?).ok())?;
                 out.into_any()
             }
             Node::Union(branches) => return self.value(py, branches[c.index(branches.len())?], c),
