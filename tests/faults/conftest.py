@@ -3,7 +3,7 @@
 The broker fixtures are the integration tests' (``tests/integration/conftest.py``), re-exported
 by name so that this directory needs no root conftest. ``kafka_bootstrap`` is session scoped, so
 a run of both directories starts one broker per directory (per pytest-xdist process: ``make test``
-runs two).
+runs three).
 
 Every test module here sets ``pytestmark = pytest.mark.faults`` (the marker is registered in
 ``pyproject.toml``).

@@ -99,7 +99,7 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
     # short group sessions: each restart after a kill -9 waits for the dead member's to expire
     kafka = fast_kafka(backend=backend, max_poll_records=250)
     topics = topics_for(new_topic)
-    n = 36_000
+    n = 40_000
     stream = noisy_stream(n, d=8, noise=0.1, seed=11)
     values, sent = encode_stream(stream), [0]
 
@@ -122,13 +122,14 @@ def test_kill_9_at_random_moments_ends_exactly_like_an_uninterrupted_run(
         proc = start_process(settings, log=log)
         try:
             target = k * n // (kills + 1) + rng.randrange(0, n // 12)
-            # the input ends 5,500 past the target, short of n: the worker's next checkpoint past
-            # the target (within 4,000) and the 1,000 after it are there to reach, and it cannot
-            # run to the end between two looks of a test slowed by its machine
-            send_to(target + 5_500)
+            # the input ends 5,000 past the target, short of n, so the worker cannot run to the
+            # end between two looks of a test slowed by its machine; its checkpoint past the
+            # target may fall at that end (a batch's), so 1,500 more records follow it
+            send_to(target + 5_000)
             wait_for(lambda t=target: _checkpoint_offset(ckpt_dir, topics["input"]) >= t, 90,
                      f"checkpoint past offset {target}", every_s=0.01)
             past = _checkpoint_offset(ckpt_dir, topics["input"]) + 1000
+            send_to(past + 500)
             wait_for(lambda p=past, f=log: _seen(f) >= p, 10, f"the worker past offset {past}", every_s=0.005)
             time.sleep(rng.uniform(0.005, 0.02))  # land between checkpoints
         finally:
