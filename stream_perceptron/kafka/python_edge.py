@@ -577,6 +577,8 @@ class KafkaEdge(EdgeBase):
             paused = [tp for tp in tps if tp in self._consumer.paused()]
             if paused:
                 self._consumer.resume(*paused)
+            # an end offset listed for an earlier assignment may be behind this one's
+            self._listed, self._listed_at = {}, float("-inf")
             self._callback_committed = await self._fetch_committed(tps)
         try:
             error = self._call_back(name, keys, lost=lost)
