@@ -153,7 +153,7 @@ def _freeze_once_seen(own_broker: EmbeddedBroker, producer: PacedProducer, tail:
     the broker; returns where the log stood at the freeze."""
     producer.start()
     wait_until(lambda: tail.poll().seen >= seen, 60, "progress before the freeze", alive=proc, log=log)
-    os.kill(own_broker.pid, signal.SIGSTOP)
+    _freeze(own_broker.pid)
     return len(tail.text)
 
 
@@ -214,7 +214,7 @@ def test_broker_frozen_for_15_s_while_the_worker_processes(own_broker, tmp_path,
         producer.start()
         wait_until(lambda: tail.poll().seen >= 8000, 60, "progress before the stall",
                    alive=proc, log=log)
-        os.kill(own_broker.pid, signal.SIGSTOP)
+        _freeze(own_broker.pid)
         frozen_at, seen_at_stop = time.monotonic(), tail.poll().seen
         mark = len(tail.text)
         time.sleep(STALL_S)  # deliberate fault timing: the broker is frozen
@@ -402,7 +402,7 @@ def test_an_idle_worker_says_so_when_the_broker_freezes(own_broker, tmp_path, ba
                    "the worker assigned and publishing statistics", alive=proc, log=log)
         time.sleep(1.5)  # a few statistics records and checkpoint intervals while the broker answers
         assert not own_lines(tail.poll().text.decode(errors="replace"))
-        os.kill(own_broker.pid, signal.SIGSTOP)
+        _freeze(own_broker.pid)
         frozen, mark = time.monotonic(), len(tail.text)
 
         def own_since_frozen() -> list[str]:
@@ -449,11 +449,36 @@ def _assigned_edge(own_broker: EmbeddedBroker, backend: str, request_timeout_ms:
     return kafka, edge
 
 
-def _commit_into(edge: Edge, offsets: dict[Partition, int], errors: list[KafkaEdgeError]) -> None:
+def _commit_into(edge: Edge, offsets: dict[Partition, int], errors: list[KafkaEdgeError],
+                 assigned: list[list[Partition]] | None = None) -> None:
+    """``edge.commit(offsets)``, its error kept in ``errors``, and in ``assigned`` the edge's
+    assignment as the commit began (a partition not assigned is skipped, not committed)."""
+    if assigned is not None:
+        assigned.append(edge.assignment())
     try:
         edge.commit(offsets)
     except KafkaEdgeError as exc:
         errors.append(exc)
+
+
+def _freeze(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGSTOP the process and return once every thread of it is stopped (state T in /proc): a
+    request sent after this call is answered only after SIGCONT."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:  # a thread that ended meanwhile
+                continue
+            states.append(text[text.rindex(")") + 2])
+        if states and all(state == "T" for state in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} is not stopped {timeout_s} s after SIGSTOP: {states}")
+        time.sleep(0.01)
 
 
 @pytest.mark.timeout(120)
@@ -462,14 +487,15 @@ def test_a_commit_while_the_broker_is_frozen_holds_the_loop_a_bounded_time(own_b
     """The edge's commit with the coordinator frozen returns within its bound, and polls go on;
     on confluent-kafka the commit is in place once the broker is back and the edge has closed."""
     kafka, edge = _assigned_edge(own_broker, backend, request_timeout_ms=2_000)
+    assigned: list[list[Partition]] = []
     try:
         edge.commit({("in", 0): 3})
-        os.kill(own_broker.pid, signal.SIGSTOP)
+        _freeze(own_broker.pid)
         try:
             # on a thread of its own, so that a commit that never returns fails the test
             errors: list[KafkaEdgeError] = []
-            committing = threading.Thread(target=_commit_into, args=(edge, {("in", 0): 7}, errors),
-                                          daemon=True)
+            committing = threading.Thread(target=_commit_into, daemon=True,
+                                          args=(edge, {("in", 0): 7}, errors, assigned))
             started = time.monotonic()
             committing.start()
             committing.join(COMMIT_FROZEN_AT_MOST_S[backend])
@@ -487,6 +513,7 @@ def test_a_commit_while_the_broker_is_frozen_holds_the_loop_a_bounded_time(own_b
     error = errors[0] if errors else None
     print(f"\n{backend}: commit held the loop {held_s:.2f} s ({error or 'no error'});"
           f" 5 polls of 200 ms took {polls_s:.2f} s")
+    assert assigned == [[("in", 0)]], f"the partition was not assigned as the commit began: {assigned}"
     assert polls_s < 5 * 0.2 + 2.0
     if backend == "confluent-kafka":
         assert error is None
@@ -513,7 +540,7 @@ def test_close_with_the_broker_frozen_after_a_commit_returns_within_its_bound(ow
     closing: threading.Thread | None = None
     try:
         edge.commit({("in", 0): 3})
-        os.kill(own_broker.pid, signal.SIGSTOP)
+        _freeze(own_broker.pid)
         try:
             errors: list[KafkaEdgeError] = []
             _commit_into(edge, {("in", 0): 7}, errors)
