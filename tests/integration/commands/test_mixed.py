@@ -101,7 +101,10 @@ def test_mixed_prints_each_partitions_newest_mix_and_follows_new_ones(fast_kafka
         follow.send_signal(signal.SIGTERM)
         code = follow.wait(timeout=10)
         reader.join(5)
-    assert code == 0, follow.stderr.read()
+        err = follow.stderr.read()
+        follow.stdout.close()
+        follow.stderr.close()
+    assert code == 0, err
     # the mixes of the first run, then each of the second's as it came: versions 4, 5, 6
     assert [x["epoch"] for x in lines[:PARTS]] == [HALF // EVERY] * PARTS
     new = lines[PARTS:]
