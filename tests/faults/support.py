@@ -71,6 +71,18 @@ def run_until_caught_up(settings: Settings, log: Path, timeout_s: float = 60) ->
         reap(proc)
 
 
+def stopped(pid: int) -> bool:
+    """Every thread of the process is stopped (SIGSTOP): state T in ``/proc/<pid>/task/*/stat``."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        states.append(text[text.rindex(")") + 2])
+    return bool(states) and all(state == "T" for state in states)
+
+
 def kill9(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=10) == -signal.SIGKILL

@@ -43,6 +43,7 @@ from .support import (
     reap,
     run_until_caught_up,
     start_worker,
+    stopped,
     trouble_lines,
     wait_until,
 )
@@ -462,22 +463,13 @@ def _commit_into(edge: Edge, offsets: dict[Partition, int], errors: list[KafkaEd
 
 
 def _freeze(pid: int, timeout_s: float = 5.0) -> None:
-    """SIGSTOP the process and return once every thread of it is stopped (state T in /proc): a
-    request sent after this call is answered only after SIGCONT."""
+    """SIGSTOP the process and return once every thread of it is stopped: a request sent after
+    this call is answered only after SIGCONT."""
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + timeout_s
-    while True:
-        states = []
-        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-            try:
-                text = stat.read_text()
-            except OSError:  # a thread that ended meanwhile
-                continue
-            states.append(text[text.rindex(")") + 2])
-        if states and all(state == "T" for state in states):
-            return
+    while not stopped(pid):
         if time.monotonic() > deadline:
-            raise AssertionError(f"pid {pid} is not stopped {timeout_s} s after SIGSTOP: {states}")
+            raise AssertionError(f"pid {pid} is not stopped {timeout_s} s after SIGSTOP")
         time.sleep(0.01)
 
 

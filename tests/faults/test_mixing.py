@@ -49,7 +49,7 @@ from .partitions_support import (
     read_raw,
     watching,
 )
-from .support import committed, env_int, fault_settings, kill9, reap, start_worker, wait_until
+from .support import committed, env_int, fault_settings, kill9, reap, start_worker, stopped, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -176,15 +176,6 @@ def state_difference(settings: Settings, topic: str, p: int, rows: Rows, learner
 
 # -- the zombie ------------------------------------------------------------------------------------
 
-def _stopped(pid: int) -> bool:
-    """The process is stopped (SIGSTOP): its state in /proc is T."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] == "T"
-
-
 def _input_ends(kafka: KafkaSettings, topic: str) -> dict[int, int]:
     """Each input partition's end offset (its high-water mark) now."""
     consumer = KafkaConsumer(**client_config(kafka))
@@ -268,7 +259,7 @@ def test_a_zombies_mixing_records_are_ignored_and_every_partition_replays_its_ow
         wait_until(lambda: progress() >= 600, 30, "a's first checkpoints")
         time.sleep(rng.uniform(0.0, 0.5))  # deliberate fault timing: a random moment
         (hook / "stall").touch()
-        wait_until(lambda: (hook / "stalled").exists() and _stopped(a.proc.pid), 30,
+        wait_until(lambda: (hook / "stalled").exists() and stopped(a.proc.pid), 30,
                    "a to stop itself at a mixing point")
         stalled = orjson.loads((hook / "stalled").read_bytes())
         held = _input_ends(kafka(), topics["input"])  # a holds no record past these
