@@ -35,15 +35,20 @@ def test_the_k_class_input_keeps_the_rows_and_labels_each_with_its_best_directio
     assert 0 < sum(orjson.loads(v)["y"] != r["y"] for v, r in zip(noisy, classed, strict=True)) <= 50
 
 
+RECORDS = 4_000
+
+
 def test_a_tiny_run_times_both_workers_on_both_backends(tmp_path: Path) -> None:
     out = tmp_path / "classes.json"
-    report = bench_classes.main(["--records", "600", "--repeats", "1", "--json", str(out)])
+    # enough records that each worker's outputs span several milliseconds of CreateTime: 600 fit
+    # in one on the confluent-kafka worker (about 300,000 a second), which then has no rate
+    report = bench_classes.main(["--records", str(RECORDS), "--repeats", "1", "--json", str(out)])
     assert set(report["summary"]) == {"confluent-kafka K=2", "confluent-kafka K=10",
                                       "kafka-python K=2", "kafka-python K=10"}
     for name, s in report["summary"].items():
         assert s["runs"] == 1 and s["all_complete"] and s["median_rate"] > 0, name
     runs = report["runs"]["kafka-python K=10"]
-    assert all(r["seen"] == 600 and r["output_records"] == 600 for r in runs)
+    assert all(r["seen"] == RECORDS and r["output_records"] == RECORDS for r in runs)
     # the same input, learned the same way: the mistakes repeat exactly across backends
     assert {r["mistakes"] for r in runs + report["runs"]["confluent-kafka K=10"]} == {runs[0]["mistakes"]}
     for b in ("confluent-kafka", "kafka-python"):
