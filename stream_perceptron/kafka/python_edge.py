@@ -134,8 +134,9 @@ class KafkaEdge(EdgeBase):
         self._callback_committed: dict[Partition, int | None] = {}
         self._callback_fetch_error: str | None = None  # why _callback_committed is empty
         self._deferred_commit: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._listed: dict[TopicPartition, int] = {}  # end offsets listed (_listed_end), and when
-        self._listed_at = float("-inf")
+        self._listed: dict[TopicPartition, int]  # end offsets listed (_listed_end), and when
+        self._listed_at: float
+        self._forget_listed()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -373,6 +374,10 @@ class KafkaEdge(EdgeBase):
         listed: int | None = self._listed.get(tp)
         return listed
 
+    def _forget_listed(self) -> None:
+        """Drop the listed end offsets, so that the next ``_listed_end`` lists them again."""
+        self._listed, self._listed_at = {}, float("-inf")
+
     def committed(self, topic: str, partition: int) -> int | None:
         """The group's committed offset for the partition, or None if there is none."""
         consumer = self._require(self._consumer)
@@ -578,7 +583,7 @@ class KafkaEdge(EdgeBase):
             if paused:
                 self._consumer.resume(*paused)
             # an end offset listed for an earlier assignment may be behind this one's
-            self._listed, self._listed_at = {}, float("-inf")
+            self._forget_listed()
             self._callback_committed = await self._fetch_committed(tps)
         try:
             error = self._call_back(name, keys, lost=lost)
