@@ -78,8 +78,11 @@ class ModelTopicIndex:
     5
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, recent: int = 0) -> None:
         self._position = 0  # of the record being read, for a manifest's place
+        # each partition's last ``recent`` complete records, tombstoned since or not (:meth:`at_most`)
+        self._recent_count = recent
+        self._recent: dict[tuple[str, int], list[_Complete]] = {}
         self._chunks: dict[str, bytes] = {}
         self._waiting: dict[str, Manifest] = {}  # manifests whose chunks are not all there yet
         # each partition's complete records, by manifest key (a legacy record by its own key): a
@@ -135,8 +138,12 @@ class ModelTopicIndex:
                 record = orjson.loads(blob)
             except orjson.JSONDecodeError:
                 continue
-            self._complete.setdefault((m.topic, m.partition), {})[key] = _Complete(
-                m.epoch, self._position, record)
+            complete = _Complete(m.epoch, self._position, record)
+            self._complete.setdefault((m.topic, m.partition), {})[key] = complete
+            if self._recent_count:
+                recent = self._recent.setdefault((m.topic, m.partition), [])
+                recent.append(complete)
+                del recent[:-self._recent_count]
 
     def _legacy(self, key: str, value: bytes | None) -> None:
         """A record of the earlier format: one JSON record keyed ``<topic>:<p>``."""
@@ -166,6 +173,35 @@ class ModelTopicIndex:
         found = {p: self._newest(records) for (t, p), records in self._complete.items() if t == topic}
         return {p: r for p, r in found.items() if r is not None}
 
+    def at_most(self, topic: str, version: int) -> dict[int, dict[str, Any]]:
+        """Of each partition of input ``topic``, the newest mixing record (the highest claim, then
+        the latest) whose state is of mix ``version`` or earlier, among its live records and its
+        last ``recent`` records read (tombstoned since or not); where there is none, its newest
+        record. A mix at mixing point n of records ``at_most(topic, n)`` takes no state of a later
+        point, so when every partition's state of version n was read, it is synchronous IPM's mix.
+
+        >>> index = ModelTopicIndex(recent=2)
+        >>> for version, offset in ((1, 5), (2, 9)):
+        ...     for r in encode({"topic": "in", "partition": 0, "offset": offset,
+        ...                      "state": {"epoch": version}, "log": []},
+        ...                     epoch=1, writer="w-1", chunk_bytes=1024):
+        ...         index.add(r.key, r.value)
+        >>> index.at_most("in", 1)[0]["offset"], index.at_most("in", 2)[0]["offset"]
+        (5, 9)
+        >>> index.at_most("in", 0)[0]["offset"]  # none that early: the newest
+        9
+        """
+        out: dict[int, dict[str, Any]] = {}
+        for (t, p), records in self._complete.items():
+            if t != topic:
+                continue
+            pool = [*records.values(), *self._recent.get((t, p), ())]
+            early = [c for c in pool if _version(c.record) <= version]
+            found = max(early, key=lambda c: (c.epoch, c.position)).record if early else self._newest(records)
+            if found is not None:
+                out[p] = found
+        return out
+
     def records(self) -> dict[tuple[str, int], dict[str, Any]]:
         """The newest mixing record of every input partition read so far."""
         found = {key: self._newest(records) for key, records in self._complete.items()}
@@ -186,6 +222,14 @@ class ModelTopicIndex:
         return {k for k in self._keys.get((topic, partition), set()) - kept
                 if (known := self._writers.get(k)) is not None
                 and (known[0] < epoch or known == (epoch, writer))}
+
+
+def _version(record: dict[str, Any]) -> int:
+    """The mix version of a mixing record's state (0 for a record that names none)."""
+    try:
+        return int(record["state"]["epoch"])
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def written(records: Iterable[tuple[str | None, bytes | None]]) -> list[dict[str, Any]]:

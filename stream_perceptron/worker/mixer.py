@@ -109,7 +109,14 @@ class Mixer:
         self._chunk_bytes = settings.checkpoint.chunk_bytes
         self._max_classes = settings.limits.max_classes  # a K-class mix's classes, at most
         self._topic = model_topic
-        self._index = ModelTopicIndex()
+        bound = self._mix.max_staleness
+        # with a bound, a mix at point n takes each partition's state of version n or earlier
+        # (ModelTopicIndex.at_most): a partition's last records of the s + 2 versions a state
+        # of version n may be behind its newest, two a version (waiting, then adopted)
+        self._index = ModelTopicIndex(recent=0 if bound is None else 2 * (bound + 2))
+        # remote partitions waited for SP_MIX__FRESH_WAIT_S in vain, each with the version it had
+        # then: not waited for again (within s) until they publish another
+        self._fresh_excused: dict[Partition, int] = {}
         self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
         self._epochs: dict[tuple[str, int], int] = {}  # each partition's claim, on the model topic
         self._edge = edge
@@ -269,25 +276,11 @@ class Mixer:
         count = max([self._inputs.get(st.topic, 0), *(p + 1 for p in (*versions, *local))])
         behind = holding(version, st.partition, versions, local, partitions=count,
                          bound=self._mix.max_staleness)
-        st.mix_excused = {q: v for q, v in st.mix_excused.items() if versions.get(q, 0) == v}
-        blocking = [q for q in behind if q not in st.mix_excused]
-        now, overdue = self._clock(), False
-        log.debug("%s: mixing point %d at offset %d: versions %s, this worker's %s, held back by %s",
-                  st.name, version, offset, versions, sorted(local), blocking)
-        if blocking:
-            if wait is None:
-                st.mix_wait = wait = MixWait(now, offset)
-                self._waiting[st.key] = st
-                self._write(st, own, offset)  # what the others wait for
-            wait.remote = any(q not in local for q in blocking)
-            if now - wait.since < self._mix.max_wait_s:
-                return False
-            st.mix_excused.update({q: versions.get(q, 0) for q in blocking})
-            ml.overdue, overdue = ml.overdue + 1, True
-            log.info("%s: mixing point %d at offset %d: waited %.1f s (SP_MIX__MAX_WAIT_S) for %s; mixing"
-                     " without them, and not waiting for them again until they publish", st.name, version,
-                     offset, now - wait.since, ", ".join(f"{st.topic}[{q}] at version {versions.get(q, 0)}"
-                                                        for q in blocking))
+        now = self._clock()
+        waits, overdue = self._held_back(st, version, offset, own, versions, local, behind, count, now)
+        if waits:
+            return False
+        wait = st.mix_wait
         # a waited point is made from the topic as read before the wait, or by release() when a
         # partition of another worker held it back: read it once more, so a worker that stalled
         # meanwhile finds the new owner's claim here and stops (no mix, no record)
@@ -298,7 +291,9 @@ class Mixer:
             extra["stale"] = {str(q): version - versions.get(q, 0) for q in behind}
         if wait is not None:
             extra["waited_s"] = round(now - wait.since, 6)
-        states = {p: Published.from_record(r["state"]) for p, r in self._index.newest(st.topic).items()}
+        records = (self._index.newest(st.topic) if self._mix.max_staleness is None
+                   else self._index.at_most(st.topic, version))
+        states = {p: Published.from_record(r["state"]) for p, r in records.items()}
         states = {p: s for p, s in states.items() if s.version > 0}  # a claim's state before any round
         states[st.partition] = own
         mixed = mix(states.values(), self._mix.weights, first=own.classes or (), limit=self._max_classes)
@@ -315,6 +310,57 @@ class Mixer:
         if wait is not None:
             self._end_wait(st, resume=True)
         return True
+
+    def _held_back(self, st: PartitionState, version: int, offset: int, own: Published,
+                   versions: Mapping[int, int], local: Mapping[int, bool], behind: Mapping[int, int],
+                   count: int, now: float) -> tuple[bool, bool]:
+        """At ``st``'s partition's mixing point of ``version``: whether it waits on (its state
+        ``own`` published once, when the wait begins), and whether its wait ran out with
+        partitions more than s versions behind (overdue: they are excused until they publish)."""
+        wait = st.mix_wait
+        st.mix_excused = {q: v for q, v in st.mix_excused.items() if versions.get(q, 0) == v}
+        blocking = [q for q in behind if q not in st.mix_excused]
+        lagging = self._lagging(st, version, versions, local, count, behind) if not blocking else []
+        log.debug("%s: mixing point %d at offset %d: versions %s, this worker's %s, held back by %s",
+                  st.name, version, offset, versions, sorted(local), blocking or lagging)
+        if blocking or lagging:
+            if wait is None:
+                st.mix_wait = wait = MixWait(now, offset)
+                self._waiting[st.key] = st
+                self._write(st, own, offset)  # what the others wait for
+            wait.remote = any(q not in local for q in (*blocking, *lagging))
+            if now - wait.since < (self._mix.max_wait_s if blocking else self._mix.fresh_wait_s):
+                return True, False
+        if lagging:
+            assert wait is not None
+            self._fresh_excused.update({(st.topic, q): versions.get(q, 0) for q in lagging})
+            log.debug("%s: mixing point %d at offset %d: waited %.3f s (SP_MIX__FRESH_WAIT_S) for %s;"
+                      " mixing their states within SP_MIX__MAX_STALENESS", st.name, version, offset,
+                      now - wait.since, lagging)
+        if not blocking:
+            return False, False
+        assert wait is not None and st.mix is not None
+        st.mix_excused.update({q: versions.get(q, 0) for q in blocking})
+        st.mix.overdue += 1
+        log.info("%s: mixing point %d at offset %d: waited %.1f s (SP_MIX__MAX_WAIT_S) for %s; mixing"
+                 " without them, and not waiting for them again until they publish", st.name, version,
+                 offset, now - wait.since, ", ".join(f"{st.topic}[{q}] at version {versions.get(q, 0)}"
+                                                    for q in blocking))
+        return False, True
+
+    def _lagging(self, st: PartitionState, version: int, versions: Mapping[int, int],
+                 local: Mapping[int, bool], count: int, behind: Mapping[int, int]) -> list[int]:
+        """The partitions of other workers that have not published a state of ``version`` yet
+        but are within s (so hold nothing back): with s >= 1, ``st``'s partition waits for them
+        up to ``SP_MIX__FRESH_WAIT_S``, for a mix of states of one version. A partition waited
+        for in vain is not waited for again until it publishes another state."""
+        if not self._mix.max_staleness or self._mix.fresh_wait_s <= 0:
+            return []
+        self._fresh_excused = {k: v for k, v in self._fresh_excused.items()
+                               if k[0] != st.topic or versions.get(k[1], 0) == v}
+        fresh = holding(version, st.partition, versions, local, partitions=count, bound=0)
+        return [q for q in fresh if q not in local and q not in behind
+                and (st.topic, q) not in self._fresh_excused]
 
     def _claimed_since(self, st: PartitionState, offset: int, *, follow: bool = False) -> bool:
         """Whether the model topic shows a later claim of ``st``'s partition than this worker's

@@ -214,12 +214,7 @@ def test_a_partition_waits_for_one_behind_until_its_wait_runs_out_then_no_more(t
 
 
 def test_a_partition_goes_on_once_the_others_are_within_the_bound(tmp_path):
-    data = _stream(1, 3 * EVERY, seed=8)
-    log: list = []
-    _remote(log, 1, 1)
-    clock = Clock()
-    edge = LogEdge(_logs(data), EVERY)
-    w = _worker(tmp_path, edge, log=log, clock=clock, max_staleness=1)
+    w, edge, log, clock = _beside(tmp_path, 8, 3, (1,), max_staleness=1, fresh_wait_s=0)
     _drain(w, edge, rounds=4)  # version 1 and 2 need in[1] at 0 and 1: no wait; 3 needs 2
     st = w.partitions.assigned[("in", 0)]
     assert st.mix.version == 2 and w.mixer.waiting(st) and st.next_offset == 3 * EVERY
@@ -230,6 +225,52 @@ def test_a_partition_goes_on_once_the_others_are_within_the_bound(tmp_path):
     last = st.mix.last
     assert "stale" not in last and last["waited_s"] == pytest.approx(1.0)
     assert last["mix"]["partitions"] == [0, 1] and last["mix"]["epochs"] == [3, 2]
+
+
+def _beside(tmp_path, seed: int, points: int, remote: tuple[int, ...], **mix):
+    """A worker of in[0] (``points`` mixing points of records), another worker's in[1] having
+    published the ``remote`` versions on the model topic, and the clock of its waits."""
+    log: list = []
+    for version in remote:
+        _remote(log, 1, version)
+    clock = Clock()
+    edge = LogEdge(_logs(_stream(1, points * EVERY, seed=seed)), EVERY)
+    return _worker(tmp_path, edge, log=log, clock=clock, **mix), edge, log, clock
+
+
+def test_within_the_bound_a_partition_waits_up_to_the_fresh_wait_for_states_of_its_version(tmp_path):
+    """s = 1, SP_MIX__FRESH_WAIT_S = 2: at its second point in[0] may mix in[1]'s first state,
+    but waits for its second; in[1] publishes it within the wait, and the mix takes it, not the
+    third that came with it. At the third point in[1] does not come: after 2 s in[0] mixes its
+    state one version behind, and waits for it no more until it publishes again."""
+    w, edge, log, clock = _beside(tmp_path, 8, 4, (1,), max_staleness=1, fresh_wait_s=2.0)
+    _drain(w, edge, rounds=4)
+    st = w.partitions.assigned[("in", 0)]
+    assert st.mix.version == 1 and w.mixer.waiting(st) and edge.paused == {0}
+    clock.now += 0.5
+    _remote(log, 1, 2)
+    _remote(log, 1, 3)  # in[1] went on past its second point before in[0] read the topic
+    _drain(w, edge, rounds=2)  # its second point, and its third: in[1] is there, no wait
+    entries = {e["offset"] // EVERY: e for e in st.mix_log}
+    assert entries[2]["mix"]["epochs"] == [2, 2] and entries[2]["waited_s"] == pytest.approx(0.5)
+    assert entries[3]["mix"]["epochs"] == [3, 3] and "waited_s" not in entries[3]
+    assert st.mix.version == 3 and w.mixer.waiting(st)  # its fourth: in[1] is within s, not there
+    clock.now += 1.9
+    w.mixer.release(w.partitions.assigned, follow=True)
+    assert w.mixer.waiting(st)
+    clock.now += 0.2
+    _drain(w, edge)
+    assert st.mix.version == 4 and st.mix.overdue == 0 and "stale" not in st.mix.last
+    assert st.mix.last["mix"]["epochs"] == [4, 3] and st.mix.paused_s == pytest.approx(2.6)
+
+
+def test_without_a_fresh_wait_a_mix_within_the_bound_takes_no_state_of_a_later_point(tmp_path):
+    """s = 1, no fresh wait: in[0] at its first point mixes in[1]'s first state, though its second
+    is on the topic too (a mix at point n takes each state of version n or earlier)."""
+    w, edge, _, _ = _beside(tmp_path, 4, 2, (1, 2), max_staleness=1, fresh_wait_s=0)
+    _drain(w, edge)
+    st = w.partitions.assigned[("in", 0)]
+    assert [e["mix"]["epochs"] for e in st.mix_log][-2:] == [[1, 1], [2, 2]]
 
 
 def test_a_state_stored_while_its_partition_waited_replays_the_logged_mix_without_waiting(tmp_path):
