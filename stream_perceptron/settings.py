@@ -648,8 +648,9 @@ class MixSettings(_Section):
     fresh_wait_s: float = Field(
         1.0, ge=0, allow_inf_nan=False,
         description="with `SP_MIX__MAX_STALENESS` of 1 or more: how long a partition at a mixing point "
-        "waits (paused) for other workers' partitions that are within s versions but have not reached "
-        "the point yet, so that the mix takes states of one version; then it mixes the states it has. "
+        "waits (paused), once nothing beyond s holds it, for other workers' partitions that are within "
+        "s versions but have not reached the point yet, so that the mix takes states of one version; "
+        "then it mixes the states it has. "
         "`0`: no such wait, a mix takes states up to s versions behind as soon as it may "
         "([Mixing](mixing.md#bounded-staleness))",
     )

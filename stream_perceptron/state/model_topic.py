@@ -80,9 +80,10 @@ class ModelTopicIndex:
 
     def __init__(self, *, recent: int = 0) -> None:
         self._position = 0  # of the record being read, for a manifest's place
-        # each partition's last ``recent`` complete records, tombstoned since or not (:meth:`at_most`)
+        # each partition's states of its last ``recent`` (claim, version)s read, tombstoned since
+        # or not, the latest record of each (:meth:`at_most`; its "state" and "offset" only)
         self._recent_count = recent
-        self._recent: dict[tuple[str, int], list[_Complete]] = {}
+        self._recent: dict[tuple[str, int], dict[tuple[int, int], _Complete]] = {}
         self._chunks: dict[str, bytes] = {}
         self._waiting: dict[str, Manifest] = {}  # manifests whose chunks are not all there yet
         # each partition's complete records, by manifest key (a legacy record by its own key): a
@@ -141,9 +142,11 @@ class ModelTopicIndex:
             complete = _Complete(m.epoch, self._position, record)
             self._complete.setdefault((m.topic, m.partition), {})[key] = complete
             if self._recent_count:
-                recent = self._recent.setdefault((m.topic, m.partition), [])
-                recent.append(complete)
-                del recent[:-self._recent_count]
+                recent = self._recent.setdefault((m.topic, m.partition), {})
+                recent[(m.epoch, _version(record))] = _Complete(m.epoch, self._position, {
+                    "state": record.get("state"), "offset": record.get("offset")})
+                for old in sorted(recent)[:-self._recent_count]:
+                    del recent[old]
 
     def _legacy(self, key: str, value: bytes | None) -> None:
         """A record of the earlier format: one JSON record keyed ``<topic>:<p>``."""
@@ -175,10 +178,11 @@ class ModelTopicIndex:
 
     def at_most(self, topic: str, version: int) -> dict[int, dict[str, Any]]:
         """Of each partition of input ``topic``, the newest mixing record (the highest claim, then
-        the latest) whose state is of mix ``version`` or earlier, among its live records and its
-        last ``recent`` records read (tombstoned since or not); where there is none, its newest
-        record. A mix at mixing point n of records ``at_most(topic, n)`` takes no state of a later
-        point, so when every partition's state of version n was read, it is synchronous IPM's mix.
+        the latest) whose state is of mix ``version`` or earlier, among its live records and the
+        states of its last ``recent`` versions read (tombstoned since or not: those give only
+        ``"state"`` and ``"offset"``); where there is none, its newest record. A mix at mixing
+        point n of records ``at_most(topic, n)`` takes no state of a later point, so when every
+        partition's state of version n was read, it is synchronous IPM's mix.
 
         >>> index = ModelTopicIndex(recent=2)
         >>> for version, offset in ((1, 5), (2, 9)):
@@ -195,7 +199,7 @@ class ModelTopicIndex:
         for (t, p), records in self._complete.items():
             if t != topic:
                 continue
-            pool = [*records.values(), *self._recent.get((t, p), ())]
+            pool = [*records.values(), *self._recent.get((t, p), {}).values()]
             early = [c for c in pool if _version(c.record) <= version]
             found = max(early, key=lambda c: (c.epoch, c.position)).record if early else self._newest(records)
             if found is not None:

@@ -111,9 +111,9 @@ class Mixer:
         self._topic = model_topic
         bound = self._mix.max_staleness
         # with a bound, a mix at point n takes each partition's state of version n or earlier
-        # (ModelTopicIndex.at_most): a partition's last records of the s + 2 versions a state
-        # of version n may be behind its newest, two a version (waiting, then adopted)
-        self._index = ModelTopicIndex(recent=0 if bound is None else 2 * (bound + 2))
+        # (ModelTopicIndex.at_most): a partition's newest state is at most s + 1 versions past
+        # n when this one is at n, so its last s + 2 versions hold its n-th
+        self._index = ModelTopicIndex(recent=0 if bound is None else bound + 2)
         # remote partitions waited for SP_MIX__FRESH_WAIT_S in vain, each with the version it had
         # then: not waited for again (within s) until they publish another
         self._fresh_excused: dict[Partition, int] = {}
@@ -329,14 +329,18 @@ class Mixer:
                 self._waiting[st.key] = st
                 self._write(st, own, offset)  # what the others wait for
             wait.remote = any(q not in local for q in (*blocking, *lagging))
-            if now - wait.since < (self._mix.max_wait_s if blocking else self._mix.fresh_wait_s):
+            if blocking and now - wait.since < self._mix.max_wait_s:
                 return True, False
+            if lagging:  # the fresh wait counts from the end of the wait for those beyond s
+                wait.fresh_since = now if wait.fresh_since is None else wait.fresh_since
+                if now - wait.fresh_since < self._mix.fresh_wait_s:
+                    return True, False
         if lagging:
-            assert wait is not None
+            assert wait is not None and wait.fresh_since is not None
             self._fresh_excused.update({(st.topic, q): versions.get(q, 0) for q in lagging})
             log.debug("%s: mixing point %d at offset %d: waited %.3f s (SP_MIX__FRESH_WAIT_S) for %s;"
                       " mixing their states within SP_MIX__MAX_STALENESS", st.name, version, offset,
-                      now - wait.since, lagging)
+                      now - wait.fresh_since, lagging)
         if not blocking:
             return False, False
         assert wait is not None and st.mix is not None

@@ -41,3 +41,31 @@ def test_a_partitions_highest_epoch_stays_when_its_record_is_superseded_or_tombs
     for r in owner:
         index.add(r.key, None)
     assert index.newest("in")[0]["offset"] == 9 and index.epoch("in", 0) == 4
+
+
+def _versioned(offset: int, version: int) -> dict:
+    return {**_record(offset), "state": {"epoch": version}, "log": [{"offset": offset, "mix": "big"}]}
+
+
+def test_at_most_gives_each_partitions_newest_state_of_a_version_or_earlier_tombstoned_or_not():
+    index = ModelTopicIndex(recent=3)
+
+    def add(offset: int, version: int, epoch: int, writer: str) -> list:
+        records = encode(_versioned(offset, version), epoch=epoch, writer=writer, chunk_bytes=1024)
+        for r in records:
+            index.add(r.key, r.value)
+        return records
+
+    first = add(10, 1, 1, "a-1")
+    add(20, 2, 1, "a-1")
+    for r in first:  # its writer tombstones its earlier record
+        index.add(r.key, None)
+    add(30, 3, 1, "a-1")
+    assert [index.at_most("in", n)[0]["offset"] for n in (1, 2, 3, 9)] == [10, 20, 30, 30]
+    assert index.at_most("in", 1)[0] == {"state": {"epoch": 1}, "offset": 10}  # no log kept
+    add(40, 4, 1, "a-1")  # past the 3 versions kept: version 1's state is gone
+    assert index.at_most("in", 1)[0]["offset"] == 40  # none that early: the newest
+    # a new owner's claim republishes version 2: of the states within a version, the claim's wins
+    add(25, 2, 2, "b-2")
+    assert index.at_most("in", 3)[0]["offset"] == 25 and index.at_most("in", 4)[0]["offset"] == 25
+    assert ModelTopicIndex().at_most("in", 1) == {}

@@ -264,6 +264,31 @@ def test_within_the_bound_a_partition_waits_up_to_the_fresh_wait_for_states_of_i
     assert st.mix.last["mix"]["epochs"] == [4, 3] and st.mix.paused_s == pytest.approx(2.6)
 
 
+def test_the_fresh_wait_counts_from_the_end_of_the_wait_for_the_partitions_beyond_s(tmp_path):
+    """in[0] waits 5 s at its first point for in[1], of its own worker, then only for in[2],
+    another worker's, within s = 1: that wait is the fresh wait's 2 s from then, not from 5 s ago."""
+    data = _stream(2, EVERY, seed=2)
+    log: list = []
+    _remote(log, 2, 0)
+    clock, polled = Clock(), [0]
+    edge = LogEdge(_logs(data), EVERY, order=lambda: polled, one=True)
+    w = _worker(tmp_path, edge, log=log, clock=clock, max_staleness=1, fresh_wait_s=2.0, max_wait_s=10.0)
+    _drain(w, edge, rounds=2)
+    st = w.partitions.assigned[("in", 0)]
+    assert w.mixer.waiting(st) and st.mix.version == 0
+    clock.now += 5.0
+    polled[:] = [1]
+    _drain(w, edge, rounds=2)  # in[1] at its point: in[0] waits for in[2] alone now
+    assert w.mixer.waiting(st) and st.mix.version == 0
+    clock.now += 1.9
+    _drain(w, edge, rounds=1)
+    assert w.mixer.waiting(st)
+    clock.now += 0.2
+    _drain(w, edge, rounds=1)
+    assert st.mix.version == 1 and st.mix.last["mix"]["partitions"] == [0, 1]
+    assert st.mix.last["waited_s"] == pytest.approx(7.1) and st.mix.overdue == 0
+
+
 def test_without_a_fresh_wait_a_mix_within_the_bound_takes_no_state_of_a_later_point(tmp_path):
     """s = 1, no fresh wait: in[0] at its first point mixes in[1]'s first state, though its second
     is on the topic too (a mix at point n takes each state of version n or earlier)."""
