@@ -111,8 +111,9 @@ class Mixer:
         self._topic = model_topic
         bound = self._mix.max_staleness
         # with a bound, a mix at point n takes each partition's state of version n or earlier
-        # (ModelTopicIndex.at_most): a partition's newest state is at most s + 1 versions past
-        # n when this one is at n, so its last s + 2 versions hold its n-th
+        # (ModelTopicIndex.at_most): another partition's newest state is at most s versions past
+        # this one's point n (it waits for this one within s), so its last s + 2 (claim,
+        # version)s hold its n-th, with one to spare for a new claim's record
         self._index = ModelTopicIndex(recent=0 if bound is None else bound + 2)
         # remote partitions waited for SP_MIX__FRESH_WAIT_S in vain, each with the version it had
         # then: not waited for again (within s) until they publish another

@@ -61,13 +61,13 @@ class MixWait:
     offset (the next record's), whether its records are paused through the edge, and whether a
     partition of another worker holds it back (``remote``: then only the model topic tells when
     that partition has moved); ``fresh_since``: since when the partitions it waits for are all
-within s (``SP_MIX__FRESH_WAIT_S`` counts from then)."""
+    within s (``SP_MIX__FRESH_WAIT_S`` counts from then)."""
 
     since: float
     offset: int
     held: bool = False
     remote: bool = False
-    fresh_since: float | None = None  # since when only partitions within s held it (the fresh wait)
+    fresh_since: float | None = None
 
 
 __all__ = ["MixWait", "holding"]
