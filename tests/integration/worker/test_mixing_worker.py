@@ -100,6 +100,13 @@ def test_kill_9_with_mixing_on_re_emits_identical_predictions_and_replays_exactl
             send_all(kafka, topics["input"], values[p][half:], partition=p)
         wait_for(lambda: len(predictions_by_offset(kafka, topics["predictions"])) == PARTS * N, 25,
                  "a prediction for every offset", every_s=0.5)
+
+        def points_logged() -> bool:  # the last point follows the last prediction, after any wait
+            offsets = {(r["partition"], e["offset"]) for r in mixing_records(kafka, model_topic)
+                       for e in r["log"]}
+            return all(sum(q == p for q, _ in offsets) == N // EVERY for p in range(PARTS))
+
+        wait_for(points_logged, 25, "every mixing point logged", every_s=0.5)
     finally:
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
