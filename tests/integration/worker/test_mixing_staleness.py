@@ -199,10 +199,9 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
                 assert min(epochs) >= entry["epoch"] - bound
             older += epochs != [entry["epoch"]] * PARTS
     # Synchronous IPM, which every mix of states of one version makes, is within 2x and 99% on
-    # these seeds. A fresh wait that ran out (a worker held up past SP_MIX__FRESH_WAIT_S, as in
-    # the suite's load once in seven runs: 2.01x) gives states one version old: then the bounds
-    # held are those of s = 1 without the fresh wait, fewer than the 8 unmixed partitions' mistakes
-    # and 95% held out (docs/mixing.md, "Bounded staleness")
+    # these seeds. A fresh wait that ran out (a worker held up past SP_MIX__FRESH_WAIT_S) gives
+    # states one version old: then the bounds held are those of s = 1 without the fresh wait,
+    # fewer than the 8 unmixed partitions' mistakes and 95% held out (docs/mixing.md)
     times, separates = (2.0, 0.99) if older == 0 else ((unmixed - 1) / single, 0.95)
     ratio = check_bound(finals, single, kafka_settings(), model_topic, X, y, times=times, separates=separates)
     mixed = sum(st.learner.stats.mistakes for st in finals.values())
