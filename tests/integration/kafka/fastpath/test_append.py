@@ -280,11 +280,14 @@ def test_nothing_is_appended_once_the_accumulator_closes_partway(
         _ready(small, topic)
         accumulator = small._accumulator
         opened = accumulator.append
+        second: list[Any] = []
 
         def close_after_the_second_batch(*args: Any, **kwargs: Any) -> Any:
             result = opened(*args, **kwargs)
             close_after_the_second_batch.calls += 1  # type: ignore[attr-defined]
             if close_after_the_second_batch.calls == 2:  # type: ignore[attr-defined]
+                # taken before the close: once closed, the sender may drain the batch at any time
+                second.append(accumulator._batches[TopicPartition(topic, 0)][-1])
                 accumulator._closed = True  # what close() sets, from another thread
             return result
 
@@ -294,8 +297,7 @@ def test_nothing_is_appended_once_the_accumulator_closes_partway(
         assert futures is not None
         cut = futures.index(None)
         assert futures[cut:] == [None] * (len(values) - cut)
-        in_last_batch = len(accumulator._batches[TopicPartition(topic, 0)][-1]._record_futures)
-        assert in_last_batch == 1  # the batch opened by the second append() took nothing more
+        assert len(second[0]._record_futures) == 1  # the batch the second append() opened took no more
     finally:
         accumulator._closed = False
         accumulator.append = opened
