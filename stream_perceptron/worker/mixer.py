@@ -190,6 +190,7 @@ class Mixer:
         # none, the holder's own), and the holder's later records must lose to this claim's.
         self._epochs[(st.topic, st.partition)] = max(st.epoch, self._index.epoch(st.topic, st.partition) + 1)
         self._write(st, self._published(st, at, st.mix.version), at)
+        st.mix_left = self._clock()
 
     def remaining(self, st: PartitionState) -> int:
         """Labeled examples ``st``'s partition learns before its next mixing point (0: off, or
@@ -265,6 +266,7 @@ class Mixer:
             mixed = Mix.from_record(logged["mix"])
             ml.adopted(offset, mixed, model.updates, {k: logged[k] for k in _WAIT_FIELDS if k in logged})
             adopt(model, mixed)
+            st.mix_left = self._clock()
             return True
         version, wait = ml.version + 1, st.mix_wait
         own = self._published(st, offset, version)
@@ -306,6 +308,7 @@ class Mixer:
         self._write(st, own, offset)
         adopt(model, mixed)
         st.dirty = True
+        st.mix_left = now
         self._observer.mix_adopted(st.topic, st.partition, staleness=version - min(mixed.versions),
                                    overdue=overdue)
         if wait is not None:
@@ -326,7 +329,11 @@ class Mixer:
                   st.name, version, offset, versions, sorted(local), blocking or lagging)
         if blocking or lagging:
             if wait is None:
-                st.mix_wait = wait = MixWait(now, offset)
+                # a partition of another worker that keeps this one's pace, up to a point behind,
+                # reaches the point within the time this one took to reach it from its last
+                pace = 0.0 if st.mix_left is None else max(now - st.mix_left, 0.0)
+                fresh_s = min(pace + self._mix.fresh_wait_s, self._mix.max_wait_s)
+                st.mix_wait = wait = MixWait(now, offset, fresh_s=fresh_s)
                 self._waiting[st.key] = st
                 self._write(st, own, offset)  # what the others wait for
             wait.remote = any(q not in local for q in (*blocking, *lagging))
@@ -334,12 +341,12 @@ class Mixer:
                 return True, False
             if lagging:  # the fresh wait counts from the end of the wait for those beyond s
                 wait.fresh_since = now if wait.fresh_since is None else wait.fresh_since
-                if now - wait.fresh_since < self._mix.fresh_wait_s:
+                if now - wait.fresh_since < wait.fresh_s:
                     return True, False
         if lagging:
             assert wait is not None and wait.fresh_since is not None
             self._fresh_excused.update({(st.topic, q): versions.get(q, 0) for q in lagging})
-            log.debug("%s: mixing point %d at offset %d: waited %.3f s (SP_MIX__FRESH_WAIT_S) for %s;"
+            log.debug("%s: mixing point %d at offset %d: waited %.3f s (the fresh wait) for %s;"
                       " mixing their states within SP_MIX__MAX_STALENESS", st.name, version, offset,
                       now - wait.fresh_since, lagging)
         if not blocking:
@@ -357,8 +364,9 @@ class Mixer:
                  local: Mapping[int, bool], count: int, behind: Mapping[int, int]) -> list[int]:
         """The partitions of other workers that have not published a state of ``version`` yet
         but are within s (so hold nothing back): with s >= 1, ``st``'s partition waits for them
-        up to ``SP_MIX__FRESH_WAIT_S``, for a mix of states of one version. A partition waited
-        for in vain is not waited for again until it publishes another state."""
+        (the fresh wait: as long as it took to reach the point from its last, plus
+        ``SP_MIX__FRESH_WAIT_S``), for a mix of states of one version. A partition waited for in
+        vain is not waited for again until it publishes another state."""
         if not self._mix.max_staleness or self._mix.fresh_wait_s <= 0:
             return []
         self._fresh_excused = {k: v for k, v in self._fresh_excused.items()

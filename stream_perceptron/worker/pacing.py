@@ -61,13 +61,16 @@ class MixWait:
     offset (the next record's), whether its records are paused through the edge, and whether a
     partition of another worker holds it back (``remote``: then only the model topic tells when
     that partition has moved); ``fresh_since``: since when the partitions it waits for are all
-    within s (``SP_MIX__FRESH_WAIT_S`` counts from then)."""
+    within s (the fresh wait counts from then); ``fresh_s``: how long the fresh wait lasts, the
+    seconds the partition took to reach this point from its last plus ``SP_MIX__FRESH_WAIT_S``,
+    at most ``SP_MIX__MAX_WAIT_S``."""
 
     since: float
     offset: int
     held: bool = False
     remote: bool = False
     fresh_since: float | None = None
+    fresh_s: float = 0.0
 
 
 __all__ = ["MixWait", "holding"]

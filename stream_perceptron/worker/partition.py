@@ -108,6 +108,9 @@ class PartitionState:
     """Its adoptions past the group's committed offset, as its model-topic record logs them."""
     mix_wait: MixWait | None = None
     """Set while it waits at a mixing point for partitions behind (worker/pacing.py)."""
+    mix_left: float | None = None
+    """When it left its last mixing point, or was opened (the mixer's monotonic clock): the time
+    from then to its next point is how long its fresh wait there lasts (worker/mixer.py)."""
     mix_excused: dict[int, int] = field(default_factory=dict)
     """Partitions it waited for in vain, each with the version it had then: not waited for again
     until they publish another."""

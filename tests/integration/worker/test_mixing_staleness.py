@@ -184,9 +184,10 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
 ):
     """Two workers share the 8 partitions, the records written as they run, each partition's
     adoptions waiting for every partition within s versions, and with s = 1 for those within s
-    up to SP_MIX__FRESH_WAIT_S (1 s) more. A mix at point n takes each partition's state of
-    version n or earlier: every adoption that took the n-th states of all 8 is synchronous IPM's,
-    so with none older (s = 0 always) the mistakes are the offline synchronous IPM's."""
+    a fresh wait more (the time from the last point, plus SP_MIX__FRESH_WAIT_S of 1 s). A mix at
+    point n takes each partition's state of version n or earlier: every adoption that took the
+    n-th states of all 8 is synchronous IPM's, so with none older (s = 0 always) the mistakes are
+    the offline synchronous IPM's."""
     values, single, ipm, unmixed, X, y = seeded_stream(seed)
     finals, model_topic, seconds = run_workers(lambda name: kafka_settings(client_id=name), new_topic,
                                                tmp_path, values, 2, max_staleness=bound)
@@ -199,7 +200,7 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
                 assert min(epochs) >= entry["epoch"] - bound
             older += epochs != [entry["epoch"]] * PARTS
     # Synchronous IPM, which every mix of states of one version makes, is within 2x and 99% on
-    # these seeds. A fresh wait that ran out (a worker held up past SP_MIX__FRESH_WAIT_S) gives
+    # these seeds. A fresh wait that ran out (a worker held up a point's time and 1 s) gives
     # states one version old: then the bounds held are those of s = 1 without the fresh wait,
     # fewer than the 8 unmixed partitions' mistakes and 95% held out (docs/mixing.md)
     times, separates = (2.0, 0.99) if older == 0 else ((unmixed - 1) / single, 0.95)

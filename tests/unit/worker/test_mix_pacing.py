@@ -264,6 +264,29 @@ def test_within_the_bound_a_partition_waits_up_to_the_fresh_wait_for_states_of_i
     assert st.mix.last["mix"]["epochs"] == [4, 3] and st.mix.paused_s == pytest.approx(2.6)
 
 
+def test_the_fresh_wait_lasts_as_long_as_the_partition_took_to_reach_its_point_plus_the_setting(tmp_path):
+    """s = 1, SP_MIX__FRESH_WAIT_S = 1, SP_MIX__MAX_WAIT_S = 10: in[0] takes 4 s from its first
+    point to its second, so there it waits 4 + 1 s for in[1]'s second state; it takes 20 s to its
+    third, where it waits 10 s, the longest any wait at a point lasts."""
+    w, edge, log, clock = _beside(tmp_path, 6, 3, (1,), max_staleness=1, fresh_wait_s=1.0, max_wait_s=10.0)
+    st = w.partitions.assigned[("in", 0)]
+    clock.now += 3.0
+    _drain(w, edge, rounds=1)
+    assert st.mix.version == 1 and not w.mixer.waiting(st)  # in[1]'s first state is there
+    for version, took, waits in ((2, 4.0, 5.0), (3, 20.0, 10.0)):
+        clock.now += took
+        _drain(w, edge, rounds=1)  # at its point: in[1] is a version behind, within s
+        assert st.mix.version == version - 1 and w.mixer.waiting(st)
+        clock.now += waits - 0.1
+        w.mixer.release(w.partitions.assigned, follow=True)
+        assert w.mixer.waiting(st)
+        clock.now += 0.2
+        w.mixer.release(w.partitions.assigned, follow=True)
+        assert st.mix.version == version and st.mix.last["mix"]["epochs"] == [version, version - 1]
+        assert st.mix.last["waited_s"] == pytest.approx(waits + 0.1) and st.mix.overdue == 0
+        _remote(log, 1, version)
+
+
 def test_the_fresh_wait_counts_from_the_end_of_the_wait_for_the_partitions_beyond_s(tmp_path):
     """in[0] waits 5 s at its first point for in[1], of its own worker, then only for in[2],
     another worker's, within s = 1: that wait is the fresh wait's 2 s from then, not from 5 s ago."""
