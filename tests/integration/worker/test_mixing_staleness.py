@@ -135,11 +135,11 @@ def accuracy(w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def check_bound(finals: dict[int, PartitionState], single: int, kafka: KafkaSettings, model_topic: str,
-                X: np.ndarray, y: np.ndarray, *, times: float = 2.0, separates: float = 0.99) -> float:
-    """Mixed over single; the bounds asserted: mixed within ``times`` single, and the mixed model
-    (the mix of every partition's newest state on the model topic: the one a next mixing point
-    would adopt, as docs/mixing.md's evaluation serves) separating ``separates`` of the held-out
-    points. Each partition's last adoption is reported beside it."""
+                X: np.ndarray, y: np.ndarray) -> float:
+    """Mixed over single; the bounds asserted: mixed within 2x single, and the mixed model (the
+    mix of every partition's newest state on the model topic: the one a next mixing point would
+    adopt, as docs/mixing.md's evaluation serves) separating 99% of the held-out points. Each
+    partition's last adoption is reported beside it."""
     assert sorted(finals) == list(range(PARTS))
     assert all(st.learner.stats.seen == N // PARTS for st in finals.values())
     mixed = sum(st.learner.stats.mistakes for st in finals.values())
@@ -152,8 +152,8 @@ def check_bound(finals: dict[int, PartitionState], single: int, kafka: KafkaSett
     print(f"\n{mixed} mistakes against one model's {single}: {mixed / single:.2f}x; the mix of the newest"
           f" states separates {held_out:.2%} of the held-out points (each partition's last adoption:"
           f" {min(each):.2%} to {max(each):.2%})")
-    assert mixed <= times * single
-    assert held_out >= separates
+    assert mixed <= 2 * single
+    assert held_out >= 0.99
     return mixed / single
 
 
@@ -199,12 +199,10 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
             if "stale" not in entry:  # none went on without a partition behind: all within s
                 assert min(epochs) >= entry["epoch"] - bound
             older += epochs != [entry["epoch"]] * PARTS
-    # Synchronous IPM, which every mix of states of one version makes, is within 2x and 99% on
-    # these seeds. A fresh wait that ran out (a worker held up a point's time and 1 s) gives
-    # states one version old: then the bounds held are those of s = 1 without the fresh wait,
-    # fewer than the 8 unmixed partitions' mistakes and 95% held out (docs/mixing.md)
-    times, separates = (2.0, 0.99) if older == 0 else ((unmixed - 1) / single, 0.95)
-    ratio = check_bound(finals, single, kafka_settings(), model_topic, X, y, times=times, separates=separates)
+    # The target on every row: synchronous IPM, which every mix of states of one version makes,
+    # is within 2x and 99% on these seeds, and the fresh wait (a point's time and 1 s) keeps the
+    # mixes to states of one version unless a worker is held up longer (docs/mixing.md)
+    ratio = check_bound(finals, single, kafka_settings(), model_topic, X, y)
     mixed = sum(st.learner.stats.mistakes for st in finals.values())
     print(f"unmixed: {unmixed / single:.2f}x; mixed {ratio:.2f}x; synchronous IPM {ipm / single:.2f}x")
     if older == 0:
