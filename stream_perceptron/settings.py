@@ -643,15 +643,15 @@ class MixSettings(_Section):
         "states whatever their age. The partitions of one worker always advance together "
         "([Mixing](mixing.md#bounded-staleness))",
     )
-    # with s >= 1: how much longer than the partition took to reach its n-th mixing point from its
-    # last it waits there for other workers' partitions to publish their states of version n,
-    # before it mixes those it has (within s)
+    # with s >= 1: how much longer than its lap (the time from its last mixing point to its n-th)
+    # a partition waits at its n-th point for other workers' partitions to publish their states
+    # of version n, before it mixes those it has (within s)
     fresh_wait_s: float = Field(
         1.0, ge=0, allow_inf_nan=False,
         description="with `SP_MIX__MAX_STALENESS` of 1 or more: a partition at a mixing point waits "
         "(paused), once nothing beyond s holds it, for other workers' partitions that are within s "
-        "versions but have not reached the point yet, so that the mix takes states of one version: as "
-        "long as it took to reach the point from its last one, plus this, at most "
+        "versions but have not reached the point yet, so that the mix takes states of one version: its "
+        "lap (the seconds from its last mixing point to this one) plus this, the whole wait at most "
         "`SP_MIX__MAX_WAIT_S`; then it mixes the states it has. "
         "`0`: no such wait, a mix takes states up to s versions behind as soon as it may "
         "([Mixing](mixing.md#bounded-staleness))",

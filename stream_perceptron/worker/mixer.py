@@ -115,8 +115,8 @@ class Mixer:
         # this one's point n (it waits for this one within s), so its last s + 2 (claim,
         # version)s hold its n-th, with one to spare for a new claim's record
         self._index = ModelTopicIndex(recent=0 if bound is None else bound + 2)
-        # remote partitions waited for SP_MIX__FRESH_WAIT_S in vain, each with the version it had
-        # then: not waited for again (within s) until they publish another
+        # remote partitions the fresh wait waited for in vain, each with the version it had then:
+        # not waited for again (within s) until they publish another
         self._fresh_excused: dict[Partition, int] = {}
         self._writer = uuid.uuid4().hex[:12]  # this worker's name in its records' keys
         self._epochs: dict[tuple[str, int], int] = {}  # each partition's claim, on the model topic
@@ -330,18 +330,18 @@ class Mixer:
         if blocking or lagging:
             if wait is None:
                 # a partition of another worker that keeps this one's pace, up to a point behind,
-                # reaches the point within the time this one took to reach it from its last
-                pace = 0.0 if st.mix_left is None else max(now - st.mix_left, 0.0)
-                fresh_s = min(pace + self._mix.fresh_wait_s, self._mix.max_wait_s)
-                st.mix_wait = wait = MixWait(now, offset, fresh_s=fresh_s)
+                # reaches the point within this one's lap (the time from its last point to this)
+                lap = 0.0 if st.mix_left is None else max(now - st.mix_left, 0.0)
+                st.mix_wait = wait = MixWait(now, offset, fresh_s=lap + self._mix.fresh_wait_s)
                 self._waiting[st.key] = st
                 self._write(st, own, offset)  # what the others wait for
             wait.remote = any(q not in local for q in (*blocking, *lagging))
             if blocking and now - wait.since < self._mix.max_wait_s:
                 return True, False
-            if lagging:  # the fresh wait counts from the end of the wait for those beyond s
+            if lagging:  # the fresh wait counts from the end of the wait for those beyond s,
+                # and no wait lasts longer than SP_MIX__MAX_WAIT_S in all
                 wait.fresh_since = now if wait.fresh_since is None else wait.fresh_since
-                if now - wait.fresh_since < wait.fresh_s:
+                if now - wait.fresh_since < wait.fresh_s and now - wait.since < self._mix.max_wait_s:
                     return True, False
         if lagging:
             assert wait is not None and wait.fresh_since is not None
@@ -364,8 +364,8 @@ class Mixer:
                  local: Mapping[int, bool], count: int, behind: Mapping[int, int]) -> list[int]:
         """The partitions of other workers that have not published a state of ``version`` yet
         but are within s (so hold nothing back): with s >= 1, ``st``'s partition waits for them
-        (the fresh wait: as long as it took to reach the point from its last, plus
-        ``SP_MIX__FRESH_WAIT_S``), for a mix of states of one version. A partition waited for in
+        (the fresh wait: its lap plus ``SP_MIX__FRESH_WAIT_S``, within ``SP_MIX__MAX_WAIT_S`` of
+        the wait's start), for a mix of states of one version. A partition waited for in
         vain is not waited for again until it publishes another state."""
         if not self._mix.max_staleness or self._mix.fresh_wait_s <= 0:
             return []

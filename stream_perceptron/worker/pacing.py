@@ -62,8 +62,9 @@ class MixWait:
     partition of another worker holds it back (``remote``: then only the model topic tells when
     that partition has moved); ``fresh_since``: since when the partitions it waits for are all
     within s (the fresh wait counts from then); ``fresh_s``: how long the fresh wait lasts, the
-    seconds the partition took to reach this point from its last plus ``SP_MIX__FRESH_WAIT_S``,
-    at most ``SP_MIX__MAX_WAIT_S``."""
+    partition's lap (the seconds from its last point, or its opening, to this one) plus
+    ``SP_MIX__FRESH_WAIT_S``; the whole wait ends ``SP_MIX__MAX_WAIT_S`` after ``since`` at
+    the latest."""
 
     since: float
     offset: int

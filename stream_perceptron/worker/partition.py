@@ -110,7 +110,8 @@ class PartitionState:
     """Set while it waits at a mixing point for partitions behind (worker/pacing.py)."""
     mix_left: float | None = None
     """When it left its last mixing point, or was opened (the mixer's monotonic clock): the time
-    from then to its next point is how long its fresh wait there lasts (worker/mixer.py)."""
+    from then to its next point is its lap, which sets how long its fresh wait there lasts
+    (worker/mixer.py)."""
     mix_excused: dict[int, int] = field(default_factory=dict)
     """Partitions it waited for in vain, each with the version it had then: not waited for again
     until they publish another."""

@@ -184,7 +184,7 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
 ):
     """Two workers share the 8 partitions, the records written as they run, each partition's
     adoptions waiting for every partition within s versions, and with s = 1 for those within s
-    a fresh wait more (the time from the last point, plus SP_MIX__FRESH_WAIT_S of 1 s). A mix at
+    a fresh wait more (the partition's lap, plus SP_MIX__FRESH_WAIT_S of 1 s). A mix at
     point n takes each partition's state of version n or earlier: every adoption that took the
     n-th states of all 8 is synchronous IPM's, so with none older (s = 0 always) the mistakes are
     the offline synchronous IPM's."""
@@ -200,7 +200,7 @@ def test_two_workers_with_bounded_staleness_stay_within_twice_one_models_mistake
                 assert min(epochs) >= entry["epoch"] - bound
             older += epochs != [entry["epoch"]] * PARTS
     # The target on every row: synchronous IPM, which every mix of states of one version makes,
-    # is within 2x and 99% on these seeds, and the fresh wait (a point's time and 1 s) keeps the
+    # is within 2x and 99% on these seeds, and the fresh wait (the lap and 1 s) keeps the
     # mixes to states of one version unless a worker is held up longer (docs/mixing.md)
     ratio = check_bound(finals, single, kafka_settings(), model_topic, X, y)
     mixed = sum(st.learner.stats.mistakes for st in finals.values())

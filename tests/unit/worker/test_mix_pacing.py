@@ -264,10 +264,10 @@ def test_within_the_bound_a_partition_waits_up_to_the_fresh_wait_for_states_of_i
     assert st.mix.last["mix"]["epochs"] == [4, 3] and st.mix.paused_s == pytest.approx(2.6)
 
 
-def test_the_fresh_wait_lasts_as_long_as_the_partition_took_to_reach_its_point_plus_the_setting(tmp_path):
-    """s = 1, SP_MIX__FRESH_WAIT_S = 1, SP_MIX__MAX_WAIT_S = 10: in[0] takes 4 s from its first
-    point to its second, so there it waits 4 + 1 s for in[1]'s second state; it takes 20 s to its
-    third, where it waits 10 s, the longest any wait at a point lasts."""
+def test_the_fresh_wait_lasts_the_partitions_lap_plus_the_setting(tmp_path):
+    """s = 1, SP_MIX__FRESH_WAIT_S = 1, SP_MIX__MAX_WAIT_S = 10: in[0]'s lap from its first point
+    to its second is 4 s, so there it waits 4 + 1 s for in[1]'s second state; its lap to its
+    third is 20 s, and there it waits 10 s, the longest any wait at a point lasts."""
     w, edge, log, clock = _beside(tmp_path, 6, 3, (1,), max_staleness=1, fresh_wait_s=1.0, max_wait_s=10.0)
     st = w.partitions.assigned[("in", 0)]
     clock.now += 3.0
@@ -287,29 +287,35 @@ def test_the_fresh_wait_lasts_as_long_as_the_partition_took_to_reach_its_point_p
         _remote(log, 1, version)
 
 
-def test_the_fresh_wait_counts_from_the_end_of_the_wait_for_the_partitions_beyond_s(tmp_path):
-    """in[0] waits 5 s at its first point for in[1], of its own worker, then only for in[2],
-    another worker's, within s = 1: that wait is the fresh wait's 2 s from then, not from 5 s ago."""
+@pytest.mark.parametrize(("lap", "held", "fresh"), [(0.0, 5.0, 2.0), (30.0, 9.0, 1.0)])
+def test_the_fresh_wait_counts_from_the_end_of_the_wait_for_the_partitions_beyond_s(
+    tmp_path, lap, held, fresh
+):
+    """in[0] waits ``held`` s at its first point for in[1], of its own worker, then only for in[2],
+    another worker's, within s = 1: that wait is the fresh wait (its lap plus 2 s) from then, not
+    from ``held`` s ago; with a lap of 30 s, only up to SP_MIX__MAX_WAIT_S (10 s) from the start
+    of the whole wait, ``fresh`` s more."""
     data = _stream(2, EVERY, seed=2)
     log: list = []
     _remote(log, 2, 0)
     clock, polled = Clock(), [0]
     edge = LogEdge(_logs(data), EVERY, order=lambda: polled, one=True)
     w = _worker(tmp_path, edge, log=log, clock=clock, max_staleness=1, fresh_wait_s=2.0, max_wait_s=10.0)
+    clock.now += lap
     _drain(w, edge, rounds=2)
     st = w.partitions.assigned[("in", 0)]
     assert w.mixer.waiting(st) and st.mix.version == 0
-    clock.now += 5.0
+    clock.now += held
     polled[:] = [1]
     _drain(w, edge, rounds=2)  # in[1] at its point: in[0] waits for in[2] alone now
     assert w.mixer.waiting(st) and st.mix.version == 0
-    clock.now += 1.9
+    clock.now += fresh - 0.1
     _drain(w, edge, rounds=1)
     assert w.mixer.waiting(st)
     clock.now += 0.2
     _drain(w, edge, rounds=1)
     assert st.mix.version == 1 and st.mix.last["mix"]["partitions"] == [0, 1]
-    assert st.mix.last["waited_s"] == pytest.approx(7.1) and st.mix.overdue == 0
+    assert st.mix.last["waited_s"] == pytest.approx(held + fresh + 0.1) and st.mix.overdue == 0
 
 
 def test_without_a_fresh_wait_a_mix_within_the_bound_takes_no_state_of_a_later_point(tmp_path):
