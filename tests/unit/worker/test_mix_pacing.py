@@ -287,14 +287,14 @@ def test_the_fresh_wait_lasts_the_partitions_lap_plus_the_setting(tmp_path):
         _remote(log, 1, version)
 
 
-@pytest.mark.parametrize(("lap", "held", "fresh"), [(0.0, 5.0, 2.0), (30.0, 9.0, 1.0)])
+@pytest.mark.parametrize(("lap", "held", "fresh"), [(0.0, 5.0, 2.0), (3.0, 1.0, 5.0), (30.0, 9.0, 1.0)])
 def test_the_fresh_wait_counts_from_the_end_of_the_wait_for_the_partitions_beyond_s(
     tmp_path, lap, held, fresh
 ):
     """in[0] waits ``held`` s at its first point for in[1], of its own worker, then only for in[2],
-    another worker's, within s = 1: that wait is the fresh wait (its lap plus 2 s) from then, not
-    from ``held`` s ago; with a lap of 30 s, only up to SP_MIX__MAX_WAIT_S (10 s) from the start
-    of the whole wait, ``fresh`` s more."""
+    another worker's, within s = 1: that wait is the fresh wait (its lap from its opening plus
+    2 s) from then, not from ``held`` s ago; with a lap of 30 s, only up to SP_MIX__MAX_WAIT_S
+    (10 s) from the start of the whole wait, ``fresh`` s more."""
     data = _stream(2, EVERY, seed=2)
     log: list = []
     _remote(log, 2, 0)
