@@ -243,8 +243,9 @@ def test_a_partition_without_input_stalls_the_others_no_longer_than_the_bounded_
                     producer.send(topics["input"], value=per[p][i], partition=p)
         producer.flush()
         producer.close()
-        wait_for(lambda: all(st.mix is not None and st.mix.version == 10
-                             for p, st in states().items() if p != 3),
+        # all four held (none between owners in a rebalance), those with input through their points
+        wait_for(lambda: len(states()) == parts and all(st.mix is not None and st.mix.version == 10
+                                                        for p, st in states().items() if p != 3),
                  30, "the partitions with input through their 10 mixing points", every_s=0.1)
         seconds = time.monotonic() - started
         held = states()
