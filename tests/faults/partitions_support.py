@@ -7,6 +7,7 @@ Everything waits with a deadline; nothing sleeps unboundedly.
 
 from __future__ import annotations
 
+import random
 import re
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from stream_perceptron.state.stored import StoredState, read
 from stream_perceptron.worker.stores import open_store
 from tests.integration.helpers import core_reference
 
-from .support import fault_settings, reap, start_worker
+from .support import fault_settings, reap, start_worker, wait_until
 
 STORES = ("directory", "kafka")
 
@@ -143,6 +144,21 @@ class Member:
             return False
         return re.search(r"\d+ partitions: seen [1-9]", text) is not None
 
+    def held(self, topic: str) -> set[int]:
+        """The partitions of ``topic`` this run holds, as its log says: each ``assigned T[p]:
+        starting …`` line adds one, each ``revoked [(T, p), …]`` line takes its partitions away."""
+        with open(self.log, "rb") as fh:
+            fh.seek(self.log_from)
+            text = fh.read().decode(errors="replace")
+        held: set[int] = set()
+        for line in text.splitlines():
+            if m := re.search(r" assigned (\S+)\[(\d+)\]: starting", line):
+                if m[1] == topic:
+                    held.add(int(m[2]))
+            elif m := re.search(r" revoked \[(.*)\]: ", line):
+                held -= {int(p) for t, p in re.findall(r"\('([^']*)', (\d+)\)", m[1]) if t == topic}
+        return held
+
 
 class Group:
     """Worker processes (``stream-perceptron run``) in one consumer group, started, killed,
@@ -226,6 +242,37 @@ class Group:
         member = self.live.pop(name)
         member.proc.send_signal(signal.SIGKILL)
         self.exits.append((name, "kill -9", member.proc.wait(timeout=10)))
+
+    def kill9_past_its_state(self, name: str, rng: random.Random, attempts: int = 5) -> int:
+        """``kill -9`` ``name`` at a random moment after it has learned, restart it, and settle,
+        until a kill lands where some offset will be processed again: a partition it held at
+        the kill has a prediction published before the kill at an offset at or past the
+        partition's stored state read after it. Whoever takes the partition on restores that
+        state or an earlier one, so it predicts that offset again. (A kill just after a
+        checkpoint, or before the predictions since it left the client, finds none: under
+        load a worker checkpoints after most of its batches.) Returns the kills it took, 0
+        when none of ``attempts`` landed so."""
+        topic = self.topics["input"]
+        for attempt in range(1, attempts + 1):
+            member = self.live[name]
+            wait_until(member.learned, 30, f"{name} to process records")
+            time.sleep(rng.uniform(0.2, 1.2))  # deliberate fault timing: a random moment
+            published: dict[int, int] = {}
+            for value in read_raw(self.make_kafka(), self.topics["predictions"]):
+                rec = orjson.loads(value)
+                published[rec["partition"]] = max(published.get(rec["partition"], -1), rec["offset"])
+            held = member.held(topic)
+            self.kill9(name)
+            landed = False
+            for p in held:
+                state = final_state(member.settings, topic, p)
+                if published.get(p, -1) >= (0 if state is None else state.offsets[topic][p]):
+                    landed = True
+            self.start(name)
+            self.settle()
+            if landed:
+                return attempt
+        return 0
 
     def terminate(self, name: str, timeout_s: float = 30) -> int | None:
         """SIGTERM ``name`` and wait for its exit; its exit code."""

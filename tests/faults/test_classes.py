@@ -29,7 +29,7 @@ from tests.integration.helpers import topics_for
 from tests.unit.worker.class_rule import PlainLoop
 
 from .partitions_support import CommitWatch, Group, PacedProducer, final_state, read_raw, watching
-from .support import committed, env_int, wait_until
+from .support import committed, env_int
 
 pytestmark = pytest.mark.faults
 
@@ -105,7 +105,8 @@ def _check(kafka, topics, settings, watch, ends, isolation_level="read_uncommitt
 
 def _run(fast_kafka, new_topic, tmp_path: Path, backend: str, store: str, seed: int, kills: int = 1,
          checkpoint: dict | None = None, **sections):
-    """Two workers, ``kills`` times a ``kill -9`` of one at a random moment (restarted), then a
+    """Two workers, ``kills`` times a ``kill -9`` of one at a random moment that leaves offsets to
+    process again (:meth:`~.partitions_support.Group.kill9_past_its_state`; restarted), then a
     rolling SIGTERM restart of both, and a last worker ``--until-caught-up``: (kafka settings,
     topics, the last worker's settings, the commit watch, the final commits, the records sent,
     the group)."""
@@ -126,11 +127,7 @@ def _run(fast_kafka, new_topic, tmp_path: Path, backend: str, store: str, seed: 
         producer.start()
         for _ in range(kills):
             victim = rng.choice(sorted(group.live))
-            wait_until(group.live[victim].learned, 30, f"{victim} to process records")
-            time.sleep(rng.uniform(0.2, 1.2))  # deliberate fault timing: a random moment
-            group.kill9(victim)
-            group.start(victim)
-            group.settle()
+            assert group.kill9_past_its_state(victim, rng), f"no kill of {victim} left work to redo"
         for name in sorted(group.live):  # a rolling update: SIGTERM, then started again
             group.terminate(name)
             group.settle()
