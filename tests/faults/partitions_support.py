@@ -243,34 +243,62 @@ class Group:
         member.proc.send_signal(signal.SIGKILL)
         self.exits.append((name, "kill -9", member.proc.wait(timeout=10)))
 
+    def published(self) -> dict[int, int]:
+        """The highest input offset of each partition that the predictions topic holds a
+        prediction of (read_uncommitted: an open transaction's too)."""
+        out: dict[int, int] = {}
+        for value in read_raw(self.make_kafka(), self.topics["predictions"]):
+            rec = orjson.loads(value)
+            out[rec["partition"]] = max(out.get(rec["partition"], -1), rec["offset"])
+        return out
+
+    def starts_since(self, stamp: str) -> dict[int, list[int]]:
+        """Where each worker of the group, in a log line stamped ``stamp`` or later, started
+        a partition of the input it was assigned (``assigned T[p]: starting at X``; the
+        earliest offset is 0), by partition."""
+        out: dict[int, list[int]] = {}
+        pattern = re.compile(rf"^(\S+ \S+) .* assigned {re.escape(self.topics['input'])}\[(\d+)\]:"
+                             r" starting at (\d+|the earliest)")
+        for log in self.root.glob("*.log"):
+            for line in log.read_text(errors="replace").splitlines():
+                if (m := pattern.match(line)) and m[1] >= stamp:
+                    out.setdefault(int(m[2]), []).append(0 if m[3] == "the earliest" else int(m[3]))
+        return out
+
+    def kill9_noting(self, name: str) -> Callable[[], bool]:
+        """``kill -9`` ``name`` now, and return a check to call once the group has settled
+        again: whether the kill left work to redo. It did when a partition ``name`` held at
+        the kill was started again after it (by any worker) at or before an offset of that
+        partition whose prediction was published before the kill. (A kill just after a
+        checkpoint, or before the predictions since it left the client, leaves none: under
+        load a worker checkpoints after most of its batches.)"""
+        member = self.live[name]
+        published, held = self.published(), member.held(self.topics["input"])
+        self.kill9(name)
+        now = time.time()  # the logs' stamps: local time, to the millisecond
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+
+        def left_work_to_redo() -> bool:
+            deadline = time.monotonic() + 10
+            while True:  # the workers log their assignments just after the group is stable
+                starts = self.starts_since(stamp)
+                if held <= starts.keys() or time.monotonic() > deadline:
+                    return any(s <= published.get(p, -1) for p in held for s in starts.get(p, []))
+                time.sleep(0.1)
+
+        return left_work_to_redo
+
     def kill9_past_its_state(self, name: str, rng: random.Random, attempts: int = 5) -> int:
-        """``kill -9`` ``name`` at a random moment after it has learned, restart it, and settle,
-        until a kill lands where some offset will be processed again: a partition it held at
-        the kill has a prediction published before the kill at an offset at or past the
-        partition's stored state read after it. Whoever takes the partition on restores that
-        state or an earlier one, so it predicts that offset again. (A kill just after a
-        checkpoint, or before the predictions since it left the client, finds none: under
-        load a worker checkpoints after most of its batches.) Returns the kills it took, 0
-        when none of ``attempts`` landed so."""
-        topic = self.topics["input"]
+        """``kill -9`` ``name`` at a random moment after it has learned, restart it and settle,
+        until a kill leaves work to redo (:meth:`kill9_noting`). Returns the kills it took, 0
+        when none of ``attempts`` did."""
         for attempt in range(1, attempts + 1):
-            member = self.live[name]
-            wait_until(member.learned, 30, f"{name} to process records")
+            wait_until(self.live[name].learned, 30, f"{name} to process records")
             time.sleep(rng.uniform(0.2, 1.2))  # deliberate fault timing: a random moment
-            published: dict[int, int] = {}
-            for value in read_raw(self.make_kafka(), self.topics["predictions"]):
-                rec = orjson.loads(value)
-                published[rec["partition"]] = max(published.get(rec["partition"], -1), rec["offset"])
-            held = member.held(topic)
-            self.kill9(name)
-            landed = False
-            for p in held:
-                state = final_state(member.settings, topic, p)
-                if published.get(p, -1) >= (0 if state is None else state.offsets[topic][p]):
-                    landed = True
+            redo = self.kill9_noting(name)
             self.start(name)
             self.settle()
-            if landed:
+            if redo():
                 return attempt
         return 0
 

@@ -63,19 +63,24 @@ PAIRS = [("kafka-python", "directory"), ("confluent-kafka", "kafka")]
 
 def _kills(group: Group, rng: random.Random, n: int) -> list[str]:
     """``n`` times: once the worker has processed events since it started, at a random moment,
-    ``kill -9``; then started again, before or after its session ends, and back in the group."""
-    done = []
+    ``kill -9``; then started again, before or after its session ends, and back in the group.
+    If none of the kills left work to redo, one more that does."""
+    done, redone = [], False
     for k in range(n):
         member, started = group.live["w1"], time.monotonic()
         wait_until(member.learned, 30, f"w1 to process events before kill {k}", alive=member.proc,
                    log=member.log)
         time.sleep(rng.uniform(0.0, 1.2))  # deliberate fault timing: a random moment
-        group.kill9("w1")
+        redo = group.kill9_noting("w1")
         pause = rng.uniform(0.0, 0.8)
         time.sleep(pause)  # deliberate: restarted before or after its session ends
         group.start("w1")
         group.settle()  # the restarted worker holds the partitions
         done.append(f"kill {k} after {time.monotonic() - started:.1f} s, restart after {pause:.1f} s")
+        redone = redone or redo()
+    if not redone:
+        assert group.kill9_past_its_state("w1", rng), "no kill of w1 left work to redo"
+        done.append("one more kill, which left work to redo")
     return done
 
 

@@ -75,8 +75,9 @@ def _input(seed: int) -> list[bytes]:
 
 
 def _faults(group: Group, rng: random.Random) -> list[str]:
-    """Each of ACTIONS once, in random order at random moments, the group settled after each."""
-    todo, done = list(ACTIONS), []
+    """Each of ACTIONS once, in random order at random moments, the group settled after each;
+    then, if neither kill left work to redo, one more kill that does."""
+    todo, done, redone = list(ACTIONS), [], False
     while todo:
         assert group.live, f"no worker left running: {group.unexpected}"
         feasible = [a for a in todo if not (a == "add" and len(group.live) >= MAX_WORKERS)
@@ -94,7 +95,7 @@ def _faults(group: Group, rng: random.Random) -> list[str]:
             # 0.1 s after the group settles can come before its first batch)
             wait_until(group.live[victim].learned, 30, f"{victim} to process records")
             time.sleep(rng.uniform(0.0, 0.5))  # deliberate fault timing: a random moment
-            group.kill9(victim)
+            redo = group.kill9_noting(victim)
             time.sleep(rng.uniform(0.0, 0.5))  # deliberate: restarted before or after its session ends
             group.start(victim)
         elif action == "roll":  # a rolling update: each worker in turn, SIGTERM then started again
@@ -112,6 +113,12 @@ def _faults(group: Group, rng: random.Random) -> list[str]:
             group.terminate(victim)
         group.settle()
         done.append(f"{action} {victim}")
+        if action == "kill":
+            redone = redone or redo()
+    if not redone and group.live:
+        victim = rng.choice(sorted(group.live))
+        assert group.kill9_past_its_state(victim, rng), f"no kill of {victim} left work to redo"
+        done.append(f"kill {victim}, left work to redo")
     return done
 
 
