@@ -34,6 +34,10 @@ from tests.integration.helpers import core_reference
 from .support import fault_settings, reap, start_worker, wait_until
 
 STORES = ("directory", "kafka")
+# the worker's log lines of a partition taken on (where it starts) and of partitions given up
+ASSIGNED = re.compile(r"^(?P<stamp>\S+ \S+) .* assigned (?P<topic>\S+)\[(?P<partition>\d+)\]:"
+                      r" starting at (?P<start>\d+|the earliest)")
+REVOKED = re.compile(r" revoked \[(.*)\]: ")
 
 
 def final_state(settings: Settings, topic: str, partition: int) -> StoredState | None:
@@ -133,29 +137,28 @@ class Member:
     settings: Settings
     log_from: int = 0  # where this run's lines begin in the log (it continues across restarts)
 
-    def learned(self) -> bool:
-        """This run has published a statistics record of examples it processed (a progress
-        line ``N partitions: seen S`` with S > 0): a kill now finds work since its last state."""
+    def run_log(self) -> str:
+        """This run's lines of the log ('' before it has written one)."""
         try:
             with open(self.log, "rb") as fh:
                 fh.seek(self.log_from)
-                text = fh.read().decode(errors="replace")
+                return fh.read().decode(errors="replace")
         except FileNotFoundError:
-            return False
-        return re.search(r"\d+ partitions: seen [1-9]", text) is not None
+            return ""
+
+    def learned(self) -> bool:
+        """This run has published a statistics record of examples it processed (a progress
+        line ``N partitions: seen S`` with S > 0): a kill now finds work since its last state."""
+        return re.search(r"\d+ partitions: seen [1-9]", self.run_log()) is not None
 
     def held(self, topic: str) -> set[int]:
         """The partitions of ``topic`` this run holds, as its log says: each ``assigned T[p]:
         starting …`` line adds one, each ``revoked [(T, p), …]`` line takes its partitions away."""
-        with open(self.log, "rb") as fh:
-            fh.seek(self.log_from)
-            text = fh.read().decode(errors="replace")
         held: set[int] = set()
-        for line in text.splitlines():
-            if m := re.search(r" assigned (\S+)\[(\d+)\]: starting", line):
-                if m[1] == topic:
-                    held.add(int(m[2]))
-            elif m := re.search(r" revoked \[(.*)\]: ", line):
+        for line in self.run_log().splitlines():
+            if (m := ASSIGNED.match(line)) and m["topic"] == topic:
+                held.add(int(m["partition"]))
+            elif m := REVOKED.search(line):
                 held -= {int(p) for t, p in re.findall(r"\('([^']*)', (\d+)\)", m[1]) if t == topic}
         return held
 
@@ -257,12 +260,12 @@ class Group:
         a partition of the input it was assigned (``assigned T[p]: starting at X``; the
         earliest offset is 0), by partition."""
         out: dict[int, list[int]] = {}
-        pattern = re.compile(rf"^(\S+ \S+) .* assigned {re.escape(self.topics['input'])}\[(\d+)\]:"
-                             r" starting at (\d+|the earliest)")
         for log in self.root.glob("*.log"):
             for line in log.read_text(errors="replace").splitlines():
-                if (m := pattern.match(line)) and m[1] >= stamp:
-                    out.setdefault(int(m[2]), []).append(0 if m[3] == "the earliest" else int(m[3]))
+                m = ASSIGNED.match(line)
+                if m and m["topic"] == self.topics["input"] and m["stamp"] >= stamp:
+                    start = 0 if m["start"] == "the earliest" else int(m["start"])
+                    out.setdefault(int(m["partition"]), []).append(start)
         return out
 
     def kill9_noting(self, name: str) -> Callable[[], bool]:
@@ -288,7 +291,7 @@ class Group:
 
         return left_work_to_redo
 
-    def kill9_past_its_state(self, name: str, rng: random.Random, attempts: int = 5) -> int:
+    def kill9_leaving_work_to_redo(self, name: str, rng: random.Random, attempts: int = 5) -> int:
         """``kill -9`` ``name`` at a random moment after it has learned, restart it and settle,
         until a kill leaves work to redo (:meth:`kill9_noting`). Returns the kills it took, 0
         when none of ``attempts`` did."""

@@ -105,8 +105,8 @@ def _check(kafka, topics, settings, watch, ends, isolation_level="read_uncommitt
 
 def _run(fast_kafka, new_topic, tmp_path: Path, backend: str, store: str, seed: int, kills: int = 1,
          checkpoint: dict | None = None, **sections):
-    """Two workers, ``kills`` times a ``kill -9`` of one at a random moment that leaves offsets to
-    process again (:meth:`~.partitions_support.Group.kill9_past_its_state`; restarted), then a
+    """Two workers, ``kills`` times a ``kill -9`` of one at a random moment that leaves work to
+    redo (:meth:`~.partitions_support.Group.kill9_leaving_work_to_redo`; restarted), then a
     rolling SIGTERM restart of both, and a last worker ``--until-caught-up``: (kafka settings,
     topics, the last worker's settings, the commit watch, the final commits, the records sent,
     the group)."""
@@ -127,7 +127,7 @@ def _run(fast_kafka, new_topic, tmp_path: Path, backend: str, store: str, seed: 
         producer.start()
         for _ in range(kills):
             victim = rng.choice(sorted(group.live))
-            assert group.kill9_past_its_state(victim, rng), f"no kill of {victim} left work to redo"
+            assert group.kill9_leaving_work_to_redo(victim, rng), f"no kill of {victim} left work to redo"
         for name in sorted(group.live):  # a rolling update: SIGTERM, then started again
             group.terminate(name)
             group.settle()

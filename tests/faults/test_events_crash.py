@@ -79,7 +79,7 @@ def _kills(group: Group, rng: random.Random, n: int) -> list[str]:
         done.append(f"kill {k} after {time.monotonic() - started:.1f} s, restart after {pause:.1f} s")
         redone = redone or redo()
     if not redone:
-        assert group.kill9_past_its_state("w1", rng), "no kill of w1 left work to redo"
+        assert group.kill9_leaving_work_to_redo("w1", rng), "no kill of w1 left work to redo"
         done.append("one more kill, which left work to redo")
     return done
 

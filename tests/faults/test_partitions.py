@@ -117,7 +117,7 @@ def _faults(group: Group, rng: random.Random) -> list[str]:
             redone = redone or redo()
     if not redone and group.live:
         victim = rng.choice(sorted(group.live))
-        assert group.kill9_past_its_state(victim, rng), f"no kill of {victim} left work to redo"
+        assert group.kill9_leaving_work_to_redo(victim, rng), f"no kill of {victim} left work to redo"
         done.append(f"kill {victim}, left work to redo")
     return done
 
