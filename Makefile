@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed-stamp
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-# The compiled part (native/, Rust: the dense input reader, the prediction encoder, ADWIN's loop, a dict row's score) is
+# The compiled part (native/, Rust: the dense input reader, the dense learning pass, the prediction encoder, ADWIN's loop, a dict row's score) is
 # built where cargo is found (on PATH or in ~/.cargo/bin); NATIVE=0 skips it. Without it the package
 # runs its pure-Python paths, which give the same bytes, more slowly (docs/install.md).
 NATIVE ?= 1

@@ -17,6 +17,10 @@
 //!   bits, or a sum that is not finite: the twin then takes the row and says what is wrong.
 //!   `proba_named` gives `predict_proba_one`'s answer from `score_named`'s score, the logistic
 //!   function written as it is there, the exponential the C library's as Python's `math.exp`.
+//! * `learn_dense`: Rosenblatt's perceptron over the rows of a dense matrix in order, each row
+//!   scored and decided in learn_one's fixed order (the twin: `model/dense_pass.py`,
+//!   `learn_dense`, whose loop decides the same rows by margins with a bounded rounding error
+//!   and then scores every row in that order).
 //! * `AvroReader` (`avro.rs`): an Avro payload read with its writer's schema, as fastavro reads
 //!   it (the twin: `codec/avro.py`, `AvroDecoder`).
 
@@ -1008,6 +1012,89 @@ fn score_pair(
     (a.is_finite() && c.is_finite()).then_some((a, c))
 }
 
+/// The sum ``np.add.reduce`` gives of `p` as an array (a row of ``.sum(axis=1)`` too):
+/// 0.0 plus the pairwise sum (`model/rowwise.py`, `reduce_sum`).
+fn reduce_sum(p: &[f64]) -> f64 {
+    0.0 + pairwise(p)
+}
+
+/// Rosenblatt's perceptron over the `n` rows of the C-ordered `n × d` matrix `x` in order
+/// (`signs` −1/+1, 0 unlabeled), from θ = `w` and θ0 = `b`; `norm`, `norm_aug` are ‖θ‖ and
+/// ‖[θ, θ0]‖ before the first row. Each row's score is `(x * θ).sum() + θ0` with θ in effect
+/// at it, numpy's order; a labeled row is a mistake when y·score ≤ 0 (the boundary counts),
+/// and then θ += y x, θ0 += y (with an intercept), and the norms are summed again from θ as
+/// `Perceptron.norms` sums them. Writes each row's score, mistake flag (0/1), ‖θ‖ and ‖[θ, θ0]‖
+/// in effect to the four output buffers and θ after the rows to `w`; returns (θ0 after the rows,
+/// the mistakes made).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn learn_dense(
+    py: Python<'_>, x: PyBuffer<f64>, signs: PyBuffer<i8>, w: PyBuffer<f64>, b: f64, norm: f64,
+    norm_aug: f64, fit_intercept: bool, scores: PyBuffer<f64>, mistakes: PyBuffer<u8>,
+    theta_norm: PyBuffer<f64>, theta_norm_aug: PyBuffer<f64>,
+) -> PyResult<(f64, usize)> {
+    let n = signs.item_count();
+    let d = w.item_count();
+    if x.item_count() != n * d || !x.is_c_contiguous() {
+        return Err(PyTypeError::new_err("x: not a C-ordered matrix of the signs' rows and θ's width"));
+    }
+    for (count, what) in [(scores.item_count(), "scores"), (mistakes.item_count(), "mistakes"),
+                          (theta_norm.item_count(), "theta_norm"), (theta_norm_aug.item_count(), "theta_norm_aug")] {
+        if count != n {
+            return Err(PyTypeError::new_err(format!("{what}: {count} entries for {n} rows")));
+        }
+    }
+    let xs = x.as_slice(py).ok_or_else(|| PyTypeError::new_err("x: not C-contiguous"))?;
+    let ys = signs.to_vec(py)?;
+    let mut theta = w.to_vec(py)?;
+    let (mut s_out, mut f_out) = (vec![0.0f64; n], vec![0u8; n]);
+    let (mut n_out, mut a_out) = (vec![0.0f64; n], vec![0.0f64; n]);
+    let (mut b, mut norm, mut norm_aug, mut k) = (b, norm, norm_aug, 0usize);
+    let mut p = vec![0.0f64; d];
+    for i in 0..n {
+        let row = &xs[i * d..(i + 1) * d];
+        for j in 0..d {
+            p[j] = row[j].get() * theta[j];
+        }
+        let score = reduce_sum(&p) + b;
+        s_out[i] = score;
+        n_out[i] = norm;
+        a_out[i] = norm_aug;
+        let y = ys[i];
+        if y == 0 || !(f64::from(y) * score <= 0.0) {
+            continue;
+        }
+        f_out[i] = 1;
+        k += 1;
+        if y > 0 {
+            for j in 0..d {
+                theta[j] += row[j].get();
+            }
+        } else {
+            for j in 0..d {
+                theta[j] -= row[j].get();
+            }
+        }
+        if fit_intercept {
+            b += f64::from(y);
+        }
+        for j in 0..d {
+            p[j] = theta[j] * theta[j];
+        }
+        let sq = reduce_sum(&p);
+        norm = sq.sqrt();
+        norm_aug = (sq + b * b).sqrt();
+    }
+    scores.copy_from_slice(py, &s_out)?;
+    mistakes.copy_from_slice(py, &f_out)?;
+    theta_norm.copy_from_slice(py, &n_out)?;
+    theta_norm_aug.copy_from_slice(py, &a_out)?;
+    if k > 0 {
+        w.copy_from_slice(py, &theta)?;
+    }
+    Ok((b, k))
+}
+
 #[pymodule]
 fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score_named, m)?)?;
@@ -1016,6 +1103,7 @@ fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_dense, m)?)?;
     m.add_function(wrap_pyfunction!(encode_predictions, m)?)?;
     m.add_function(wrap_pyfunction!(adwin_update, m)?)?;
+    m.add_function(wrap_pyfunction!(learn_dense, m)?)?;
     m.add_class::<avro::AvroReader>()?;
     Ok(())
 }

@@ -44,8 +44,8 @@ def description() -> str:
     if _native is None:
         return ("the pure-Python paths (the compiled part is not installed: `make install` builds it"
                 " where cargo is found, docs/install.md)")
-    return ("the compiled part (stream_perceptron_native): the dense input reader, the prediction"
-            " encoder, ADWIN, the Avro reader")
+    return ("the compiled part (stream_perceptron_native): the dense input reader, the dense learning"
+            " pass, the prediction encoder, ADWIN, the Avro reader")
 
 
 class DenseReader:

@@ -19,6 +19,11 @@ scores it. The update is learn_one's: θ += y x, θ0 += y.
 (``np.cumsum`` adds row after row), and every row is then scored in the fixed order,
 ``(x * θ).sum() + θ0`` with the weights in effect at that row, as learn_one scores it: the same
 floats, whatever the blocks and chunks.
+
+**The compiled part** (``native/``, ``learn_dense``), where it is installed, does both in one loop:
+each row scored in that fixed order and decided by its sign, θ and θ0 updated, the norms summed
+again after each mistake; the same floats. It serves every call that does not ask for a decider
+(``compiled`` None); numba's loop and numpy's blocks remain the pure-Python path.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+try:  # the compiled part (native/): every row scored and decided in the fixed order, the same floats
+    from stream_perceptron_native import learn_dense as _compiled_pass
+except ImportError:  # not built here: the decisions and outputs below serve
+    _compiled_pass = None
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -114,8 +124,13 @@ def learn_dense(
     chunk's other temporaries are about as large). The outputs are written in place, chunk by
     chunk, into arrays as long as ``X``. ``compiled``: decide in the compiled loop; None: when
     ``X`` has at least :data:`COMPILED_MIN_ROWS` rows (else numpy's blocks of up to
-    ``max_block`` rows); without numba, numpy's blocks in any case. Both decide the same rows."""
+    ``max_block`` rows); without numba, numpy's blocks in any case. Both decide the same rows.
+
+    Where the compiled part is installed and ``compiled`` is None, it runs the whole pass instead
+    (:func:`_pass`): the same outputs, bit for bit."""
     n, d = X.shape
+    if compiled is None and _compiled_pass is not None:
+        return _pass(X, signs, w, b, norms, fit_intercept)
     scores, mistakes = np.empty(n), np.zeros(n, dtype=np.bool_)
     theta_norm, theta_norm_aug = np.empty(n), np.empty(n)
     chunk = max(_FIRST_BLOCK, chunk_bytes // (8 * (d + 1)))
@@ -131,6 +146,22 @@ def learn_dense(
             sq = float((w * w).sum())
             norms = math.sqrt(sq), math.sqrt(sq + b * b)
     return DensePass(scores, mistakes, theta_norm, theta_norm_aug, b, total)
+
+
+def _pass(X: FloatArray, signs: npt.NDArray[np.int8], w: FloatArray, b: float, norms: tuple[float, float],
+          fit_intercept: bool) -> DensePass:
+    """:func:`learn_dense` by the compiled part: each row scored as learn_one scores it,
+    ``(x * θ).sum() + θ0`` with θ in effect at it, and decided by that score's sign; θ += y x and
+    θ0 += y at a mistake, then ‖θ‖ and ‖[θ, θ0]‖ summed again as ``Perceptron.norms`` sums them.
+    These are the floats the outputs above are built from, row by row."""
+    n = len(X)
+    scores, mistakes = np.empty(n), np.empty(n, dtype=np.bool_)
+    theta_norm, theta_norm_aug = np.empty(n), np.empty(n)
+    assert _compiled_pass is not None
+    intercept, k = _compiled_pass(
+        np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(signs, dtype=np.int8), w, b,
+        norms[0], norms[1], fit_intercept, scores, mistakes.view(np.uint8), theta_norm, theta_norm_aug)
+    return DensePass(scores, mistakes, theta_norm, theta_norm_aug, intercept, k)
 
 
 @functools.cache

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 
 from stream_perceptron.cli import main as cli_main
 from stream_perceptron.extras import PACKAGES
-from stream_perceptron.model import dense_kernel
+from stream_perceptron.model import dense_kernel, dense_pass
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,14 +116,20 @@ def test_the_model_learns_and_keeps_river_s_contract_with_numpy_and_river_only()
 
 
 def test_learn_many_without_numba_is_bit_for_bit_the_compiled_loop(monkeypatch):
-    """Past the threshold, the interpreter without numba decides in numpy's blocks; this one
-    (numba installed) in the compiled loop: the same weights, scores, flags and norms."""
+    """Past the threshold, the interpreter without numba (nor the compiled part) decides in
+    numpy's blocks; this one in numba's loop (the compiled part set aside) and, where it is
+    installed, in the compiled part: the same weights, scores, flags and norms."""
+    native: dict[str, object] = {}
+    if dense_pass._compiled_pass is not None:
+        exec(LEARN_MANY, native)  # noqa: S102 - the test's own code, as the subprocess runs it
+    monkeypatch.setattr(dense_pass, "_compiled_pass", None)
     calls = []
     run = dense_kernel.run
     monkeypatch.setattr(dense_kernel, "run", lambda *a: calls.append(1) or run(*a))
     scope: dict[str, object] = {}
     exec(LEARN_MANY, scope)  # noqa: S102 - the test's own code, as the subprocess runs it
     assert calls, "the compiled loop did not run here"
+    assert native.get("digest", scope["digest"]) == scope["digest"]
     done = without_extras(LEARN_MANY + "print('numba' in sys.modules, digest)\n")
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False", scope["digest"]]

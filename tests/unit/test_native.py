@@ -1,7 +1,8 @@
 """The compiled part against its Python twins, byte for byte: the dense reader on the decoders'
 fuzzed inputs and on random dense batches, the prediction encoder on random batches, ADWIN's
-loop on random streams. Where the extension is not installed these skip, except under CI=true or
-SP_REQUIRE_NATIVE=1 (``.ci/run``, whose ``make install`` builds it)."""
+loop on random streams, the dense learning pass on random batches. Where the extension is not
+installed these skip, except under CI=true or SP_REQUIRE_NATIVE=1 (``.ci/run``, whose ``make
+install`` builds it)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from stream_perceptron.codec.inputs import BatchDecoder
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import encode_predictions
 from stream_perceptron.errors import DecodeError
-from stream_perceptron.model import drift
+from stream_perceptron.model import dense_pass, drift
 from tests.unit.codec.test_dense_json import LIMITS as DENSE_LIMITS
 from tests.unit.codec.test_dense_json import dense_batches
 from tests.unit.codec.test_records import LIMITS, features, ids, json_values, labels
@@ -175,6 +176,57 @@ def test_the_compiled_adwin_raises_the_alarms_of_a_long_stream_as_python_does(mo
     monkeypatch.setattr(drift, "_compiled_update", None)
     assert found == python.update_many(flags) and len(found) >= 3
     assert json.dumps(compiled.get_state()) == json.dumps(python.get_state())
+
+
+# ------------------------------------------------------------------ the dense pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 400), d=st.integers(1, 40),
+       ties=st.booleans(), fit_intercept=st.booleans(), noise=st.sampled_from([0.0, 0.05, 0.5]),
+       unlabeled=st.sampled_from([0.0, 0.3, 1.0]), b=st.sampled_from([0.0, -0.0, 1.5]),
+       odd=st.sampled_from([None, -0.0, 1e300, math.inf, -math.inf, math.nan]))
+def test_the_compiled_dense_pass_is_the_python_pass_byte_for_byte(
+    seed, n, d, ties, fit_intercept, noise, unlabeled, b, odd
+):
+    rng = np.random.default_rng(seed)
+    if ties:  # many scores exactly 0: the boundary, a mistake
+        X = rng.integers(-2, 3, size=(n, d)).astype(np.float64)
+    else:
+        X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-3, 4, size=(n, 1))
+    if odd is not None:
+        X[rng.integers(n), rng.integers(d)] = odd
+    y = np.where(X @ rng.standard_normal(d) + 0.5 > 0, 1, -1).astype(np.int8)
+    y[rng.random(n) < noise] *= -1
+    y[rng.random(n) < unlabeled] = 0
+    w0 = rng.integers(-1, 2, size=d).astype(np.float64)
+    sq = float((w0 * w0).sum())
+    norms = (math.sqrt(sq), math.sqrt(sq + b * b))
+    outs, thetas = [], []
+    with np.errstate(all="ignore"):
+        for compiled in (None, False, True):  # the compiled part; numpy's blocks; numba's loop
+            w = w0.copy()
+            outs.append(dense_pass.learn_dense(X, y, w, b, norms, fit_intercept, 16, compiled=compiled))
+            thetas.append(w.tobytes())
+    native_out, *python_outs = outs
+    for out in python_outs:
+        for field in ("scores", "mistakes", "theta_norm", "theta_norm_aug"):
+            assert getattr(native_out, field).tobytes() == getattr(out, field).tobytes(), field
+        assert struct.pack("<d", native_out.intercept) == struct.pack("<d", out.intercept)
+        assert native_out.n_mistakes == out.n_mistakes
+    assert thetas[0] == thetas[1] == thetas[2]
+
+
+def test_the_compiled_dense_pass_takes_row_slices_and_refuses_mismatched_shapes():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((50, 6))
+    y = np.where(X[:, 0] > 0, 1, -1).astype(np.int8)
+    w = np.zeros(6)
+    out = dense_pass.learn_dense(X[10:40], y[10:40], w, 0.0, (0.0, 0.0), True, 16)
+    assert len(out.scores) == 30 and out.n_mistakes >= 1 and w.any()
+    with pytest.raises(TypeError, match="C-ordered"):
+        dense_pass._compiled_pass(X, y[:49], np.zeros(6), 0.0, 0.0, 0.0, True, np.empty(49),
+                                  np.empty(49, np.uint8), np.empty(49), np.empty(49))
 
 
 # ------------------------------------------------------------------ dict rows' scores

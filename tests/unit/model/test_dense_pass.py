@@ -1,7 +1,8 @@
 """learn_many's dense loop (model/dense_pass.py) is learn_one, bit for bit, where it is fast.
 
-Every test runs twice: deciding in the compiled loop (model/dense_kernel.py) whatever the call's
-length, and in numpy's blocks whatever its length."""
+Every test runs three ways: deciding in numba's loop (model/dense_kernel.py) whatever the call's
+length, in numpy's blocks whatever its length, and by the compiled part (native/, ``learn_dense``)
+where it is installed."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ from stream_perceptron.model import dense_pass
 from tests.unit.model.exactness import assert_learn_many_is_learn_one, learned
 
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+@pytest.fixture(autouse=True, params=["compiled", "numpy", "native"])
 def decider(request, monkeypatch):
+    if request.param == "native":
+        if dense_pass._compiled_pass is None:
+            pytest.skip("the compiled part is not installed (tests/unit/test_native.py requires it in CI)")
+        return request.param
+    monkeypatch.setattr(dense_pass, "_compiled_pass", None)
     monkeypatch.setattr(dense_pass, "COMPILED_MIN_ROWS", 0 if request.param == "compiled" else 1 << 62)
     return request.param
 
