@@ -214,6 +214,66 @@ fn feature(text: &[u8], integer: bool) -> Option<(f64, f64)> {
     exact(text, integer).map(|v| (v, 1.0))
 }
 
+/// The feature at the reader's position, read in one pass as [`Reader::number`] and
+/// [`feature`] read it: the same grammar, the same (numerator, denominator) where Clinger's fast
+/// path applies (any other spelling of the same digits gives the same quotient, one correctly
+/// rounded operation on exact doubles), else [`feature`] on the number's text (an exponent,
+/// more than 16 significant digits, an integer).
+fn feature_at(r: &mut Reader) -> Option<(f64, f64)> {
+    let s = r.s;
+    let start = r.i;
+    let mut i = start;
+    let negative = s.get(i) == Some(&b'-');
+    if negative {
+        i += 1;
+    }
+    let mut m: u64 = 0;
+    let mut digits = 0u32;
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(c) if c.is_ascii_digit() => {
+            while i < s.len() && s[i].is_ascii_digit() {
+                if digits < 19 {
+                    m = m * 10 + u64::from(s[i] - b'0');
+                }
+                digits += 1;
+                i += 1;
+            }
+        }
+        _ => return None,
+    }
+    if s.get(i) != Some(&b'.') || digits > 16 {
+        return slow_feature(r); // an integer, or a fraction past the fast path's digits
+    }
+    i += 1;
+    let fraction = i;
+    let mut exp: i32 = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        let d = u64::from(s[i] - b'0');
+        if m != 0 || d != 0 {
+            digits += 1;
+            if digits > 16 {
+                return slow_feature(r);
+            }
+            m = m * 10 + d;
+        }
+        exp -= 1;
+        i += 1;
+    }
+    if i == fraction || matches!(s.get(i), Some(b'e' | b'E')) || exp < -22 || m > (1u64 << 53) {
+        return slow_feature(r); // no digit after the point (declined there), or an exponent
+    }
+    r.i = i;
+    let v = if negative { -(m as f64) } else { m as f64 };
+    Some((v, POW10[(-exp) as usize]))
+}
+
+/// [`Reader::number`] then [`feature`] from the reader's position.
+fn slow_feature(r: &mut Reader) -> Option<(f64, f64)> {
+    let (text, integer) = r.number()?;
+    feature(text, integer)
+}
+
 fn exact(text: &[u8], integer: bool) -> Option<f64> {
     if integer {
         if text == b"-0" {
@@ -322,8 +382,7 @@ fn read_record<'a>(
                 let before = xs.len();
                 loop {
                     r.ws();
-                    let (text, integer) = r.number()?;
-                    let (num, den) = feature(text, integer)?;
+                    let (num, den) = feature_at(&mut r)?;
                     xs.push(num);
                     dens.push(den);
                     r.ws();
