@@ -21,6 +21,9 @@
 //!   scored and decided in learn_one's fixed order (the twin: `model/dense_pass.py`,
 //!   `learn_dense`, whose loop decides the same rows by margins with a bounded rounding error
 //!   and then scores every row in that order).
+//! * `ewma_update`: the exponentially weighted mistake rate over a run of flags (the twin:
+//!   `model/stats.py`, `RunningStats._update_ewma`), e ← (1 − α)·e, plus α at a mistake, flag by
+//!   flag.
 //! * `AvroReader` (`avro.rs`): an Avro payload read with its writer's schema, as fastavro reads
 //!   it (the twin: `codec/avro.py`, `AvroDecoder`).
 
@@ -1154,6 +1157,22 @@ fn learn_dense(
     Ok((b, k))
 }
 
+/// e ← b·e + a at each set flag and e ← e·b at each clear one, in order (a = α, b = 1 − α); a
+/// first e of None starts at the first flag (1.0 or 0.0). None for no flag and no e.
+#[pyfunction]
+fn ewma_update(py: Python<'_>, flags: PyBuffer<u8>, e: Option<f64>, a: f64, b: f64) -> PyResult<Option<f64>> {
+    let flags = flags.as_slice(py).ok_or_else(|| PyTypeError::new_err("flags: not C-contiguous"))?;
+    let (mut e, rest) = match (e, flags.split_first()) {
+        (Some(e), _) => (e, flags),
+        (None, Some((first, rest))) => (if first.get() != 0 { 1.0 } else { 0.0 }, rest),
+        (None, None) => return Ok(None),
+    };
+    for f in rest {
+        e = if f.get() != 0 { b * e + a } else { e * b };
+    }
+    Ok(Some(e))
+}
+
 #[pymodule]
 fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score_named, m)?)?;
@@ -1163,6 +1182,7 @@ fn stream_perceptron_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_predictions, m)?)?;
     m.add_function(wrap_pyfunction!(adwin_update, m)?)?;
     m.add_function(wrap_pyfunction!(learn_dense, m)?)?;
+    m.add_function(wrap_pyfunction!(ewma_update, m)?)?;
     m.add_class::<avro::AvroReader>()?;
     Ok(())
 }

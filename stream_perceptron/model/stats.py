@@ -39,6 +39,11 @@ import numpy.typing as npt
 
 from stream_perceptron.model.sparse import SparseRows
 
+try:  # the compiled part (native/): the same loop over the flags, the same floats
+    from stream_perceptron_native import ewma_update as _compiled_ewma
+except ImportError:  # not built here: numpy's runs serve
+    _compiled_ewma = None
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -145,24 +150,33 @@ class RunningStats:
         self.seen += len(labels)
         self.theta_norm = theta_norm
         lab = labels != 0
-        k = int(lab.sum())
+        k = int(np.count_nonzero(lab))
         if k == 0:
             return
-        flags = mistakes[lab]
+        if k == len(labels):  # every row labeled (the common case): the columns as they are
+            flags, geo, aug, norms = mistakes, geometric, augmented, x_norms
+            served = flags if served_mistakes is None else served_mistakes
+        else:
+            flags, geo, aug, norms = mistakes[lab], geometric[lab], augmented[lab], x_norms[lab]
+            served = flags if served_mistakes is None else served_mistakes[lab]
         self.labeled += k
-        self.mistakes += int(flags.sum())
-        self.served_mistakes += int((flags if served_mistakes is None else served_mistakes[lab]).sum())
-        norms = x_norms[lab]
+        self.mistakes += int(np.count_nonzero(flags))
+        self.served_mistakes += int(np.count_nonzero(served))
         self.r_all = max(self.r_all, float(norms.max()))
         self._update_ewma(flags)
-        self._push(flags, geometric[lab], augmented[lab], norms)
+        self._push(flags, geo, aug, norms)
 
     def _update_ewma(self, flags: npt.NDArray[np.bool_]) -> None:
         """e ← (1 − α)·e + α·f for each flag f in turn (the first flag starts it), in exactly the
         floating-point operations of that loop, so the EWMA does not depend on how the flags were
         cut into batches: a run of zeros multiplies e by (1 − α) once per zero, in order
-        (``np.multiply.accumulate`` is sequential)."""
+        (``np.multiply.accumulate`` is sequential). The compiled part, where it is installed,
+        runs that loop flag by flag."""
         a, b = self.ewma_alpha, 1.0 - self.ewma_alpha
+        if _compiled_ewma is not None:
+            ones = np.ascontiguousarray(flags, dtype=np.bool_).view(np.uint8)
+            self.ewma = _compiled_ewma(ones, self.ewma, a, b)
+            return
         e, pos = self.ewma, 0
         if e is None:
             e, pos = float(flags[0]), 1
@@ -192,9 +206,12 @@ class RunningStats:
             )
             self._pos, self._filled = 0, w
             return
-        idx = (self._pos + np.arange(len(flags))) % w
-        self._flags[idx], self._geo[idx], self._aug[idx], self._norm[idx] = flags, geo, aug, norms
-        self._pos = (self._pos + len(flags)) % w
+        n, pos = len(flags), self._pos
+        first = min(n, w - pos)  # up to the ring's end, then the rest from its start
+        for ring, column in ((self._flags, flags), (self._geo, geo), (self._aug, aug), (self._norm, norms)):
+            ring[pos:pos + first] = column[:first]
+            ring[:n - first] = column[first:]
+        self._pos = (pos + n) % w
         self._filled = min(w, self._filled + len(flags))
 
     def _chronological(self, ring: npt.NDArray[Any]) -> npt.NDArray[Any]:

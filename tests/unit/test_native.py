@@ -1,8 +1,8 @@
 """The compiled part against its Python twins, byte for byte: the dense reader on the decoders'
 fuzzed inputs and on random dense batches, the prediction encoder on random batches, ADWIN's
-loop on random streams, the dense learning pass on random batches. Where the extension is not
-installed these skip, except under CI=true or SP_REQUIRE_NATIVE=1 (``.ci/run``, whose ``make
-install`` builds it)."""
+loop and the mistake rate's EWMA on random streams, the dense learning pass on random batches.
+Where the extension is not installed these skip, except under CI=true or SP_REQUIRE_NATIVE=1
+(``.ci/run``, whose ``make install`` builds it)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from stream_perceptron.codec.inputs import BatchDecoder
 from stream_perceptron.codec.limits import Limits
 from stream_perceptron.codec.outputs import encode_predictions
 from stream_perceptron.errors import DecodeError
-from stream_perceptron.model import dense_pass, drift
+from stream_perceptron.model import dense_pass, drift, stats
+from stream_perceptron.model.stats import RunningStats
 from tests.unit.codec.test_dense_json import LIMITS as DENSE_LIMITS
 from tests.unit.codec.test_dense_json import dense_batches
 from tests.unit.codec.test_records import LIMITS, features, ids, json_values, labels
@@ -234,6 +235,20 @@ def test_the_compiled_dense_pass_takes_row_slices_and_refuses_mismatched_shapes(
     with pytest.raises(TypeError, match="C-ordered"):
         dense_pass._compiled_pass(X, y[:49], np.zeros(6), 0.0, 0.0, 0.0, True, np.empty(49),
                                   np.empty(49, np.uint8), np.empty(49), np.empty(49))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans() | st.just(False), min_size=1, max_size=2000), st.integers(1, 700),
+       st.sampled_from([0.01, 0.5, 0.3, 1e-9, 1.0]))
+def test_the_compiled_ewma_is_the_python_runs_to_the_bit(flags, cut, alpha):
+    compiled, python = RunningStats(window=50, ewma_alpha=alpha), RunningStats(window=50, ewma_alpha=alpha)
+    for start in range(0, len(flags), cut):
+        part = np.array(flags[start:start + cut])
+        compiled._update_ewma(part)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(stats, "_compiled_ewma", None)
+            python._update_ewma(part)
+        assert struct.pack("<d", compiled.ewma) == struct.pack("<d", python.ewma)
 
 
 # ------------------------------------------------------------------ dict rows' scores
