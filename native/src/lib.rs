@@ -422,13 +422,14 @@ fn read_record<'a>(
 }
 
 /// ``values`` (a list of bytes) as (the n × d float64 matrix's bytes, d, labels, ids), or None
-/// where any record is not a plain dense one this reader takes exactly (see the module).
+/// where any record is not a plain dense one this reader takes exactly (see the module), not
+/// bytes (a null value) or longer than ``max_record_bytes``.
 #[pyfunction]
-#[pyo3(signature = (values, max_features, max_abs_value, max_id_chars, positive=None, negative=None))]
-#[allow(clippy::type_complexity)]
+#[pyo3(signature = (values, max_features, max_abs_value, max_id_chars, positive=None, negative=None, max_record_bytes=usize::MAX))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn read_dense<'py>(
     py: Python<'py>, values: &Bound<'py, PyList>, max_features: usize, max_abs_value: f64,
-    max_id_chars: usize, positive: Option<&str>, negative: Option<&str>,
+    max_id_chars: usize, positive: Option<&str>, negative: Option<&str>, max_record_bytes: usize,
 ) -> PyResult<Option<(Bound<'py, PyBytes>, usize, Bound<'py, PyList>, Bound<'py, PyList>)>> {
     let n = values.len();
     if n == 0 {
@@ -443,7 +444,11 @@ fn read_dense<'py>(
     let mut width = 0usize;
     for (k, item) in values.iter().enumerate() {
         let Ok(bytes) = item.cast::<PyBytes>() else { return Ok(None) };
-        let Some((w, sign, id)) = read_record(bytes.as_bytes(), &mut xs, &mut dens, &labels, max_id_chars) else {
+        let value = bytes.as_bytes();
+        if value.len() > max_record_bytes {
+            return Ok(None);
+        }
+        let Some((w, sign, id)) = read_record(value, &mut xs, &mut dens, &labels, max_id_chars) else {
             return Ok(None);
         };
         if k == 0 {

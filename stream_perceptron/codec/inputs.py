@@ -393,19 +393,19 @@ class BatchDecoder:
         self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None, labels: Any
     ) -> Decoded | None:
         """The common case, every record valid, one comprehension per column; None if any is not."""
+        if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
+            return None
+        if self._compiled is not None:  # it declines a null value and one past the size bound
+            dense = self._compiled.read(values)
+            if dense is not None:
+                X, ys, ids = dense
+                return Decoded(X, ys, ids, list(range(len(ids))))
         if None in values:
             return None
         present: Sequence[bytes] = values  # type: ignore[assignment]
         if max(map(len, present), default=0) > self.limits.max_record_bytes:
             return None
-        if keys is not None and max(map(len, filter(None, keys)), default=0) > self.limits.max_key_bytes:
-            return None
         names = None if self.classes is None else labels.names
-        if self._compiled is not None:
-            dense = self._compiled.read(present)
-            if dense is not None:
-                X, ys, ids = dense
-                return Decoded(X, ys, ids, list(range(len(ids))))
         if self._dense is not None:
             dense = self._dense.read(present, labels)
             if dense is not None:

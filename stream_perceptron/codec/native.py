@@ -53,11 +53,12 @@ class DenseReader:
 
     def __init__(self, limits: Limits) -> None:
         self._args = (limits.max_features, limits.max_abs_value, limits.max_id_chars,
-                      limits.positive_class, limits.negative_class)
+                      limits.positive_class, limits.negative_class, limits.max_record_bytes)
 
-    def read(self, values: Sequence[bytes]) -> tuple[np.ndarray, list[int], list[Any]] | None:
+    def read(self, values: Sequence[bytes | None]) -> tuple[np.ndarray, list[int], list[Any]] | None:
         """``values`` as one ``len(values) × d`` float64 matrix, their labels (−1, 0 for none,
-        +1) and their ids; None where any record is not one the compiled reader takes exactly."""
+        +1) and their ids; None where any record is not one the compiled reader takes exactly,
+        is null or is longer than ``SP_LIMITS__MAX_RECORD_BYTES``."""
         assert _native is not None
         got = _native.read_dense(values if type(values) is list else list(values), *self._args)
         if got is None:

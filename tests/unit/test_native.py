@@ -94,6 +94,16 @@ def test_the_compiled_reader_at_the_edges(value):
         same_both_ways([value, b'{"x": [3]}', value], limits)
 
 
+def test_the_compiled_reader_leaves_a_null_or_overlong_record_to_the_python_way():
+    long = b'{"x": [' + b", ".join([b"1.5"] * 400) + b"]}"  # past LIMITS' max_record_bytes
+    assert len(long) > LIMITS.max_record_bytes
+    for values in ([b'{"x": [1.5]}', None, b'{"x": [2.5]}'], [b'{"x": [1.5]}', long], [long]):
+        assert native.reader(LIMITS).read(values) is None
+        same_both_ways(values, LIMITS)
+    d = BatchDecoder(LIMITS).decode_many([b'{"x": [1.5]}', long, None])
+    assert sorted(d.rejected) == [1, 2] and "bytes" in d.rejected[1], d.rejected
+
+
 floats = st.floats() | st.sampled_from([0.0, -0.0, 5e-324, 1e-5, 9.999999999999999e-06, 1e16, 1e15,
                                         9999999999999998.0, 1.7976931348623157e308, math.nan, math.inf])
 texts = st.text(max_size=6) | st.sampled_from(["\x00\x1f\x7f\"\\/\u2028", "é", "\U0001f600"])
