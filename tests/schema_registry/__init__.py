@@ -23,6 +23,7 @@ come from the schema's content: the same text under two subjects may share an id
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -199,6 +200,7 @@ class Apicurio:
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent_hook())
         try:
             self.wait_ready(timeout_s)
+            self.warm_up(timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -222,6 +224,26 @@ class Apicurio:
             time.sleep(0.1)
         raise ApicurioUnavailable(f"Apicurio Registry not ready within {timeout_s:g} s ({problem}); "
                                   f"its log ends: {self.log_tail(1500)}")
+
+    def warm_up(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """One schema registered and fetched by its id, each answer awaited up to ``timeout_s``.
+
+        Ready by its health check, the server still runs its first registration and its first
+        fetch through code not run yet (the JVM compiles it, the storage opens): on a loaded
+        machine that took more than the 2 s a test's client waits. After this, a test's first
+        request is not the server's."""
+        headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+        body = json.dumps({"schema": json.dumps("string")}).encode()
+        request = urllib.request.Request(f"{self.url}/subjects/warm-up-value/versions", data=body,
+                                         headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                schema_id = json.loads(answer.read())["id"]
+            with urllib.request.urlopen(f"{self.url}/schemas/ids/{schema_id}", timeout=timeout_s) as answer:
+                answer.read()
+        except (OSError, ValueError, KeyError) as exc:
+            raise ApicurioUnavailable(f"Apicurio Registry ready but not answering its API ({exc}); "
+                                      f"its log ends: {self.log_tail(1500)}") from None
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop it (SIGTERM; SIGKILL after ``timeout_s``); its storage stays for :meth:`start`."""
