@@ -19,7 +19,6 @@ same weights and statistics, bit for bit, or the benchmark exits 1.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ import numpy as np
 import orjson
 
 from bench.worker.contenders import offline_parser, rotated
-from bench.worker.formatting import format_table, write_json
+from bench.worker.formatting import format_table, timing_rows, write_json
 from bench.worker.inputs import DEFAULT_D, dense_records
 from bench.worker.machine import machine_info
 from stream_perceptron.model import dense_pass, drift, stats
@@ -96,17 +95,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if len(set().union(*(ends[(w, r)] for w in WAYS))) != 1:
             print(f"calls of {r} rows: the two ways ended in different states", file=sys.stderr)
             sys.exit(1)
-    table = []
-    for r in sizes:
-        python = statistics.median(runs[("python", r)])
-        for w in WAYS:
-            times = runs[(w, r)]
-            med = statistics.median(times)
-            table.append([w, f"{r:,}", f"{1e6 * med / len(X):.3f}", f"{(max(times) - min(times)) / med:.0%}",
-                          f"{med / python:.2f}"])
+    table = [[f"{r:,}", *row] for r in sizes
+             for row in timing_rows({w: runs[(w, r)] for w in WAYS}, len(X), "python")]
     print(f"Learner.step over {len(X):,} rows of {DEFAULT_D} features; process CPU, medians of"
           f" {args.repeats} interleaved repeats; the same weights and statistics every way")
-    print(format_table(["way", "rows per call", "µs per row", "spread", "× python"], table))
+    print(format_table(["rows per call", "way", "µs per row", "spread", "× python"], table))
     report = {"machine": machine_info(), "records": len(X), "repeats": args.repeats,
               "runs": {f"{w}/{r}": t for (w, r), t in runs.items()}}
     write_json(args.json, report)

@@ -155,73 +155,14 @@ const POW10: [f64; 23] = [
     1e19, 1e20, 1e21, 1e22,
 ];
 
-/// Clinger's fast path: a number whose digits make an integer m <= 2^53 and whose decimal
-/// exponent k has |k| <= 22 is m × 10^k or m / 10^-k, one correctly rounded operation on two
-/// exact doubles, so the double nearest the number. As (numerator, denominator), the division
-/// left to the caller (one pass over a batch, which the compiler vectorizes); None where the
-/// fast path does not apply.
-fn fast_decimal(text: &[u8]) -> Option<(f64, f64)> {
-    let (negative, body) = match text.first() {
-        Some(b'-') => (true, &text[1..]),
-        _ => (false, text),
-    };
-    let mut m: u64 = 0;
-    let mut digits = 0u32;
-    let mut exp: i32 = 0;
-    let mut i = 0;
-    let mut seen_point = false;
-    while i < body.len() {
-        let c = body[i];
-        if c.is_ascii_digit() {
-            if m == 0 && c == b'0' {
-                if seen_point {
-                    exp -= 1;
-                }
-            } else {
-                digits += 1;
-                if digits > 16 {
-                    return None;
-                }
-                m = m * 10 + (c - b'0') as u64;
-                if seen_point {
-                    exp -= 1;
-                }
-            }
-        } else if c == b'.' {
-            seen_point = true;
-        } else {
-            break; // an exponent
-        }
-        i += 1;
-    }
-    if i < body.len() {
-        let rest = std::str::from_utf8(&body[i + 1..]).ok()?;
-        exp += rest.parse::<i32>().ok()?;
-    }
-    if m > (1u64 << 53) || !(-22..=22).contains(&exp) {
-        return None;
-    }
-    let v = if negative { -(m as f64) } else { m as f64 };
-    Some(if exp >= 0 { (v * POW10[exp as usize], 1.0) } else { (v, POW10[(-exp) as usize]) })
-}
-
-/// A feature as (numerator, denominator), whose quotient is the double nearest the number, as
-/// the twin reads it (an integer within 64 bits is converted from the integer, which is the same
-/// double; a wider one, or "-0", is declined).
-fn feature(text: &[u8], integer: bool) -> Option<(f64, f64)> {
-    if !integer {
-        if let Some(v) = fast_decimal(text) {
-            return Some(v);
-        }
-    }
-    exact(text, integer).map(|v| (v, 1.0))
-}
-
-/// The feature at the reader's position, read in one pass as [`Reader::number`] and
-/// [`feature`] read it: the same grammar, the same (numerator, denominator) where Clinger's fast
-/// path applies (any other spelling of the same digits gives the same quotient, one correctly
-/// rounded operation on exact doubles), else [`feature`] on the number's text (an exponent,
-/// more than 16 significant digits, an integer).
+/// A feature at the reader's position as (numerator, denominator), whose quotient is the double
+/// nearest the number, as the twin reads it; read in one pass with [`Reader::number`]'s
+/// grammar. Clinger's fast path: a number with a fraction or an exponent whose significant
+/// digits make an integer m <= 2^53 and whose decimal exponent k has |k| <= 22 is m × 10^k or
+/// m / 10^-k, one correctly rounded operation on two exact doubles (the division left to the
+/// caller, one pass over a batch that the compiler vectorizes). Any other number (an integer,
+/// more digits, a larger exponent) is read by [`exact`] from its text; "-0" and an integer past
+/// 64 bits are declined there.
 fn feature_at(r: &mut Reader) -> Option<(f64, f64)> {
     let s = r.s;
     let start = r.i;
@@ -230,51 +171,64 @@ fn feature_at(r: &mut Reader) -> Option<(f64, f64)> {
     if negative {
         i += 1;
     }
-    let mut m: u64 = 0;
-    let mut digits = 0u32;
+    let (mut m, mut digits, mut exp) = (0u64, 0u32, 0i32);
+    let mut push = |d: u8| {
+        if m != 0 || d != 0 {
+            digits += 1;
+            if digits <= 16 {
+                m = m * 10 + u64::from(d);
+            }
+        }
+    };
     match s.get(i) {
         Some(b'0') => i += 1,
         Some(c) if c.is_ascii_digit() => {
             while i < s.len() && s[i].is_ascii_digit() {
-                if digits < 19 {
-                    m = m * 10 + u64::from(s[i] - b'0');
-                }
-                digits += 1;
+                push(s[i] - b'0');
                 i += 1;
             }
         }
         _ => return None,
     }
-    if s.get(i) != Some(&b'.') || digits > 16 {
-        return slow_feature(r); // an integer, or a fraction past the fast path's digits
-    }
-    i += 1;
-    let fraction = i;
-    let mut exp: i32 = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        let d = u64::from(s[i] - b'0');
-        if m != 0 || d != 0 {
-            digits += 1;
-            if digits > 16 {
-                return slow_feature(r);
-            }
-            m = m * 10 + d;
-        }
-        exp -= 1;
+    let mut integer = true;
+    if s.get(i) == Some(&b'.') {
+        integer = false;
         i += 1;
+        let fraction = i;
+        while i < s.len() && s[i].is_ascii_digit() {
+            push(s[i] - b'0');
+            exp -= 1;
+            i += 1;
+        }
+        if i == fraction {
+            return None; // a point without a digit after it: not a JSON number
+        }
     }
-    if i == fraction || matches!(s.get(i), Some(b'e' | b'E')) || exp < -22 || m > (1u64 << 53) {
-        return slow_feature(r); // no digit after the point (declined there), or an exponent
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        integer = false;
+        i += 1;
+        let minus = s.get(i) == Some(&b'-');
+        if matches!(s.get(i), Some(b'-' | b'+')) {
+            i += 1;
+        }
+        let (digits_from, mut e) = (i, 0i32);
+        while i < s.len() && s[i].is_ascii_digit() {
+            e = e.saturating_mul(10).saturating_add(i32::from(s[i] - b'0'));
+            i += 1;
+        }
+        if i == digits_from {
+            return None; // an exponent without a digit
+        }
+        exp = exp.saturating_add(if minus { -e } else { e });
+    }
+    if integer || digits > 16 || m > (1u64 << 53) || !(-22..=22).contains(&exp) {
+        r.i = start;
+        let (text, integer) = r.number()?;
+        return exact(text, integer).map(|v| (v, 1.0));
     }
     r.i = i;
     let v = if negative { -(m as f64) } else { m as f64 };
-    Some((v, POW10[(-exp) as usize]))
-}
-
-/// [`Reader::number`] then [`feature`] from the reader's position.
-fn slow_feature(r: &mut Reader) -> Option<(f64, f64)> {
-    let (text, integer) = r.number()?;
-    feature(text, integer)
+    Some(if exp >= 0 { (v * POW10[exp as usize], 1.0) } else { (v, POW10[(-exp) as usize]) })
 }
 
 fn exact(text: &[u8], integer: bool) -> Option<f64> {

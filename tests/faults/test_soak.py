@@ -30,6 +30,7 @@ import orjson
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from bench.worker.measures import CLK_TCK, parse_stat_cpu_ticks
 from stream_perceptron import Perceptron
 from stream_perceptron.kafka.admin import client_config
 from stream_perceptron.state.directory import DirectoryStore
@@ -75,9 +76,8 @@ def _sample(pid: int) -> dict[str, int]:
         threads = next(int(ln.split()[1]) for ln in fh if ln.startswith("Threads:"))
     with open(f"/proc/{pid}/schedstat") as fh:  # ns on a CPU, ns runnable but waiting, slices
         waited_s = int(fh.read().split()[1]) / 1e9
-    with open(f"/proc/{pid}/stat") as fh:  # after the command's closing parenthesis: state, ppid, ...
-        fields = fh.read().rsplit(")", 1)[1].split()
-    cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, all threads
+    with open(f"/proc/{pid}/stat") as fh:  # utime + stime, all threads
+        cpu_s = parse_stat_cpu_ticks(fh.read()) / CLK_TCK
     return {"rss_kb": rss_kb(pid), "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads,
             "at": time.time(), "waited_s": waited_s, "cpu_s": cpu_s}
 

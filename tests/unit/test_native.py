@@ -79,12 +79,13 @@ def test_the_compiled_reader_reads_random_dense_batches_bit_for_bit(values):
     b'{"x": [1], "id": 9223372036854775807}', b'{"x": [1], "id": 9223372036854775808}',
     b'{"x": [1], "id": 1e400}', b'{"x": [1], "id": "a\\"b"}', b'{"x": [1], "y": "spam"}',
     b'{"x": [1], "y": 1e0}', b'{"x": [1e-400, 2.5E+3]}', b'{"x": [01]}', b'{"x": [1.]}', b'{"x": [.5]}',
-    # the one-pass fraction reader and where it hands over: past 16 digits or 2^53, past 10^-22,
-    # leading and trailing zeros, -0.0, a point with an exponent, a fraction run into text
+    # the one-pass number reader and where it hands over: past 16 digits or 2^53, past 10^±22,
+    # leading and trailing zeros, -0.0, exponents with and without a point, a number run into text
     b'{"x": [0.1, -0.0, 0.05, 10.50, 1.5e3, 0.0000000000000000000001, 0.00000000000000000000001]}',
     b'{"x": [9.007199254740993, 9.999999999999999, 0.9999999999999999, 0.9139962084340797]}',
     b'{"x": [994.8187476389095]}',
     b'{"x": [0.12345678901234567, 0.00000000000000000000000000001234]}', b'{"x": [1234567890123456.7]}',
+    b'{"x": [1e5, 1E-5, 1.25e-3, 9e22, 9e23, 1e-22, 1.5e-23, -0e0, 12e+2]}', b'{"x": [1.5e]}',
     b'{"x": [00.5]}', b'{"x": [-.5]}', b'{"x": [1.5.3]}', b'{"x": [1.5x]}', b'{"x": [-]}', b'{"x": [2.e3]}',
     b'{"x": [1], "id": "\x01"}', b'{"x": [1], "id": "\xff"}', b'{"x": [1]}x', b'{"x": [1],}',
 ])
