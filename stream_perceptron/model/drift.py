@@ -37,7 +37,7 @@ total and variance bit for bit as ``river.drift.ADWIN`` on random streams.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 DETECTORS = ("adwin", "page-hinkley", "ddm", "hddm-a", "none")
 #: The streams watched: the learning model's mistakes, and the served (averaged) model's errors.
 STREAMS = ("mistakes", "served")
+
+
+def _ints(zs: Sequence[int] | npt.NDArray[Any]) -> list[int]:
+    """Flags as Python ints 0/1 (river's counts and the state stored stay ints)."""
+    return np.asarray(zs, dtype=np.int64).tolist() if isinstance(zs, np.ndarray) else list(zs)
 
 
 class Alarm(NamedTuple):
@@ -356,17 +361,17 @@ class RiseDetector:
         alarms = self.update_many([1 if z else 0])
         return (alarms[0][1], alarms[0][2]) if alarms else None
 
-    def update_many(self, zs: list[int]) -> list[tuple[int, float, float]]:
-        """Feed the flags ``zs`` (0/1) in order; returns (position, rate_before, rate_after) of
-        each that raises an alarm."""
+    def update_many(self, zs: Sequence[int] | npt.NDArray[Any]) -> list[tuple[int, float, float]]:
+        """Feed the flags ``zs`` (0/1, or an array of flags) in order; returns (position,
+        rate_before, rate_after) of each that raises an alarm."""
         if self._adwin is not None:
             out = []
-            for i, (n0, u0, n1, u1) in self._adwin.update_many([float(z) for z in zs]):
+            for i, (n0, u0, n1, u1) in self._adwin.update_many(np.asarray(zs, dtype=np.float64).tolist()):
                 before, after = (u0 / n0 if n0 else 0.0), (u1 / n1 if n1 else 0.0)
                 if after > before:
                     out.append((i, before, after))
             return out
-        return [(i, *rates) for i, z in enumerate(zs) if (rates := self._river_update(z)) is not None]
+        return [(i, *rates) for i, z in enumerate(_ints(zs)) if (rates := self._river_update(z)) is not None]
 
     def _river_update(self, x: int) -> tuple[float, float] | None:
         det = self._river
@@ -451,21 +456,23 @@ class DriftWatch:
         rows after it are not fed)."""
         flags = {"mistakes": mistakes, "served": mistakes if served_mistakes is None else served_mistakes}
         rows = np.flatnonzero(labels != 0)
-        columns = [(s, det, flags[s][rows].astype(np.int8).tolist()) for s, det in self.streams.items()]
+        every = len(rows) == len(labels)  # all labeled (the common case): the columns as they are
+        columns = [(s, det, flags[s] if every else flags[s][rows]) for s, det in self.streams.items()]
         alarms: list[Alarm] = []
         if not first_only or len(columns) == 1:
             for stream, det, zs in columns:
                 if first_only:  # one stream: feed it up to its first alarm
-                    found = next(((k, *r) for k, z in enumerate(zs) if (r := det.update(z))), None)
+                    found = next(((k, *r) for k, z in enumerate(_ints(zs)) if (r := det.update(z))), None)
                     raised = [] if found is None else [found]
                 else:
                     raised = det.update_many(zs)
                 alarms += [Alarm(int(rows[k]), stream, before, after) for k, before, after in raised]
             alarms.sort(key=lambda a: (a.row, STREAMS.index(a.stream)))
         else:  # both streams, row by row, up to the first row that raises an alarm
+            lists = [(stream, det, _ints(zs)) for stream, det, zs in columns]
             for k in range(len(rows)):
-                for stream, det, zs in columns:
-                    rates = det.update(zs[k])
+                for stream, det, ints in lists:
+                    rates = det.update(ints[k])
                     if rates is not None:
                         alarms.append(Alarm(int(rows[k]), stream, rates[0], rates[1]))
                 if alarms:

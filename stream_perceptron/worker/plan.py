@@ -60,14 +60,17 @@ def join_points(rows: Sequence[int], labels: Iterable[int]) -> list[tuple[int, i
     return [(bisect.bisect_left(rows, i), i) for i in sorted(labels)]
 
 
-def mix_points(labeled: Sequence[bool], every: int, remaining: int) -> list[int]:
+def mix_points(labeled: Sequence[int], every: int, remaining: int) -> list[int]:
     """The learnable rows right after which a mixing point falls: the ``remaining``-th labeled
     row, then every ``every``-th labeled row after it. ``every`` 0: mixing is off, none.
+    ``labeled[k]`` is true where row ``k`` is labeled (a flag, or its label's code).
 
     >>> mix_points([True, False, True, True, True, True], every=2, remaining=1)
     [0, 3, 5]
     >>> mix_points([True, True], every=0, remaining=0)
     []
+    >>> mix_points([-1, 0, 1, 3], every=1, remaining=1)  # label codes: 0 is unlabeled
+    [0, 2, 3]
     """
     if every <= 0:
         return []
@@ -85,7 +88,7 @@ def mix_points(labeled: Sequence[bool], every: int, remaining: int) -> list[int]
 
 def plan(
     rows: Sequence[int],
-    labeled: Sequence[bool],
+    labeled: Sequence[int],
     labels: Iterable[int] = (),
     *,
     breaks: Iterable[int] = (),
@@ -94,11 +97,11 @@ def plan(
 ) -> list[Segment]:
     """The segments that process one partition's batch, in offset order.
 
-    ``rows``: the learnable rows' batch positions, ascending; ``labeled[k]``: whether learnable
-    row ``k`` is labeled; ``labels``: the label records' batch positions; ``breaks``: learnable
-    rows that start a run vectorized apart from the rows before it; ``every``: the mixing
-    interval E in labeled examples (0: off); ``remaining``: labeled examples to learn before the
-    partition's next mixing point.
+    ``rows``: the learnable rows' batch positions, ascending; ``labeled[k]``: true where learnable
+    row ``k`` is labeled (a flag, or its label's code, 0 for none); ``labels``: the label
+    records' batch positions; ``breaks``: learnable rows that start a run vectorized apart from
+    the rows before it; ``every``: the mixing interval E in labeled examples (0: off);
+    ``remaining``: labeled examples to learn before the partition's next mixing point.
 
     >>> plan([0, 1, 3, 4], [True, True, True, False], [2], every=2, remaining=2)
     [Learn(start=0, stop=2), Mix(after=1), Join(position=2), Learn(start=2, stop=4)]

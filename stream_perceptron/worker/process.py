@@ -174,7 +174,7 @@ class BatchProcessor:
             joins = [i for i in labels if i < until]
             labels = labels[len(joins):]
             run = self._vectorize(st, batch, decoded, start, end)
-            for seg in plan(run.positions, [y != 0 for y in run.ys], joins, every=self._mixer.every,
+            for seg in plan(run.positions, run.ys, joins, every=self._mixer.every,
                             remaining=self._mixer.remaining(st)):
                 if isinstance(seg, Learn):
                     a, b = seg.start, seg.stop
