@@ -231,6 +231,57 @@ fn feature_at(r: &mut Reader) -> Option<(f64, f64)> {
     Some(if exp >= 0 { (v * POW10[exp as usize], 1.0) } else { (v, POW10[(-exp) as usize]) })
 }
 
+/// [`feature_at`] for the common shape `-?digits.digits` with at most 18 digits in all and
+/// nothing after the fraction that continues the number: the same (numerator, denominator),
+/// the reader moved past it; None (the reader unmoved) for anything else, which
+/// [`feature_at`] then reads. Every digit is accumulated, leading zeros included, so m is the
+/// same integer as there, and m <= 2^53 holds exactly when it holds there (a larger m has
+/// more than 16 significant digits).
+#[inline(always)]
+fn plain_decimal(r: &mut Reader) -> Option<(f64, f64)> {
+    let s = r.s;
+    let mut i = r.i;
+    let negative = s.get(i) == Some(&b'-');
+    i += usize::from(negative);
+    let start = i;
+    let mut m = 0u64;
+    while let Some(&c) = s.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d >= 10 {
+            break;
+        }
+        m = m * 10 + u64::from(d);
+        i += 1;
+        if i - start > 18 {
+            return None;
+        }
+    }
+    let whole = i - start;
+    if whole == 0 || (whole > 1 && s[start] == b'0') || s.get(i) != Some(&b'.') {
+        return None; // no digit, a leading zero, or no fraction
+    }
+    i += 1;
+    let fraction = i;
+    while let Some(&c) = s.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d >= 10 {
+            break;
+        }
+        m = m * 10 + u64::from(d);
+        i += 1;
+        if i - start > 19 {
+            return None; // 18 digits and the point
+        }
+    }
+    let scale = i - fraction;
+    if scale == 0 || scale > 22 || m > (1u64 << 53) || matches!(s.get(i), Some(b'e' | b'E')) {
+        return None;
+    }
+    r.i = i;
+    let v = if negative { -(m as f64) } else { m as f64 };
+    Some((v, POW10[scale]))
+}
+
 fn exact(text: &[u8], integer: bool) -> Option<f64> {
     if integer {
         if text == b"-0" {
@@ -339,7 +390,10 @@ fn read_record<'a>(
                 let before = xs.len();
                 loop {
                     r.ws();
-                    let (num, den) = feature_at(&mut r)?;
+                    let (num, den) = match plain_decimal(&mut r) {
+                        Some(pair) => pair,
+                        None => feature_at(&mut r)?,
+                    };
                     xs.push(num);
                     dens.push(den);
                     r.ws();

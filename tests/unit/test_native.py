@@ -86,6 +86,11 @@ def test_the_compiled_reader_reads_random_dense_batches_bit_for_bit(values):
     b'{"x": [994.8187476389095]}',
     b'{"x": [0.12345678901234567, 0.00000000000000000000000000001234]}', b'{"x": [1234567890123456.7]}',
     b'{"x": [1e5, 1E-5, 1.25e-3, 9e22, 9e23, 1e-22, 1.5e-23, -0e0, 12e+2]}', b'{"x": [1.5e]}',
+    # the plain decimal's bounds: m at and past 2^53, 18 and 19 digits, scales 22 and 23, a
+    # point or an exponent after its digits
+    b'{"x": [900719925474099.2, 900719925474099.3, -900719925474099.2, 12345678901234567.8]}',
+    b'{"x": [123456789012345678.9, 1234567890123456789.5, 0.0000000000000000000015, -0.0000]}',
+    b'{"x": [0.1234567890123456789012, 0.12345678901234567890123, 0.5e1, 0.5E-1, 7.25e+0]}',
     b'{"x": [00.5]}', b'{"x": [-.5]}', b'{"x": [1.5.3]}', b'{"x": [1.5x]}', b'{"x": [-]}', b'{"x": [2.e3]}',
     b'{"x": [1], "id": "\x01"}', b'{"x": [1], "id": "\xff"}', b'{"x": [1]}x', b'{"x": [1],}',
 ])
@@ -93,6 +98,17 @@ def test_the_compiled_reader_at_the_edges(value):
     for limits in (LIMITS, Limits(positive_class="spam")):
         same_both_ways([value], limits)
         same_both_ways([value, b'{"x": [3]}', value], limits)
+
+
+def test_the_compiled_reader_takes_every_number_shape_it_reads_exactly_itself():
+    # declining is always correct (the Python way reads the batch), so this holds what it reads:
+    # exponents after a point, past 16 digits, past 2^53 and the scales past 10^-22
+    value = (b'{"x": [0.5e1, 7.25E+0, -0.5e-1, 1234.5678901234567, 0.9007199254740993,'
+             b' 0.00000000000000000000001, 3, -0.0], "y": 1, "id": 7}')
+    X, ys, ids = native.reader(Limits()).read([value, value])
+    assert X.tolist() == [[5.0, 7.25, -0.05, 1234.5678901234567, 0.9007199254740993, 1e-23, 3.0, -0.0]] * 2
+    assert math.copysign(1.0, X[0, -1]) == -1.0 and ys == [1, 1] and ids == [7, 7]
+    same_both_ways([value], Limits())
 
 
 def test_the_compiled_reader_leaves_a_null_or_overlong_record_to_the_python_way():
