@@ -45,17 +45,19 @@ def peer(bootstrap: str, input_topic: str, output_topic: str, records: int) -> d
             counts["labeled"] += 1
         return out
 
-    app = Application(broker_address=bootstrap, consumer_group=f"peer-quix-{os.getpid()}-{time.time_ns()}",
-                      auto_offset_reset="earliest", use_changelog_topics=False, auto_create_topics=False,
-                      loglevel="WARNING", state_dir=tempfile.mkdtemp(prefix="peer-quix-state-"),
-                      producer_extra_config={"linger.ms": LINGER_MS, "batch.size": BATCH_BYTES},
-                      consumer_extra_config={"fetch.wait.max.ms": FETCH_WAIT_MS})
-    sdf = app.dataframe(app.topic(input_topic, value_deserializer="json"))
-    # Quix stamps an output with its input's timestamp; the benchmark's rate is measured, as for
-    # every contender, from the outputs' CreateTime at the moment they are sent
-    sdf = sdf.apply(step).set_timestamp(lambda _value, _key, _ts, _headers: time.time_ns() // 1_000_000)
-    sdf.to_topic(app.topic(output_topic, value_serializer="json"))
-    app.run(count=records, collect=False, timeout=600)
+    group = f"peer-quix-{os.getpid()}-{time.time_ns()}"
+    with tempfile.TemporaryDirectory(prefix="peer-quix-state-") as state_dir:  # Quix's, never read
+        app = Application(broker_address=bootstrap, consumer_group=group,
+                          auto_offset_reset="earliest", use_changelog_topics=False, auto_create_topics=False,
+                          loglevel="WARNING", state_dir=state_dir,
+                          producer_extra_config={"linger.ms": LINGER_MS, "batch.size": BATCH_BYTES},
+                          consumer_extra_config={"fetch.wait.max.ms": FETCH_WAIT_MS})
+        sdf = app.dataframe(app.topic(input_topic, value_deserializer="json"))
+        # Quix stamps an output with its input's timestamp; the benchmark's rate is measured, as
+        # for every contender, from the outputs' CreateTime at the moment they are sent
+        sdf = sdf.apply(step).set_timestamp(lambda _value, _key, _ts, _headers: time.time_ns() // 1_000_000)
+        sdf.to_topic(app.topic(output_topic, value_serializer="json"))
+        app.run(count=records, collect=False, timeout=600)
     return {"records": records, **own_rate(records, first[0] if first else None), **counts}
 
 

@@ -39,9 +39,14 @@ def test_a_tiny_run_of_the_workers_puts_out_every_prediction(kafka_bootstrap: st
     assert first["ratio"] == pytest.approx(1.0) and (tmp_path / "peer.json").is_file()
 
 
-def test_the_peer_puts_out_a_prediction_per_record(kafka_bootstrap: str):
+def test_the_peer_puts_out_a_prediction_per_record(kafka_bootstrap: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch):
     if peer_python() is None:  # `make test` makes .venv-peer; in CI its absence is a failure
         (pytest.fail if os.environ.get("CI") else pytest.skip)("no Quix Streams here (make peer-venv)")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the contenders' temporary files go here
     out = main(["--bootstrap", kafka_bootstrap, "--records", "2000", "--repeats", "1", "--every", "1000"])
     peer = out["runs"][PEER][0]
     assert peer["complete"] and peer["rate"] > 0 and out["ratios"][PEER]["ratio"] == pytest.approx(1.0)
+    assert not list(temp.glob("peer-quix-state-*"))  # Quix's state directory is removed after the run
