@@ -245,34 +245,13 @@ fn plain_decimal(r: &mut Reader) -> Option<(f64, f64)> {
     i += usize::from(negative);
     let start = i;
     let mut m = 0u64;
-    while let Some(&c) = s.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d >= 10 {
-            break;
-        }
-        m = m * 10 + u64::from(d);
-        i += 1;
-        if i - start > 18 {
-            return None;
-        }
-    }
+    i = accumulate(s, i, &mut m, start, 18)?;
     let whole = i - start;
     if whole == 0 || (whole > 1 && s[start] == b'0') || s.get(i) != Some(&b'.') {
         return None; // no digit, a leading zero, or no fraction
     }
-    i += 1;
-    let fraction = i;
-    while let Some(&c) = s.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d >= 10 {
-            break;
-        }
-        m = m * 10 + u64::from(d);
-        i += 1;
-        if i - start > 19 {
-            return None; // 18 digits and the point
-        }
-    }
+    let fraction = i + 1;
+    i = accumulate(s, fraction, &mut m, start, 19)?; // 18 digits and the point
     let scale = i - fraction;
     if scale == 0 || scale > 22 || m > (1u64 << 53) || matches!(s.get(i), Some(b'e' | b'E')) {
         return None;
@@ -280,6 +259,24 @@ fn plain_decimal(r: &mut Reader) -> Option<(f64, f64)> {
     r.i = i;
     let v = if negative { -(m as f64) } else { m as f64 };
     Some((v, POW10[scale]))
+}
+
+/// The ASCII digits of `s` from `i` accumulated into `m`; the index after them, or None once
+/// more than `limit` bytes from `start` are taken (so m never overflows: 19 digits at most).
+#[inline(always)]
+fn accumulate(s: &[u8], mut i: usize, m: &mut u64, start: usize, limit: usize) -> Option<usize> {
+    while let Some(&c) = s.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d >= 10 {
+            break;
+        }
+        *m = *m * 10 + u64::from(d);
+        i += 1;
+        if i - start > limit {
+            return None;
+        }
+    }
+    Some(i)
 }
 
 fn exact(text: &[u8], integer: bool) -> Option<f64> {
