@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -37,10 +36,9 @@ from typing import Any
 import numpy as np
 
 from bench.bench_step import python_twins
-from bench.worker.contenders import offline_parser, rotated
-from bench.worker.formatting import format_table, timing_rows, write_json
+from bench.worker.contenders import interleaved_ways, offline_parser
+from bench.worker.formatting import ways_report
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.machine import machine_info
 from stream_perceptron.codec import native
 from stream_perceptron.kafka.edge import Batch
 from stream_perceptron.settings import Settings
@@ -172,27 +170,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     logging.getLogger("stream_perceptron").setLevel(logging.ERROR)  # drift alarms' lines
     sizes = [int(c) for c in args.chunks.split(",")]
     values, _ = dense_records(args.records, DEFAULT_D, seed=args.seed)
-    runs: dict[tuple[str, int], list[float]] = {(w, c): [] for c in sizes for w in WAYS}
-    ends: dict[tuple[str, int], set[str]] = {key: set() for key in runs}
-    for rep in range(args.repeats):
-        for key in rotated(list(runs), rep):
-            spent, end = run(key[0], values, key[1])
-            runs[key].append(spent)
-            ends[key].add(end)
-    for c in sizes:
-        if len(set().union(*(ends[(w, c)] for w in WAYS))) != 1:
-            print(f"chunks of {c}: the ways wrote different prediction records", file=sys.stderr)
-            sys.exit(1)
-    table = [[f"{c:,}", *row] for c in sizes
-             for row in timing_rows({w: runs[(w, c)] for w in WAYS}, len(values), WAYS[0])]
-    print(f"{len(values):,} records of {DEFAULT_D} features in polls of {POLL:,}; process CPU, medians"
-          f" of {args.repeats} interleaved repeats; the same prediction records every way")
-    print(format_table(["records per chunk", "way", "µs per record", "spread", "× worker, compiled"], table))
-    report = {"machine": machine_info(), "records": len(values), "repeats": args.repeats,
-              "runs": {f"{w}/{c}": t for (w, c), t in runs.items()}}
-    write_json(args.json, report)
-    return report
-
+    runs = interleaved_ways(WAYS, sizes, args.repeats, lambda way, chunk: run(way, values, chunk),
+                            "chunks of {}: the ways wrote different prediction records")
+    return ways_report(
+        args, runs, WAYS, len(values), base=WAYS[0],
+        heading=f"{len(values):,} records of {DEFAULT_D} features in polls of {POLL:,}; process CPU,"
+                f" medians of {args.repeats} interleaved repeats; the same prediction records every way",
+        columns=["records per chunk", "way", "µs per record", "spread", "× worker, compiled"])
 
 if __name__ == "__main__":
     main()

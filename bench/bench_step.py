@@ -19,7 +19,6 @@ same weights and statistics, bit for bit, or the benchmark exits 1.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,10 +27,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from bench.worker.contenders import offline_parser, rotated
-from bench.worker.formatting import format_table, timing_rows, write_json
+from bench.worker.contenders import interleaved_ways, offline_parser
+from bench.worker.formatting import ways_report
 from bench.worker.inputs import DEFAULT_D, dense_records
-from bench.worker.machine import machine_info
 from stream_perceptron.model import dense_pass, drift, stats
 from stream_perceptron.model.drift import DriftWatch
 from stream_perceptron.model.learner import Learner
@@ -84,27 +82,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     sizes = [int(r) for r in args.rows.split(",")]
     X, y = rows_of(args.records, args.seed)
-    runs: dict[tuple[str, int], list[float]] = {(w, r): [] for r in sizes for w in WAYS}
-    ends: dict[tuple[str, int], set[str]] = {key: set() for key in runs}
-    for rep in range(args.repeats):
-        for key in rotated(list(runs), rep):
-            spent, end = run(key[0], X, y, key[1])
-            runs[key].append(spent)
-            ends[key].add(end)
-    for r in sizes:
-        if len(set().union(*(ends[(w, r)] for w in WAYS))) != 1:
-            print(f"calls of {r} rows: the two ways ended in different states", file=sys.stderr)
-            sys.exit(1)
-    table = [[f"{r:,}", *row] for r in sizes
-             for row in timing_rows({w: runs[(w, r)] for w in WAYS}, len(X), "python")]
-    print(f"Learner.step over {len(X):,} rows of {DEFAULT_D} features; process CPU, medians of"
-          f" {args.repeats} interleaved repeats; the same weights and statistics every way")
-    print(format_table(["rows per call", "way", "µs per row", "spread", "× python"], table))
-    report = {"machine": machine_info(), "records": len(X), "repeats": args.repeats,
-              "runs": {f"{w}/{r}": t for (w, r), t in runs.items()}}
-    write_json(args.json, report)
-    return report
-
+    runs = interleaved_ways(list(WAYS), sizes, args.repeats, lambda way, rows: run(way, X, y, rows),
+                            "calls of {} rows: the ways ended in different states")
+    return ways_report(
+        args, runs, list(WAYS), len(X), base="python",
+        heading=f"Learner.step over {len(X):,} rows of {DEFAULT_D} features; process CPU, medians of"
+                f" {args.repeats} interleaved repeats; the same weights and statistics every way",
+        columns=["rows per call", "way", "µs per row", "spread", "× python"])
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,8 @@ river application, on which client backend) and the defaults of a run."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,26 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
     """``items`` rotated left by ``k`` (the interleaving order of repeat ``k``)."""
     k = k % len(items) if items else 0
     return [*items[k:], *items[:k]]
+
+
+def interleaved_ways(ways: Sequence[str], sizes: Sequence[int], repeats: int,
+                     run: Callable[[str, int], tuple[float, str]], differ: str
+                     ) -> dict[tuple[str, int], list[float]]:
+    """Every (way, size) once per repeat, in rotated order; ``run(way, size)`` gives its seconds
+    and what it ended with. The seconds by (way, size); exits 1, printing ``differ`` with the
+    size, when the ways of a size did not all end with the same."""
+    runs: dict[tuple[str, int], list[float]] = {(w, n): [] for n in sizes for w in ways}
+    ends: dict[tuple[str, int], set[str]] = {key: set() for key in runs}
+    for rep in range(repeats):
+        for key in rotated(list(runs), rep):
+            spent, end = run(*key)
+            runs[key].append(spent)
+            ends[key].add(end)
+    for n in sizes:
+        if len(set().union(*(ends[(w, n)] for w in ways))) != 1:
+            print(differ.format(n), file=sys.stderr)
+            sys.exit(1)
+    return runs
 
 
 def peer_python() -> str | None:

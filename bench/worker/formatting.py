@@ -78,3 +78,22 @@ def contender_report(args: Any, runs: dict[str, list[float]], *, input_text: str
     report = {"records": args.records, "repeats": args.repeats, **sizes, "seconds": runs}
     write_json(args.json, report)
     return report
+
+
+def ways_report(args: Any, runs: dict[tuple[str, int], list[float]], ways: Sequence[str], records: int, *,
+                base: str, heading: str, columns: list[str]) -> dict[str, Any]:
+    """The close of an offline benchmark of ways at several sizes (the ``runs`` of
+    :func:`~bench.worker.contenders.interleaved_ways`): prints ``heading``, then one
+    :func:`timing_rows` table against ``base`` under ``columns``; writes the report to
+    ``args.json`` if given, and returns it."""
+    from bench.worker.machine import machine_info
+
+    sizes = list(dict.fromkeys(n for _, n in runs))
+    table = [[f"{n:,}", *row] for n in sizes
+             for row in timing_rows({w: runs[(w, n)] for w in ways}, records, base)]
+    print(heading)
+    print(format_table(columns, table))
+    report = {"machine": machine_info(), "records": records, "repeats": args.repeats,
+              "runs": {f"{w}/{n}": t for (w, n), t in runs.items()}}
+    write_json(args.json, report)
+    return report
