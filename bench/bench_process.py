@@ -104,6 +104,19 @@ def without_compiled_part() -> Iterator[None]:
         native._native = saved
 
 
+@contextlib.contextmanager
+def quiet_worker() -> Iterator[None]:
+    """The worker's lines below ERROR (each drift alarm's) left out while it lasts; the level
+    before is restored after."""
+    logger = logging.getLogger("stream_perceptron")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def run_worker(values: list[bytes], chunk: int, settings: Settings) -> tuple[float, list[bytes]]:
     """CPU seconds of ``Worker.process`` over every poll's chunks; the predictions sent."""
     edge = KeepingEdge()
@@ -167,11 +180,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if not native.available():
         raise SystemExit("the compiled part is not installed: `make native` builds it")
-    logging.getLogger("stream_perceptron").setLevel(logging.ERROR)  # drift alarms' lines
     sizes = [int(c) for c in args.chunks.split(",")]
     values, _ = dense_records(args.records, DEFAULT_D, seed=args.seed)
-    runs = interleaved_ways(WAYS, sizes, args.repeats, lambda way, chunk: run(way, values, chunk),
-                            "chunks of {}: the ways wrote different prediction records")
+    with quiet_worker():
+        runs = interleaved_ways(WAYS, sizes, args.repeats, lambda way, chunk: run(way, values, chunk),
+                                "chunks of {}: the ways wrote different prediction records")
     return ways_report(
         args, runs, WAYS, len(values), base=WAYS[0],
         heading=f"{len(values):,} records of {DEFAULT_D} features in polls of {POLL:,}; process CPU,"

@@ -4,6 +4,7 @@ restores the compiled part after its Python runs, and refuses to report when the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ if not native.available():  # the benchmark compares the compiled part with its 
 
 def test_a_small_run_times_every_way_and_restores_the_compiled_part(tmp_path: Path) -> None:
     before = [native._native, *(getattr(module, name) for module, name in bench_step.COMPILED)]
+    level = logging.getLogger("stream_perceptron").level
     out = tmp_path / "process.json"
     report = bench_process.main(["--records", "4500", "--repeats", "2", "--chunks", "300,2000",
                                  "--json", str(out)])
@@ -33,6 +35,7 @@ def test_a_small_run_times_every_way_and_restores_the_compiled_part(tmp_path: Pa
     assert set(report["runs"]) == {f"{w}/{c}" for w in bench_process.WAYS for c in (300, 2000)}
     assert all(len(t) == 2 and min(t) > 0 for t in report["runs"].values())
     assert [native._native, *(getattr(module, name) for module, name in bench_step.COMPILED)] == before
+    assert logging.getLogger("stream_perceptron").level == level  # later tests' log lines still caught
 
 
 def test_every_way_writes_the_worker_s_prediction_records() -> None:
