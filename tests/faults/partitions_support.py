@@ -480,6 +480,7 @@ class Outcome:
     reemitted: int = 0  # predictions after the first for their offset
     reemitted_offsets: int = 0
     differing: int = 0  # re-emitted predictions not byte-identical to the first
+    first_differing: tuple[bytes, bytes] | None = None  # the first such pair: (first, again)
     flipped: int = 0  # ... of which the prediction itself (+1/-1) changed
     unlike_reference: int = 0  # first predictions whose score or mistake is not the reference's
     strays: int = 0  # predictions for offsets that are not in the input
@@ -497,6 +498,8 @@ class Outcome:
                         ("predictions for offsets not in the input", self.strays)):
             if n:
                 out.append(f"{n} {what}")
+        if self.first_differing is not None:  # which fields: what the next look at a failure needs
+            out.append(f"first copy {self.first_differing[0]!r}, again {self.first_differing[1]!r}")
         out += [f"partition {p}: {why}" for p, why in sorted(self.models.items()) if why != "exact"]
         if self.learned != total:
             out.append(f"the final states learned {self.learned} examples from {total} inputs")
@@ -550,6 +553,7 @@ def check(kafka: KafkaSettings, topics: dict[str, str], settings: Settings, watc
             for again in got[1:]:
                 if again != got[0]:
                     out.differing += 1
+                    out.first_differing = out.first_differing or (got[0], again)
                     out.flipped += orjson.loads(again)["prediction"] != first["prediction"]
 
     for p, (model, _) in refs.items():
